@@ -1,0 +1,237 @@
+"""Command line: `iobench gen`, `iobench run`. Bad input ends in one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from iobench import __version__
+from iobench.dataset import (
+    GenSpec,
+    Manifest,
+    check_mount,
+    default_classes,
+    find_datasets,
+    generate,
+    read_marker,
+    scan,
+    spec_of,
+)
+from iobench.errors import UserError, explain_oserror
+from iobench.mounts import block_info, host_info, mount_of
+from iobench.order import ORDERS
+from iobench.result import Dataset, Host, Mount, Result, Settings
+from iobench.runner import Interrupted, Plan, now_iso, replay
+from iobench.sizes import parse_dist
+from iobench.ui import UI
+
+DEFAULT_FILES = 10_000
+REMOTE_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p")
+
+
+def _int_list(text: str, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise UserError(f"{what}: expected numbers like 1,4,16, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise UserError(f"{what}: values must be >= 1, got {text!r}")
+    return values
+
+
+def _choices(text: str, allowed: tuple[str, ...], what: str, both: tuple[str, ...]) -> tuple[str, ...]:
+    values = both if text == "both" else tuple(v.strip() for v in text.split(","))
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or both)")
+    return values
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="iobench")
+def cli() -> None:
+    """iobench: can this storage feed the GPUs of a training job that reads millions of small files?"""
+
+
+def _gen_options(f):
+    f = click.option("--seed", default=0, show_default=True, help="Seed of sizes and content.")(f)
+    f = click.option("--classes", type=int, default=None,
+                     help="Class folders (default: ~1,281 files per folder, as ImageNet).")(f)
+    f = click.option("--size-dist", default="imagenet", show_default=True,
+                     help="imagenet | fixed:110KiB | uniform:4KiB-256KiB")(f)
+    return f
+
+
+def _spec(files: int, size_dist: str, classes: int | None, seed: int) -> GenSpec:
+    if files < 1:
+        raise UserError("--files must be >= 1")
+    return GenSpec(files, parse_dist(size_dist), classes or default_classes(files), seed)
+
+
+def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
+    ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
+    with ui.gen_progress(spec.files) as progress:
+        rep = generate(mount, spec, threads=threads, progress=progress)
+    if rep.reused:
+        ui.info(f"reusing the existing dataset {rep.manifest.root}")
+    else:
+        rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
+        ui.info(f"wrote {rep.written:,} files, {rep.written_bytes / 1e9:.2f} GB in {rep.seconds:.1f} s "
+                f"({rate:,.0f} MB/s, synced) to {rep.manifest.root}")
+    return rep.manifest
+
+
+@cli.command()
+@click.option("--mount", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Where to write the dataset (under MOUNT/iobench-data/).")
+@click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
+@_gen_options
+@click.option("--threads", type=int, default=8, show_default=True, help="Writer threads.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int, threads: int,
+        quiet: bool) -> None:
+    """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
+    ui = UI(quiet)
+    manifest = _make(mount, _spec(files, size_dist, classes, seed), ui, threads)
+    click.echo(str(manifest.root))
+
+
+def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> tuple[Manifest, bool, dict | None]:
+    """The dataset `run --mount` uses: the one matching --files, or the only one, or a new one."""
+    mount = check_mount(mount, writable=False)
+    found = [(p, read_marker(p)) for p in find_datasets(mount)]
+    if files is not None:
+        found = [(p, m) for p, m in found if m and m["params"]["files"] == files]
+    if len(found) > 1:
+        names = ", ".join(p.name for p, _ in found)
+        raise UserError(f"several datasets under {mount / 'iobench-data'} ({names}): pick one with --files "
+                        "or --dataset PATH")
+    if found:
+        path, marker = found[0]
+        assert marker is not None
+        ui.info(f"using the dataset iobench made earlier: {path}")
+        spec = spec_of(marker)
+    else:
+        spec = _spec(files or DEFAULT_FILES, *spec_args)
+    manifest = _make(mount, spec, ui)
+    return manifest, True, spec.as_dict()
+
+
+@cli.command()
+@click.option("--mount", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="File system to measure; the dataset lives under MOUNT/iobench-data/.")
+@click.option("--dataset", type=click.Path(path_type=Path), default=None,
+              help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one.")
+@click.option("--files", type=int, default=None, help=f"Dataset size when generating [default: {DEFAULT_FILES}].")
+@_gen_options
+@click.option("--threads", "threads_", default="1,4,16,64", show_default=True,
+              help="Reader threads; a comma list is a sweep.")
+@click.option("--order", "order_", default="shuffled", show_default=True,
+              help="sequential | shuffled | both")
+@click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both")
+@click.option("--epochs", type=int, default=1, show_default=True,
+              help="Epochs per (order, threads, cache state).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Also write the result JSON here.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/].")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
+        threads_: str, order_: str, cache_: str, epochs: int, json_path: Path | None, out: Path | None,
+        quiet: bool) -> None:
+    """Replay training's small-file reads on a mount and say what the storage delivers."""
+    ui = UI(quiet)
+    plan = Plan(orders=_choices(order_, ORDERS, "--order", ORDERS),
+                concurrency=_int_list(threads_, "--threads"),
+                cache=_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm")),
+                epochs=epochs, seed=seed)
+    if epochs < 1:
+        raise UserError("--epochs must be >= 1")
+    if dataset is not None:
+        manifest, made, params = scan(dataset), False, None
+        marker = read_marker(manifest.root)
+        if marker:
+            made, params = True, marker.get("params")
+        ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
+    else:
+        manifest, made, params = _pick_dataset(mount, files, (size_dist, classes, seed), ui)
+
+    where = mount_of(manifest.root)
+    blk = block_info(manifest.root)
+    host = host_info()
+    fits = manifest.total_bytes < host["ram_bytes"]
+    result = Result(
+        created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host),
+        mount=Mount(path=where.path, source=where.source, fstype=where.fstype, options=where.options,
+                    device=blk.device, read_ahead_kb=blk.read_ahead_kb, bdi=blk.bdi),
+        dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
+                        mean_bytes=round(float(manifest.sizes.mean()), 1),
+                        median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
+                        fits_in_ram=fits),
+        settings=Settings(orders=list(plan.orders), concurrency=list(plan.concurrency), cache=list(plan.cache),
+                          epochs=plan.epochs, seed=plan.seed),
+        remote=where.fstype.split(".")[-1] in REMOTE_FS or where.fstype.startswith("fuse"),
+    )
+    if fits:
+        msg = (f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
+               f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
+               "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
+        result.warnings.append(msg)
+        ui.warn(msg)
+    if result.remote:
+        msg = (f"{where.fstype} is a network/FUSE file system: cold runs evict this client's cache only; "
+               "the server's cache may still hold the data.")
+        result.warnings.append(msg)
+        ui.warn(msg)
+    if os.geteuid() != 0:
+        ui.info("not root: cold runs evict with posix_fadvise(DONTNEED) per file")
+
+    out = out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{_label(where.fstype, where.path)}"
+    result_path = out / "result.json"
+    replay(manifest, plan, result, result_path, ui)
+    if json_path is not None:
+        result.save(json_path)
+    ui.runs_table(result)
+    for w in result.warnings:
+        ui.out.print(f"[yellow]note:[/] {w}", highlight=False)
+    ui.out.print(f"result: {result_path}", highlight=False)
+    assert result.verdict is not None
+    ui.out.print(f"[bold]verdict:[/] {result.verdict.text}", highlight=False)
+
+
+def _label(fstype: str, path: str) -> str:
+    name = Path(path).name or "root"
+    return f"{fstype.replace('.', '-')}-{name}"
+
+
+def main() -> None:
+    """Entry point: map every expected failure to one line and an exit code."""
+    err = UI().err
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        err.print(f"iobench: {exc}", highlight=False)
+        sys.exit(130)
+    except (KeyboardInterrupt, click.Abort):
+        err.print("iobench: interrupted", highlight=False)
+        sys.exit(130)
+    except UserError as exc:
+        err.print(f"iobench: error: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except OSError as exc:
+        err.print(f"iobench: error: {explain_oserror(exc, 'stopped')}", highlight=False, markup=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Engines: how concurrently samples are fetched. Each engine is one module with one `epoch()`."""

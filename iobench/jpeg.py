@@ -1,0 +1,104 @@
+"""Real, decodable JPEGs of an exact byte size, made at storage speed.
+
+Encoding every file with Pillow runs at ~50 files/s on a small VM, far below what storage takes, so
+a small pool of photo-like JPEGs is encoded once (sizes on a ~10% geometric ladder) and each file is
+the largest pool image that fits, padded to its exact size with JPEG comment (COM) segments right
+after the start-of-image marker. Decoders skip COM segments, so every file decodes like its pool
+image (decode cost stays realistic: a ~110 kB file is a ~500x375 photo-sized image, not a thumbnail).
+The padding starts with a per-file id and continues with random bytes, so no two files are equal and
+storage-side compression or deduplication cannot shrink the dataset.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+SOI = b"\xff\xd8"
+COM = b"\xff\xfe"
+MAX_SEGMENT_PAYLOAD = 65533  # a segment length field counts itself (2 B) and is at most 65535
+ID_BYTES = 16  # b"iobench" tag + 8-byte file id + 1 spare
+MIN_PADDING = 4 + ID_BYTES  # one COM header + the id: every file carries at least this much
+RANDOM_BLOCK = 4 * 1024 * 1024
+
+
+def _photo_like(width: int, height: int, rng: np.random.Generator) -> Image.Image:
+    """Smooth colour field + texture noise: compresses like a photo (~3-4 bits/pixel at q90)."""
+    coarse = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+    base = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BICUBIC), dtype=np.int16)
+    noise = rng.normal(0, 18, size=(height, width, 3)).astype(np.int16)
+    return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
+
+
+@dataclass
+class JpegPool:
+    """Encoded JPEGs sorted by size; `for_size` picks the one to pad for a target size."""
+
+    images: list[bytes]
+    sizes: np.ndarray  # len(images), ascending
+    random_block: bytes
+
+    @classmethod
+    def build(cls, max_target: int, seed: int) -> JpegPool:
+        rng = np.random.default_rng([seed, 0x1BE])
+        images: list[bytes] = []
+        width = 16.0
+        while True:
+            w = int(width)
+            h = max(8, w * 3 // 4)
+            buf = io.BytesIO()
+            _photo_like(w, h, rng).save(buf, format="JPEG", quality=90)
+            data = buf.getvalue()
+            if data[:2] != SOI:  # pragma: no cover - Pillow always writes SOI first
+                raise RuntimeError("encoder did not start with SOI")
+            if images and len(data) + MIN_PADDING > max_target:
+                break
+            images.append(data)
+            width *= 1.05  # ~10% more bytes per step: padding stays under ~10% of a file
+        sizes = np.array([len(d) for d in images], dtype=np.int64)
+        order = np.argsort(sizes, kind="stable")
+        return cls([images[i] for i in order], sizes[order], rng.bytes(RANDOM_BLOCK))
+
+    def pick(self, targets: np.ndarray) -> np.ndarray:
+        """Index of the largest pool image that leaves room for the padding, per target size."""
+        idx = np.searchsorted(self.sizes, targets - MIN_PADDING, side="right") - 1
+        if (idx < 0).any():
+            raise ValueError(f"smallest pool JPEG ({self.sizes[0]} B) does not fit {targets.min()} B")
+        return idx
+
+    def parts(self, file_id: int, size: int, image: int) -> Sequence[bytes | memoryview]:
+        """Buffers whose concatenation is a JPEG of exactly `size` bytes (written with writev)."""
+        jpeg = self.images[image]
+        pad = size - len(jpeg)  # bytes of COM segments, headers included
+        nseg = -(-pad // (MAX_SEGMENT_PAYLOAD + 4))
+        payload = pad - 4 * nseg  # spread evenly: each segment <= 65533 B, the first >= ID_BYTES
+        block = memoryview(self.random_block)
+        at = (file_id * 7919) % (RANDOM_BLOCK - payload)
+        out: list[bytes | memoryview] = [SOI]
+        for seg in range(nseg):
+            n = payload // nseg + (1 if seg < payload % nseg else 0)
+            out.append(COM + struct.pack(">H", n + 2))
+            if seg == 0:
+                out.append(b"iobench" + struct.pack(">Q", file_id) + b"\0")
+                n -= ID_BYTES
+            out.append(block[at : at + n])
+            at += n
+        out.append(memoryview(jpeg)[2:])
+        return out
+
+
+def write_all(fd: int, parts: Sequence[bytes | memoryview]) -> int:
+    """os.writev that finishes short writes (network file systems may take less than asked)."""
+    total = sum(len(p) for p in parts)
+    done = os.writev(fd, parts)
+    if done < total:
+        rest = memoryview(b"".join(parts))[done:]
+        while rest:
+            rest = rest[os.write(fd, rest) :]
+    return total

@@ -1,0 +1,91 @@
+"""Measurement of one epoch: per-sample timings and bytes (numpy, indexed by position in the epoch),
+progress over time, and the host's CPU and disk counters around it."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import psutil
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+
+
+class EpochRecorder:
+    """Preallocated arrays the engine's workers write into: slot p = the p-th sample of the order."""
+
+    def __init__(self, n: int, workers: int):
+        self.total_ns = np.zeros(n, dtype=np.int64)  # open + read to EOF + close
+        self.open_ns = np.zeros(n, dtype=np.int64)
+        self.nbytes = np.full(n, -1, dtype=np.int64)  # -1: not read (interrupted epoch)
+        self.done = [0] * workers  # one counter per worker: no lock on the hot path
+        self.timeline: list[tuple[float, int]] = []  # (seconds since start, samples done)
+        self.t_start = 0.0
+        self.t_end = 0.0
+
+    def completed(self) -> int:
+        return sum(self.done)
+
+    def start(self) -> None:
+        self.t_start = time.perf_counter()
+        self.timeline = [(0.0, 0)]
+
+    def tick(self) -> int:
+        done = self.completed()
+        self.timeline.append((time.perf_counter() - self.t_start, done))
+        return done
+
+    def stop(self) -> None:
+        self.t_end = time.perf_counter()
+        self.timeline.append((self.t_end - self.t_start, self.completed()))
+
+
+def latency_summary(ns: np.ndarray) -> dict[str, float]:
+    """Percentiles, max and mean in milliseconds."""
+    if ns.size == 0:
+        return {k: 0.0 for k in (*PERCENTILES, "max", "mean")}
+    ms = ns / 1e6
+    values = np.percentile(ms, list(PERCENTILES.values()))
+    out = {k: round(float(v), 4) for k, v in zip(PERCENTILES, values, strict=True)}
+    out["max"] = round(float(ms.max()), 4)
+    out["mean"] = round(float(ms.mean()), 4)
+    return out
+
+
+class Counters:
+    """Host counters around a run: CPU (all cores, and this process) and the mount's block device."""
+
+    def __init__(self, device: str | None):
+        self.device = device
+        psutil.cpu_times_percent(interval=None)  # sets psutil's baseline: the next call covers the run
+        self.proc = psutil.Process().cpu_times()
+        self.disk = _disk(device)
+        self.t = time.perf_counter()
+
+    def result(self) -> dict:
+        """CPU and disk figures since this object was made."""
+        wall = time.perf_counter() - self.t
+        cpu = psutil.cpu_times_percent(interval=None)
+        p, q = psutil.Process().cpu_times(), self.proc
+        own = (p.user + p.system + p.children_user + p.children_system) - (
+            q.user + q.system + q.children_user + q.children_system)
+        iowait = getattr(cpu, "iowait", 0.0)
+        disk = _disk(self.device)
+        return {
+            "cpu": {
+                "system_busy_pct": round(100.0 - cpu.idle - iowait, 1),
+                "iowait_pct": round(iowait, 1),
+                "iobench_cores": round(own / wall, 2) if wall > 0 else None,
+            },
+            "disk": None if disk is None or self.disk is None else {
+                "device": self.device,
+                "read_bytes": disk.read_bytes - self.disk.read_bytes,
+                "read_ios": disk.read_count - self.disk.read_count,
+            },
+        }
+
+
+def _disk(device: str | None):
+    if device is None:
+        return None
+    return (psutil.disk_io_counters(perdisk=True) or {}).get(device)

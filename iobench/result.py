@@ -1,0 +1,199 @@
+"""The result file: the contract between `run` and everything that reads its output.
+
+Versioned JSON, written atomically after every run, so an interrupted `iobench run` keeps what it
+measured. Every field carries its description; `docs/results.md` is generated from them
+(`python -m iobench.result > docs/results.md`), and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "iobench.result/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(_Model):
+    p50: float = Field(description="median, ms")
+    p90: float = Field(description="90th percentile, ms")
+    p99: float = Field(description="99th percentile, ms")
+    p999: float = Field(description="99.9th percentile, ms")
+    max: float = Field(description="slowest sample, ms")
+    mean: float = Field(description="mean, ms")
+
+
+class Cpu(_Model):
+    system_busy_pct: float | None = Field(description="all cores, % busy (not idle, not iowait) during the run")
+    iowait_pct: float | None = Field(description="all cores, % of time idle waiting for IO")
+    iobench_cores: float | None = Field(
+        description="CPU seconds iobench itself used per wall second; near the core count means the "
+                    "client CPU, not the storage, set the pace")
+
+
+class Disk(_Model):
+    device: str = Field(description="block device behind the mount, as in /proc/diskstats")
+    read_bytes: int = Field(description="bytes the device read during the run (includes readahead)")
+    read_ios: int = Field(description="read requests the device completed during the run")
+
+
+class Run(_Model):
+    source: str = Field(description='where samples came from: "files" (one file per sample)')
+    order: Literal["sequential", "shuffled"] = Field(
+        description='"sequential": manifest order; "shuffled": a fresh seeded permutation each epoch')
+    engine: str = Field(description='"threads": a thread pool that prefetches ahead')
+    concurrency: int = Field(description="reader threads")
+    cache: Literal["cold", "warm"] = Field(
+        description='"cold": page cache evicted before the epoch; "warm": read again without eviction')
+    epoch: int = Field(description="epoch number within this result (seeds the shuffle with `settings.seed`)")
+    complete: bool = Field(description="false when the epoch was interrupted: figures cover the samples read")
+    eviction: str | None = Field(
+        description='how the cache was emptied for a cold run: "drop_caches" (root) or "fadvise_dontneed"')
+    resident_before: float | None = Field(
+        description="fraction of the dataset's pages in the page cache when the epoch started (mincore on "
+                    "a sample of files); null where it cannot be told")
+    measures: Literal["storage", "page-cache", "mixed", "unknown"] = Field(
+        description='what the figures stand for, from `resident_before`: "storage" (< 5% cached), '
+                    '"page-cache" (> 90% cached: RAM, not storage), "mixed", or "unknown"')
+    samples: int = Field(description="samples read")
+    bytes: int = Field(description="bytes actually returned by read() calls, counted, not assumed")
+    seconds: float = Field(description="wall time of the epoch, first open to last close")
+    samples_per_s: float = Field(description="samples / seconds (files/s for the files source)")
+    mb_per_s: float = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B)")
+    latency_ms: Latency = Field(
+        description="per sample, open + read to EOF + close. Includes waiting for the Python interpreter "
+                    "lock on a busy client: compare p50 with fio's when the tail matters")
+    open_ms: Latency = Field(description="per sample, the open() alone (path lookup, permission, metadata)")
+    cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
+    disk: Disk | None = Field(description="block-device counters during the epoch; null for network/FUSE mounts")
+    timeline: list[tuple[float, int]] = Field(
+        description="[seconds since start, samples done] every ~0.2 s: samples/s over time")
+
+
+class Mount(_Model):
+    path: str = Field(description="mount point that holds the dataset (longest match in /proc/mounts)")
+    source: str = Field(description="what is mounted: device, server:/export, or FUSE source")
+    fstype: str = Field(description="file system type as in /proc/mounts (ext4, xfs, nfs4, fuse.sshfs, ...)")
+    options: str = Field(description="mount options as in /proc/mounts")
+    device: str | None = Field(description="block device (vda, loop0, nvme0n1, dm-0); null for network/FUSE")
+    read_ahead_kb: int | None = Field(description="readahead of the backing device info (/sys/class/bdi)")
+    bdi: str = Field(description="major:minor of the file system's backing device info")
+
+
+class Dataset(_Model):
+    path: str = Field(description="dataset root folder")
+    files: int = Field(description="number of samples")
+    bytes: int = Field(description="sum of file sizes")
+    mean_bytes: float = Field(description="mean file size")
+    median_bytes: float = Field(description="median file size")
+    made_by_iobench: bool = Field(description="true when `iobench gen` made it; false for a scanned --dataset")
+    params: dict | None = Field(description="gen parameters (files, size_dist, classes, seed) when made by iobench")
+    fits_in_ram: bool = Field(
+        description="dataset bytes < host RAM: the page cache can hold it, warm runs then measure RAM")
+
+
+class Host(_Model):
+    hostname: str = Field(description="client host name")
+    kernel: str = Field(description="kernel release")
+    cpus: int | None = Field(description="logical CPUs")
+    ram_bytes: int = Field(description="total RAM")
+    ram_available_bytes: int = Field(description="RAM available when the run started")
+    python: str = Field(description="Python version")
+    iobench: str = Field(description="iobench version")
+    root: bool = Field(description="ran as root (can drop caches)")
+
+
+class Settings(_Model):
+    orders: list[str] = Field(description="orders replayed")
+    concurrency: list[int] = Field(description="thread counts swept")
+    cache: list[str] = Field(description='cache states measured ("cold", "warm")')
+    epochs: int = Field(description="epochs per (order, concurrency, cache state)")
+    seed: int = Field(description="seed of the shuffles")
+
+
+class Verdict(_Model):
+    text: str = Field(description="one line: what the storage delivers")
+    best_samples_per_s: float | None = Field(description="best storage (cold) samples/s measured")
+    best_mb_per_s: float | None = Field(description="MB/s of that run")
+    best_concurrency: int | None = Field(description="concurrency of that run")
+    saturates_at: int | None = Field(
+        description="smallest concurrency that reached 90% of the best cold rate (null if only one measured)")
+    order: str | None = Field(description="order of that run")
+
+
+class Result(_Model):
+    schema_: str = Field(SCHEMA, alias="schema", description="format version of this file")
+    complete: bool = Field(False, description="false while running or when interrupted: `runs` holds what was measured")
+    created: str = Field(description="when the run started, ISO 8601 with UTC offset")
+    finished: str | None = Field(None, description="when the run ended")
+    command: list[str] = Field(description="command line as typed, to repeat the run")
+    host: Host = Field(description="the client host")
+    mount: Mount = Field(description="the file system measured")
+    dataset: Dataset = Field(description="what was read")
+    settings: Settings = Field(description="replay settings")
+    remote: bool = Field(
+        description="the mount is a network/FUSE file system: client-side eviction leaves the server's cache "
+                    "warm, so cold figures may include server-cache hits")
+    runs: list[Run] = Field(default_factory=list, description="one entry per measured epoch")
+    warnings: list[str] = Field(default_factory=list, description="caveats a reader must see")
+    verdict: Verdict | None = Field(None, description="summary, set when the run completes")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def save(self, path: Path) -> None:
+        """Atomic write: a reader never sees a half-written file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.model_dump_json(indent=1, by_alias=True))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> Result:
+        return cls.model_validate_json(path.read_text())
+
+
+def docs_markdown() -> str:
+    """docs/results.md: every field of the result file with its description."""
+    lines = [
+        "# Result file fields",
+        "",
+        f"`iobench run` writes `result.json` (schema `{SCHEMA}`), atomically after every measured epoch.",
+        "Generated from `iobench/result.py` by `python -m iobench.result > docs/results.md`.",
+        "Units: bytes are bytes; MB = 10^6 B; latencies in ms; rates per second of wall time.",
+        "",
+    ]
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, f in model.model_fields.items():
+            key = f.alias or name
+            ann = f.annotation
+            sub = _model_in(ann)
+            many = "list" in str(ann) and sub is not None
+            lines.append(f"| `{prefix}{key}{'[]' if many else ''}` | {f.description} |")
+            if sub is not None:
+                walk(sub, f"{prefix}{key}{'[]' if many else ''}.")
+
+    lines += ["| field | meaning |", "|---|---|"]
+    walk(Result, "")
+    return "\n".join(lines) + "\n"
+
+
+def _model_in(ann: object) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+if __name__ == "__main__":
+    sys.stdout.write(docs_markdown())

@@ -1,0 +1,76 @@
+"""Terminal output: live progress on stderr, tables and the verdict on stdout (rich)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from iobench.result import Result
+
+
+class UI:
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.err = Console(stderr=True)
+        self.out = Console()
+        if not self.out.is_terminal:  # a log file or a pipe: keep table rows on one line
+            self.out = Console(width=160)
+
+    def info(self, msg: str) -> None:
+        if not self.quiet:
+            self.err.print(msg, highlight=False)
+
+    def warn(self, msg: str) -> None:
+        self.err.print(f"[bold yellow]warning:[/] {msg}", highlight=False)
+
+    def _progress(self) -> Progress:
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                        console=self.err, disable=self.quiet, transient=True)
+
+    @contextmanager
+    def gen_progress(self, files: int) -> Iterator[Callable[[int, int], None]]:
+        with self._progress() as prog:
+            task = prog.add_task("gen", total=files, rate="")
+            t0 = time.perf_counter()
+
+            def update(done: int, nbytes: int) -> None:
+                dt = max(time.perf_counter() - t0, 1e-9)
+                prog.update(task, completed=done, rate=f"{done / dt:,.0f} files/s {nbytes / dt / 1e6:,.0f} MB/s")
+
+            yield update
+
+    @contextmanager
+    def epoch_progress(self, label: str, samples: int) -> Iterator[Callable[[int], None]]:
+        """Live samples/s over the last ~second while an epoch runs."""
+        with self._progress() as prog:
+            task = prog.add_task(label, total=samples, rate="")
+            last = [time.perf_counter(), 0]
+
+            def update(done: int) -> None:
+                now = time.perf_counter()
+                if now - last[0] >= 0.5 or done == samples:
+                    rate = (done - last[1]) / (now - last[0])
+                    last[0], last[1] = now, done
+                    prog.update(task, rate=f"{rate:,.0f} samples/s")
+                prog.update(task, completed=done)
+
+            yield update
+
+    def runs_table(self, result: Result) -> None:
+        table = Table(title=f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
+                            f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)")
+        for col in ("order", "threads", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
+                    "p99.9 ms", "cores used"):
+            table.add_column(col, justify="right" if col not in ("order", "cache", "measures") else "left")
+        for r in result.runs:
+            table.add_row(r.order, str(r.concurrency), r.cache + ("" if r.complete else " (interrupted)"),
+                          r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}",
+                          f"{r.latency_ms.p50:.3f}", f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
+                          f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-")
+        self.out.print(table)
