@@ -74,6 +74,7 @@ def _spec(files: int, size_dist: str, classes: int | None, seed: int) -> GenSpec
 
 
 def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
+    check_mount(mount, writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     with ui.gen_progress(spec.files) as progress:
         rep = generate(mount, spec, threads=threads, progress=progress)
@@ -87,7 +88,7 @@ def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
 
 
 @cli.command()
-@click.option("--mount", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+@click.option("--mount", type=Path, default=Path("."), show_default=True,
               help="Where to write the dataset (under MOUNT/iobench-data/).")
 @click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
 @_gen_options
@@ -97,6 +98,7 @@ def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int,
         quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
     ui = UI(quiet)
+    check_mount(mount, writable=True)
     manifest = _make(mount, _spec(files, size_dist, classes, seed), ui, threads)
     click.echo(str(manifest.root))
 
@@ -123,9 +125,9 @@ def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> t
 
 
 @cli.command()
-@click.option("--mount", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+@click.option("--mount", type=Path, default=Path("."), show_default=True,
               help="File system to measure; the dataset lives under MOUNT/iobench-data/.")
-@click.option("--dataset", type=click.Path(path_type=Path), default=None,
+@click.option("--dataset", type=Path, default=None,
               help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one.")
 @click.option("--files", type=int, default=None, help=f"Dataset size when generating [default: {DEFAULT_FILES}].")
 @_gen_options
@@ -136,9 +138,9 @@ def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> t
 @click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both")
 @click.option("--epochs", type=int, default=1, show_default=True,
               help="Epochs per (order, threads, cache state).")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+@click.option("--json", "json_path", type=Path, default=None,
               help="Also write the result JSON here.")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=Path, default=None,
               help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/].")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
@@ -211,25 +213,27 @@ def _label(fstype: str, path: str) -> str:
 
 def main() -> None:
     """Entry point: map every expected failure to one line and an exit code."""
-    err = UI().err
+    def err(msg: str) -> None:
+        click.echo(f"iobench: {msg}", err=True)
+
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors too: one line, not click's three
+        err(f"error: {exc.format_message()}")
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        err.print(f"iobench: {exc}", highlight=False)
+        err(str(exc))
         sys.exit(130)
     except (KeyboardInterrupt, click.Abort):
-        err.print("iobench: interrupted", highlight=False)
+        err("interrupted")
         sys.exit(130)
     except UserError as exc:
-        err.print(f"iobench: error: {exc}", highlight=False, markup=False)
+        err(f"error: {exc}")
         sys.exit(2)
     except OSError as exc:
-        err.print(f"iobench: error: {explain_oserror(exc, 'stopped')}", highlight=False, markup=False)
+        err(f"error: {explain_oserror(exc, 'stopped')}")
         sys.exit(2)
 
 

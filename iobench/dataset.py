@@ -100,7 +100,9 @@ def read_marker(folder: Path) -> dict | None:
         return json.loads((folder / MARKER).read_text())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the iobench marker") from exc
+    except ValueError as exc:
         raise UserError(f"{folder / MARKER}: unreadable iobench marker ({exc})") from exc
 
 
@@ -116,10 +118,12 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
         raise UserError(f"mount {mount} does not exist")
     if not mount.is_dir():
         raise UserError(f"mount {mount} is not a directory")
-    if writable and not os.access(mount, os.W_OK):
-        raise UserError(f"mount {mount} is not writable (permission denied)")
+    if not os.access(mount, os.R_OK | os.X_OK):
+        raise UserError(f"mount {mount} is not readable (permission denied)")
     if writable and os.statvfs(mount).f_flag & os.ST_RDONLY:
         raise UserError(f"mount {mount} is read-only: gen needs a writable mount")
+    if writable and not os.access(mount, os.W_OK):
+        raise UserError(f"mount {mount} is not writable (permission denied)")
     return mount.resolve()
 
 

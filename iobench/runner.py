@@ -12,6 +12,7 @@ import numpy as np
 from iobench import cache
 from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
+from iobench.errors import explain_oserror
 from iobench.measure import Counters, EpochRecorder, latency_summary
 from iobench.order import epoch_order
 from iobench.result import Cpu, Disk, Latency, Result, Run
@@ -70,18 +71,22 @@ def _replay(manifest: Manifest, plan: Plan, result: Result, result_path: Path, u
             for state in plan.cache:
                 for _ in range(plan.epochs):
                     epoch += 1
-                    run = measure_epoch(source, manifest, order, conc, state, epoch, plan.seed,
-                                        result.mount.device, result.dataset.fits_in_ram, ui)
+                    run, error = measure_epoch(source, manifest, order, conc, state, epoch, plan.seed,
+                                               result.mount.device, result.dataset.fits_in_ram, ui)
                     result.runs.append(run)
                     result.save(result_path)
-                    if not run.complete:
-                        raise Interrupted(f"interrupted: kept {len(result.runs)} measured epochs in {result_path}")
+                    kept = f"kept {len(result.runs)} measured epochs in {result_path}"
+                    if isinstance(error, OSError):
+                        raise explain_oserror(error, f"reading the dataset failed ({kept})")
+                    if error is not None:
+                        raise Interrupted(f"interrupted: {kept}")
                     _warn_on(run, result, ui)
 
 
 def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, state: str, epoch: int,
-                  seed: int, device: str | None, fits_in_ram: bool, ui: UI) -> Run:
-    """Prepare the cache state, read one epoch with the engine, and summarise it."""
+                  seed: int, device: str | None, fits_in_ram: bool, ui: UI) -> tuple[Run, BaseException | None]:
+    """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
+    (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned."""
     eviction = None
     if state == "cold":
         eviction = cache.evict(manifest.paths)
@@ -92,13 +97,13 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
     engine = ThreadEngine(conc)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
-    complete = True
+    error: BaseException | None = None
     label = f"{order} {state} {conc:>3} threads"
     try:
         with ui.epoch_progress(label, len(manifest)) as tick:
             engine.epoch(source, epoch_order(order, len(manifest), seed, epoch), rec, tick)
-    except KeyboardInterrupt:
-        complete = False
+    except (KeyboardInterrupt, OSError) as exc:
+        error = exc
     sys_counters = counters.result()
     read = rec.nbytes >= 0
     samples = int(read.sum())
@@ -106,7 +111,7 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
     seconds = max(rec.t_end - rec.t_start, 1e-9)
     return Run(
         source=source.name, order=order, engine=engine.name, concurrency=conc, cache=state, epoch=epoch,
-        complete=complete, eviction=eviction, resident_before=None if resident is None else round(resident, 4),
+        complete=error is None, eviction=eviction, resident_before=None if resident is None else round(resident, 4),
         measures=measures(resident), samples=samples, bytes=nbytes, seconds=round(seconds, 6),
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
         latency_ms=Latency(**latency_summary(rec.total_ns[read])),
@@ -114,7 +119,7 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
         cpu=Cpu(**sys_counters["cpu"]),
         disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
         timeline=[(round(t, 3), d) for t, d in rec.timeline],
-    )
+    ), error
 
 
 def _warm_up(source: Source, manifest: Manifest, conc: int, ui: UI) -> None:

@@ -18,8 +18,11 @@ class UI:
         self.quiet = quiet
         self.err = Console(stderr=True)
         self.out = Console()
-        if not self.out.is_terminal:  # a log file or a pipe: keep table rows on one line
-            self.out = Console(width=160)
+        # A log file or a pipe: no wrapping of messages, and table rows kept on one line.
+        if not self.err.is_terminal:
+            self.err = Console(stderr=True, soft_wrap=True)
+        if not self.out.is_terminal:
+            self.out = Console(width=160, soft_wrap=True)
 
     def info(self, msg: str) -> None:
         if not self.quiet:

@@ -1,0 +1,405 @@
+"""fio baseline: what the storage itself does for these exact files at this concurrency.
+
+iobench runs the real ``fio`` binary (Debian package ``fio``) as a subprocess and parses its JSON, to
+give a figure to hold iobench's own Python readers against.
+
+How the job reads "exactly these files, each once per loop, whole file per IO": fio's ordinary file
+options cannot do it for small files of mixed sizes. With ``filename=a:b:...`` (or ``opendir=``) and
+``bs`` >= the largest file, fio skips every file smaller than ``bs`` without reading it (an IO may not
+pass the end of a file), and with a smaller ``bs`` it never reads a file's last partial block; a job
+file's option value is also capped at 4,096 characters (~100 paths). So each job replays an iolog
+(``read_iolog``, "fio version 2 iolog"): per file ``open``, one ``read 0 <size>``, ``close``, in an order
+shuffled per loop. Job *j* of ``numjobs`` replays the *j*-th log, holding its share of the files, so
+every file is read exactly once per loop in total.
+
+fio quirks found with fio 3.33 (see the notes in ``build_job`` and ``run_fio``):
+
+* fio looks every iolog line's file up by a linear scan over the job's files: setup costs about
+  ``1.2e-8 s x loops x (files per job)**2`` (5 s for 20,000 files in one job, 20 s for 40,000), done by
+  each job before its clock starts. Sample the dataset (a few 10,000 files) for the baseline.
+* Before the timed phase fio ``stat()``s every file (to size it): on a cold run the data is cold but
+  inodes/dentries have just been read, so fio's open() is cheaper than a truly cold one.
+* fio's ``loops=`` does not replay an iolog again: loops are written into the logs.
+* A read longer than the file fails the job ("full resid"): logs carry each file's exact size.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from iobench.errors import UserError
+
+__all__ = [
+    "FioError",
+    "FioJob",
+    "FioMissing",
+    "FioResult",
+    "build_job",
+    "fio_version",
+    "parse_fio_json",
+    "run_fio",
+]
+
+INSTALL_HINT = "install it with `apt-get install -y fio` (Debian package fio)"
+# fio's iolog parser reads a path with sscanf("%256s"): at most 256 bytes, no white space.
+MAX_IOLOG_PATH = 256
+_PERCENTILES = {"p50": "50.000000", "p90": "90.000000", "p99": "99.000000", "p999": "99.900000"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class FioMissing(UserError):
+    """fio is not on PATH."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or f"fio is not installed (not found on PATH): {INSTALL_HINT}")
+
+
+class FioError(RuntimeError):
+    """fio ran but failed, timed out, or did not do the IO asked of it."""
+
+
+def _fio_binary() -> str | None:
+    return shutil.which("fio")
+
+
+def fio_version() -> str | None:
+    """fio's version ("3.33"), or None when fio is not on PATH (or does not run)."""
+    exe = _fio_binary()
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.strip()
+    return text.removeprefix("fio-") or None
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """A fio job that reads given files: the job file plus one iolog per job (``numjobs``).
+
+    ``job`` names the logs by relative path (``iolog_names``): write everything into one folder with
+    ``write(folder)`` and run ``fio --readonly --output-format=json <job file>`` from that folder.
+    """
+
+    job: str
+    name: str
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+    orders: tuple[tuple[int, ...], ...]
+    """Per job, the indices into ``paths`` it reads, in order, loops included."""
+    loops: int
+
+    @property
+    def concurrency(self) -> int:
+        return len(self.orders)
+
+    @property
+    def iolog_names(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}.{j}.iolog" for j in range(self.concurrency))
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.name}.fio"
+
+    @property
+    def ios(self) -> int:
+        """Reads fio must do in total: files x loops (empty files are opened, not read)."""
+        return sum(1 for order in self.orders for i in order if self.sizes[i] > 0)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes fio must read in total: the sum of the file sizes x loops."""
+        return sum(self.sizes[i] for order in self.orders for i in order)
+
+    def write_iolog(self, j: int, out: IO[str]) -> None:
+        """Job *j*'s iolog: add its files once, then open / read the whole file / close each."""
+        order = self.orders[j]
+        out.write("fio version 2 iolog\n")
+        for i in dict.fromkeys(order):
+            out.write(f"{self.paths[i]} add\n")
+        for i in order:
+            p, size = self.paths[i], self.sizes[i]
+            out.write(f"{p} open\n{p} read 0 {size}\n{p} close\n" if size else f"{p} open\n{p} close\n")
+
+    def iolog(self, j: int) -> str:
+        """Job *j*'s iolog as text (for small jobs and tests; ``write`` streams to disk)."""
+        buf = io.StringIO()
+        self.write_iolog(j, buf)
+        return buf.getvalue()
+
+    def write(self, folder: str | os.PathLike[str]) -> Path:
+        """Write the job file and the iologs into *folder*; return the job file's path."""
+        d = Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        for j, log_name in enumerate(self.iolog_names):
+            with open(d / log_name, "w", encoding="utf-8", errors="surrogateescape") as f:
+                self.write_iolog(j, f)
+        job_path = d / self.job_name
+        job_path.write_text(self.job, encoding="utf-8")
+        return job_path
+
+
+def _check_path(p: str) -> str:
+    ap = os.path.abspath(os.fspath(p))
+    if any(c.isspace() for c in ap):
+        raise ValueError(f"fio cannot replay a path with white space in it: {ap!r}")
+    if len(os.fsencode(ap)) > MAX_IOLOG_PATH:
+        raise ValueError(f"fio cannot replay a path longer than {MAX_IOLOG_PATH} bytes: {ap!r}")
+    return ap
+
+
+def build_job(
+    files: Sequence[str | os.PathLike[str]],
+    concurrency: int,
+    *,
+    max_file_size: int | None = None,
+    sizes: Sequence[int] | None = None,
+    loops: int = 1,
+    seed: int | None = None,
+    name: str = "iobench",
+) -> FioJob:
+    """A fio job reading each of *files* whole, once per loop in total, from *concurrency* jobs.
+
+    The files are shuffled (``seed``) and dealt into *concurrency* equal shares; job *j* reads its share
+    in a new random order each loop, one ``pread`` of the whole file per file, between an ``open`` and a
+    ``close`` (``ioengine=psync``, no fadvise hint, ``invalidate=0``: evict the page cache yourself).
+    *sizes* (bytes, same order as *files*) saves a ``stat`` per file; *max_file_size*, when given, is
+    checked against them and sets fio's buffer size (``bs``).
+    Paths are made absolute; fio's iolog cannot hold white space or paths over 256 bytes (ValueError).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+    if loops < 1:
+        raise ValueError(f"loops must be >= 1, not {loops}")
+    if not _NAME_RE.match(name):
+        raise ValueError(f"job name must be letters, digits, '_', '.', '-': {name!r}")
+    if not files:
+        raise ValueError("no files to read")
+    if concurrency > len(files):
+        raise ValueError(f"concurrency {concurrency} > {len(files)} files: each job needs at least one file")
+    paths = tuple(_check_path(os.fspath(p)) for p in files)
+    if sizes is None:
+        sizes = [os.stat(p).st_size for p in paths]
+    elif len(sizes) != len(paths):
+        raise ValueError(f"{len(sizes)} sizes for {len(paths)} files")
+    size_t = tuple(int(s) for s in sizes)
+    largest = max(size_t)
+    if max_file_size is not None and largest > max_file_size:
+        big = paths[size_t.index(largest)]
+        raise ValueError(f"{big} is {largest} B, larger than max_file_size={max_file_size}")
+
+    rng = random.Random(seed)
+    deck = list(range(len(paths)))
+    rng.shuffle(deck)
+    shares = [deck[j::concurrency] for j in range(concurrency)]
+    orders = []
+    for share in shares:
+        order: list[int] = []
+        for _ in range(loops):
+            rng.shuffle(share)
+            order.extend(share)
+        orders.append(tuple(order))
+
+    bs = max(max_file_size or 0, largest, 4096)
+    bs = -(-bs // 4096) * 4096
+    logs = ":".join(f"{name}.{j}.iolog" for j in range(concurrency))
+    job = "\n".join([
+        f"; iobench fio baseline: {len(paths)} files ({sum(size_t)} B), {loops} loop(s), "
+        f"{concurrency} job(s), seed {seed}",
+        "; every file read whole, once per loop in total; each job replays its own iolog (its share of",
+        "; the files, shuffled per loop). Rerun from the folder holding the iologs:",
+        f";   fio --readonly --output-format=json {name}.fio",
+        "[global]",
+        "ioengine=psync",
+        "rw=read",
+        f"bs={bs}",
+        "invalidate=0",
+        "fadvise_hint=0",
+        "group_reporting=1",
+        "percentile_list=50:90:99:99.9",
+        "",
+        f"[{name}]",
+        f"numjobs={concurrency}",
+        f"read_iolog={logs}",
+        "",
+    ])
+    return FioJob(job=job, name=name, paths=paths, sizes=size_t, orders=tuple(orders), loops=loops)
+
+
+@dataclass(frozen=True)
+class FioResult:
+    """fio's measurement of one job (group_reporting: all ``concurrency`` jobs together).
+
+    ``latency_ms`` is fio's completion latency (clat) of each read: the ``pread()`` of one whole file.
+    It does not include the file's ``open()``/``close()`` (nor fio's setup ``stat()``), which a
+    small-file reader pays; ``seconds`` (fio's runtime) does include open and close, so
+    ``files_per_s`` is the full per-file rate.
+    """
+
+    files_per_s: float
+    mb_per_s: float
+    """10**6 bytes per second, from the bytes fio read."""
+    bytes: int
+    ios: int
+    seconds: float
+    """fio's read runtime (1 ms resolution: make runs last >= 1 s with ``loops`` for good figures)."""
+    latency_ms: dict[str, float]
+    """p50, p90, p99, p999, max and mean of the read (clat) latency, in ms."""
+    concurrency: int
+    version: str
+    job: str
+    loops: int = 1
+    files: int = 0
+    iops: float = 0.0
+    """fio's own iops figure (should equal files_per_s)."""
+    setup_s: float = 0.0
+    """Wall time of the fio process not spent in the timed reads (parsing logs, stat of every file)."""
+    workdir: str | None = None
+    """Where the job file and iologs were kept (``run_fio(workdir=...)``), else None."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """CPU use of fio's jobs (usr_cpu, sys_cpu, %), short reads."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _json_start(text: str) -> int:
+    """Offset of fio's JSON document: the first line that starts with '{' (fio may print lines first)."""
+    m = re.search(r"^\{", text, flags=re.MULTILINE)
+    if m is None:
+        raise ValueError("no JSON object in fio's output")
+    return m.start()
+
+
+def _last_line(*texts: str) -> str:
+    for t in texts:
+        lines = [ln.strip() for ln in t.splitlines() if ln.strip()]
+        if lines:
+            return lines[-1]
+    return ""
+
+
+def parse_fio_json(text: str) -> dict[str, Any]:
+    """Parse fio's ``--output-format=json`` output, skipping any non-JSON lines before (or after) it."""
+    obj, _ = json.JSONDecoder().raw_decode(text, _json_start(text))
+    if not isinstance(obj, dict):
+        raise ValueError("fio's JSON is not an object")
+    return obj
+
+
+def _result_from_json(doc: dict[str, Any], job: FioJob, version: str, wall_s: float) -> FioResult:
+    jobs = doc.get("jobs") or []
+    if len(jobs) != 1:
+        raise FioError(f"expected one fio job group (group_reporting=1), got {len(jobs)}")
+    j = jobs[0]
+    if j.get("error"):
+        raise FioError(f"fio job failed with error {j['error']} ({os.strerror(int(j['error']))})")
+    r = j["read"]
+    ios, nbytes, runtime_ms = int(r["total_ios"]), int(r["io_bytes"]), int(r["runtime"])
+    if ios != job.ios or nbytes != job.bytes:
+        raise FioError(f"fio read {ios} files / {nbytes} B, expected {job.ios} / {job.bytes} "
+                       "(did files change size, or fail to open?)")
+    seconds = runtime_ms / 1000.0
+    clat = r.get("clat_ns") or {}
+    pct = clat.get("percentile") or {}
+    lat: dict[str, float] = {k: pct[key] / 1e6 for k, key in _PERCENTILES.items() if key in pct}
+    if clat.get("N"):
+        lat["max"] = clat["max"] / 1e6
+        lat["mean"] = clat["mean"] / 1e6
+    return FioResult(
+        files_per_s=ios / seconds if seconds else 0.0,
+        mb_per_s=nbytes / seconds / 1e6 if seconds else 0.0,
+        bytes=nbytes,
+        ios=ios,
+        seconds=seconds,
+        latency_ms=lat,
+        concurrency=job.concurrency,
+        version=version,
+        job=job.job,
+        loops=job.loops,
+        files=len(job.paths),
+        iops=float(r.get("iops", 0.0)),
+        setup_s=max(0.0, wall_s - seconds),
+        extra={"usr_cpu": j.get("usr_cpu"), "sys_cpu": j.get("sys_cpu"),
+               "short_ios": r.get("short_ios", 0), "job_runtime_ms": j.get("job_runtime")},
+    )
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float | None) -> tuple[int, str, str]:
+    """Run fio in its own process group so a timeout can stop its forked jobs too."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.communicate(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise FioError(f"fio timed out after {timeout_s} s") from None
+    return proc.returncode, out, err
+
+
+def run_fio(
+    files: Sequence[str | os.PathLike[str]],
+    concurrency: int,
+    *,
+    max_file_size: int | None = None,
+    sizes: Sequence[int] | None = None,
+    loops: int = 1,
+    seed: int | None = None,
+    timeout_s: float | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+) -> FioResult:
+    """Read *files* with fio (see ``build_job``) and return its measurement.
+
+    Raises FioMissing when fio is not on PATH, FioError when fio fails (with fio's last error line),
+    times out, or reads other than files x loops files / bytes. The job file and iologs go to a
+    temporary folder, or to *workdir* (kept, to rerun by hand). Runs ``fio --readonly``: it cannot write.
+    """
+    exe = _fio_binary()
+    if exe is None:
+        raise FioMissing()
+    version = fio_version() or "unknown"
+    job = build_job(files, concurrency, max_file_size=max_file_size, sizes=sizes, loops=loops, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
+        folder = Path(workdir) if workdir is not None else Path(tmp)
+        job_path = job.write(folder)
+        cmd = [exe, "--readonly", "--output-format=json", "--eta=never", job_path.name]
+        t0 = time.perf_counter()
+        rc, out, err = _run(cmd, folder, timeout_s)
+        wall = time.perf_counter() - t0
+    try:
+        doc = parse_fio_json(out)
+    except ValueError:
+        doc = None
+    if rc != 0 or doc is None:
+        # fio prints job errors ("fio: pid=..., err=5/...") on stdout before its JSON, others on stderr.
+        prefix = out[:_json_start(out)] if doc is not None else out
+        msg = _last_line(err, prefix) or f"exit status {rc}"
+        raise FioError(f"fio failed: {msg}")
+    result = _result_from_json(doc, job, version, wall)
+    if workdir is not None:
+        result = replace(result, workdir=str(Path(workdir).resolve()))
+    return result

@@ -1,0 +1,39 @@
+"""Shared fixtures: small real datasets on the local disk, and (as root) real test-bed file systems."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iobench.dataset import GenSpec, Manifest, generate
+from iobench.sizes import parse_dist
+
+try:  # test beds (loop XFS, sshfs, GlusterFS): scripts/testbed behind pytest fixtures
+    from testbed_fixtures import *  # noqa: F403
+except ImportError:  # pragma: no cover - file not there yet
+    pass
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches, mounts)")
+
+
+def make_dataset(mount: Path, files: int, dist: str = "imagenet", classes: int = 4, seed: int = 0) -> Manifest:
+    return generate(mount, GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
+
+
+@pytest.fixture(scope="session")
+def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Manifest:
+    """300 ImageNet-sized JPEGs on the local disk, shared by read-only tests."""
+    return make_dataset(tmp_path_factory.mktemp("mnt"), 300)
+
+
+def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, as a user runs it."""
+    proc = subprocess.run([sys.executable, "-m", "iobench.cli", *args], capture_output=True, text=True,
+                          timeout=kw.pop("timeout", 300), **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"iobench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc

@@ -1,0 +1,145 @@
+"""The CLI as a user runs it: real subprocesses, real files, one-line errors."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import iobench, needs_root
+
+from iobench.result import Result
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("iobench: error:"), proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_run_end_to_end_writes_a_complete_result(tmp_path):
+    out, extra = tmp_path / "out", tmp_path / "copy.json"
+    proc = iobench("run", "--mount", str(tmp_path), "--files", "200", "--size-dist", "fixed:50kB",
+                   "--threads", "1,4", "--out", str(out), "--json", str(extra), check=True)
+    assert "verdict:" in proc.stdout and "files/s" in proc.stdout
+    raw = json.loads((out / "result.json").read_text())
+    assert raw["schema"] == "iobench.result/1" and raw["complete"] is True
+    assert raw["mount"]["path"] and raw["mount"]["fstype"]
+    assert raw["dataset"]["files"] == 200 and raw["dataset"]["bytes"] == 200 * 50_000
+    runs = raw["runs"]
+    assert [(r["concurrency"], r["cache"]) for r in runs] == [(1, "cold"), (1, "warm"), (4, "cold"), (4, "warm")]
+    for r in runs:
+        assert (r["source"], r["order"], r["engine"]) == ("files", "shuffled", "threads")
+        assert r["samples"] == 200 and r["bytes"] == 200 * 50_000
+        assert r["samples_per_s"] == pytest.approx(r["samples"] / r["seconds"], rel=0.01)
+        assert r["mb_per_s"] == pytest.approx(r["bytes"] / r["seconds"] / 1e6, rel=0.01)
+        lat = r["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    assert len({r["epoch"] for r in runs}) == 4
+    assert Result.load(extra).verdict == Result.load(out / "result.json").verdict
+    # the same mount again: the dataset is found and reused, not made anew
+    again = iobench("run", "--mount", str(tmp_path), "--threads", "2", "--cache", "warm",
+                    "--out", str(tmp_path / "o2"), check=True)
+    assert "using the dataset iobench made earlier" in again.stderr
+    assert "reusing the existing dataset" in again.stderr
+
+
+def test_gen_prints_the_dataset_folder(tmp_path):
+    proc = iobench("gen", "--mount", str(tmp_path), "--files", "30", "--size-dist", "uniform:4KiB-16KiB",
+                   "--quiet", check=True)
+    folder = Path(proc.stdout.strip().splitlines()[-1])
+    assert folder.is_dir() and len(list(folder.glob("train/*/*.JPEG"))) == 30
+
+
+def test_run_on_an_existing_image_tree(tmp_path, small_dataset):
+    tree = tmp_path / "tree" / "cls"
+    tree.mkdir(parents=True)
+    for p in small_dataset.paths[:25]:
+        shutil.copy(p, tree)
+    out = tmp_path / "out"
+    iobench("run", "--dataset", str(tree.parent), "--threads", "2", "--out", str(out), check=True)
+    r = Result.load(out / "result.json")
+    assert r.dataset.files == 25 and not r.dataset.made_by_iobench
+    assert r.runs[0].bytes == int(small_dataset.sizes[:25].sum())
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--mount", "/nonexistent/mnt"], "does not exist"),
+    (["gen", "--mount", "/nonexistent/mnt"], "does not exist"),
+    (["run", "--threads", "0"], "--threads"),
+    (["run", "--threads", "a,b"], "--threads"),
+    (["run", "--cache", "lukewarm"], "--cache"),
+    (["gen", "--size-dist", "gaussian"], "size distribution"),
+    (["run", "--dataset", "/nonexistent/data"], "does not exist"),
+])
+def test_bad_input_is_one_line(args, needle, tmp_path):
+    _one_line_error(iobench(*args, cwd=tmp_path), needle)
+
+
+def test_mount_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _one_line_error(iobench("run", "--mount", str(f)), "not a directory")
+
+
+def test_dataset_without_images_and_with_a_fake_jpeg(tmp_path):
+    (tmp_path / "empty").mkdir()
+    _one_line_error(iobench("run", "--dataset", str(tmp_path / "empty")), "no images")
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "x.JPEG").write_text("hello")
+    _one_line_error(iobench("run", "--dataset", str(tmp_path / "fake")), "not an image")
+
+
+@needs_root
+def test_read_only_mount_refuses_gen(tmp_path):
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        _one_line_error(iobench("gen", "--mount", str(ro), "--files", "5"), "read-only")
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+@needs_root
+def test_permission_denied(tmp_path):
+    """Root without CAP_DAC_OVERRIDE is refused like any user by a folder it may not write."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chown(locked, 12345, 12345)
+    locked.chmod(0o500)
+    proc = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--",
+                           sys.executable, "-m", "iobench.cli", "gen", "--mount", str(locked), "--files", "5"],
+                          capture_output=True, text=True, timeout=120)
+    _one_line_error(proc, "permission denied")
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    out = tmp_path / "out"
+    iobench("gen", "--mount", str(tmp_path), "--files", "300", "--size-dist", "fixed:20kB", "--quiet", check=True)
+    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path), "--threads", "1",
+                             "--cache", "warm", "--epochs", "1000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (out / "result.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: kept" in err and "Traceback" not in err
+    r = Result.load(out / "result.json")
+    assert not r.complete and len(r.runs) >= 1
+    assert all(x.complete for x in r.runs[:-1])
+    assert sum(x.samples for x in r.runs) > 0
