@@ -23,15 +23,15 @@ from iobench.dataset import (
     spec_of,
 )
 from iobench.errors import UserError, explain_oserror
-from iobench.mounts import block_info, host_info, mount_of
+from iobench.fio import FioMissing, fio_version
+from iobench.mounts import describe, host_info
 from iobench.order import ORDERS
 from iobench.result import Dataset, Host, Mount, Result, Settings
-from iobench.runner import Interrupted, Plan, now_iso, replay
+from iobench.runner import Interrupted, execute, now_iso
 from iobench.sizes import parse_dist
 from iobench.ui import UI
 
 DEFAULT_FILES = 10_000
-REMOTE_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p")
 
 
 def _int_list(text: str, what: str) -> tuple[int, ...]:
@@ -124,36 +124,67 @@ def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> t
     return manifest, True, spec.as_dict()
 
 
+def _run_options(f):
+    """Options shared by `run` and `fio`: where, what, how concurrent, which cache states, where to."""
+    for opt in reversed([
+        click.option("--mount", type=Path, default=Path("."), show_default=True,
+                     help="File system to measure; the dataset lives under MOUNT/iobench-data/."),
+        click.option("--dataset", type=Path, default=None,
+                     help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
+        click.option("--files", type=int, default=None,
+                     help=f"Dataset size when generating [default: {DEFAULT_FILES}]."),
+        _gen_options,
+        click.option("--threads", "threads_", default="1,4,16,64", show_default=True,
+                     help="Reader threads (fio jobs); a comma list is a sweep."),
+        click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both"),
+        click.option("--json", "json_path", type=Path, default=None, help="Also write the result JSON here."),
+        click.option("--out", type=Path, default=None,
+                     help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/]."),
+        click.option("--quiet", is_flag=True, help="No progress output."),
+    ]):
+        f = opt(f)
+    return f
+
+
 @cli.command()
-@click.option("--mount", type=Path, default=Path("."), show_default=True,
-              help="File system to measure; the dataset lives under MOUNT/iobench-data/.")
-@click.option("--dataset", type=Path, default=None,
-              help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one.")
-@click.option("--files", type=int, default=None, help=f"Dataset size when generating [default: {DEFAULT_FILES}].")
-@_gen_options
-@click.option("--threads", "threads_", default="1,4,16,64", show_default=True,
-              help="Reader threads; a comma list is a sweep.")
-@click.option("--order", "order_", default="shuffled", show_default=True,
-              help="sequential | shuffled | both")
-@click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both")
-@click.option("--epochs", type=int, default=1, show_default=True,
-              help="Epochs per (order, threads, cache state).")
-@click.option("--json", "json_path", type=Path, default=None,
-              help="Also write the result JSON here.")
-@click.option("--out", type=Path, default=None,
-              help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/].")
-@click.option("--quiet", is_flag=True, help="No progress output.")
+@_run_options
+@click.option("--order", "order_", default="shuffled", show_default=True, help="sequential | shuffled | both")
+@click.option("--epochs", type=int, default=1, show_default=True, help="Epochs per (order, threads, cache state).")
+@click.option("--fio/--no-fio", "fio_", default=True, show_default=True,
+              help="Raw fio baseline on the same files (when fio is installed).")
+@click.option("--metadata/--no-metadata", "metadata_", default=True, show_default=True,
+              help="Metadata phase: list, stat, open+close.")
+@click.option("--scale-files", type=int, default=1_281_167, show_default=True,
+              help="Dataset size for start-up projections (ImageNet-1k train).")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
-        threads_: str, order_: str, cache_: str, epochs: int, json_path: Path | None, out: Path | None,
-        quiet: bool) -> None:
+        threads_: str, cache_: str, json_path: Path | None, out: Path | None, quiet: bool, order_: str,
+        epochs: int, fio_: bool, metadata_: bool, scale_files: int) -> None:
     """Replay training's small-file reads on a mount and say what the storage delivers."""
-    ui = UI(quiet)
-    plan = Plan(orders=_choices(order_, ORDERS, "--order", ORDERS),
-                concurrency=_int_list(threads_, "--threads"),
-                cache=_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm")),
-                epochs=epochs, seed=seed)
     if epochs < 1:
         raise UserError("--epochs must be >= 1")
+    plan = Settings(orders=list(_choices(order_, ORDERS, "--order", ORDERS)),
+                    concurrency=list(_int_list(threads_, "--threads")),
+                    cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
+                    epochs=epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files)
+    _measure(plan, mount, dataset, files, (size_dist, classes, seed), json_path, out, UI(quiet))
+
+
+@cli.command("fio")
+@_run_options
+def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
+            threads_: str, cache_: str, json_path: Path | None, out: Path | None, quiet: bool) -> None:
+    """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
+    if fio_version() is None:
+        raise FioMissing()
+    plan = Settings(orders=[], concurrency=list(_int_list(threads_, "--threads")),
+                    cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
+                    epochs=1, seed=seed, replay=False, metadata=False, fio=True)
+    _measure(plan, mount, dataset, files, (size_dist, classes, seed), json_path, out, UI(quiet))
+
+
+def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
+             json_path: Path | None, out: Path | None, ui: UI) -> None:
+    """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome."""
     if dataset is not None:
         manifest, made, params = scan(dataset), False, None
         marker = read_marker(manifest.root)
@@ -161,46 +192,39 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, cl
             made, params = True, marker.get("params")
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
     else:
-        manifest, made, params = _pick_dataset(mount, files, (size_dist, classes, seed), ui)
+        manifest, made, params = _pick_dataset(mount, files, spec_args, ui)
 
-    where = mount_of(manifest.root)
-    blk = block_info(manifest.root)
+    mount_info = Mount(**describe(manifest.root))
     host = host_info()
     fits = manifest.total_bytes < host["ram_bytes"]
     result = Result(
-        created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host),
-        mount=Mount(path=where.path, source=where.source, fstype=where.fstype, options=where.options,
-                    device=blk.device, read_ahead_kb=blk.read_ahead_kb, bdi=blk.bdi),
+        created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host), mount=mount_info,
         dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
                         mean_bytes=round(float(manifest.sizes.mean()), 1),
                         median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
                         fits_in_ram=fits),
-        settings=Settings(orders=list(plan.orders), concurrency=list(plan.concurrency), cache=list(plan.cache),
-                          epochs=plan.epochs, seed=plan.seed),
-        remote=where.fstype.split(".")[-1] in REMOTE_FS or where.fstype.startswith("fuse"),
+        settings=plan, remote=mount_info.family != "local",
     )
     if fits:
-        msg = (f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
-               f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
-               "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
-        result.warnings.append(msg)
-        ui.warn(msg)
+        result.warnings.append(
+            f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
+            f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
+            "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
     if result.remote:
-        msg = (f"{where.fstype} is a network/FUSE file system: cold runs evict this client's cache only; "
-               "the server's cache may still hold the data.")
-        result.warnings.append(msg)
-        ui.warn(msg)
+        result.warnings.append(
+            f"{mount_info.fstype} is a network/FUSE file system: cold runs evict this client's cache only; "
+            "the server's cache may still hold the data.")
+    for w in result.warnings:
+        ui.warn(w)
     if os.geteuid() != 0:
         ui.info("not root: cold runs evict with posix_fadvise(DONTNEED) per file")
 
-    out = out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{_label(where.fstype, where.path)}"
-    result_path = out / "result.json"
-    replay(manifest, plan, result, result_path, ui)
+    label = _label(mount_info.fstype, mount_info.path)
+    result_path = (out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}") / "result.json"
+    execute(manifest, plan, result, result_path, ui)
     if json_path is not None:
         result.save(json_path)
-    ui.runs_table(result)
-    for w in result.warnings:
-        ui.out.print(f"[yellow]note:[/] {w}", highlight=False)
+    ui.summary(result)
     ui.out.print(f"result: {result_path}", highlight=False)
     assert result.verdict is not None
     ui.out.print(f"[bold]verdict:[/] {result.verdict.text}", highlight=False)

@@ -31,9 +31,9 @@ RANDOM_BLOCK = 4 * 1024 * 1024
 def _photo_like(width: int, height: int, rng: np.random.Generator) -> Image.Image:
     """Smooth colour field + texture noise: compresses like a photo (~3-4 bits/pixel at q90)."""
     coarse = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
-    base = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BICUBIC), dtype=np.int16)
-    noise = rng.normal(0, 18, size=(height, width, 3)).astype(np.int16)
-    return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
+    base = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BICUBIC), dtype=np.float32)
+    base += rng.standard_normal((height, width, 3), dtype=np.float32) * 18
+    return Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
 
 
 @dataclass
@@ -48,12 +48,15 @@ class JpegPool:
     def build(cls, max_target: int, seed: int) -> JpegPool:
         rng = np.random.default_rng([seed, 0x1BE])
         images: list[bytes] = []
+        photo = _photo_like(1024, 768, rng)  # pool images are crops of one photo: one RNG pass, not one each
         width = 16.0
         while True:
             w = int(width)
             h = max(8, w * 3 // 4)
+            if w > photo.width:
+                photo = _photo_like(photo.width * 2, photo.height * 2, rng)
             buf = io.BytesIO()
-            _photo_like(w, h, rng).save(buf, format="JPEG", quality=90)
+            photo.crop((0, 0, w, h)).save(buf, format="JPEG", quality=90)
             data = buf.getvalue()
             if data[:2] != SOI:  # pragma: no cover - Pillow always writes SOI first
                 raise RuntimeError("encoder did not start with SOI")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +110,96 @@ def host_info() -> dict:
         "iobench": __version__,
         "root": os.geteuid() == 0,
     }
+
+
+NFS_KEYS = ("vers", "proto", "rsize", "wsize", "nconnect", "timeo", "retrans", "hard", "soft", "ac", "noac",
+            "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "local_lock", "sec",
+            "addr", "clientaddr", "max_connect", "nocto")
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "fuse")
+
+
+def fs_family(fstype: str) -> str:
+    """'nfs' (nfs, nfs4), 'lustre', 'fuse' (fuse.*), 'network' (other remote), or 'local'."""
+    if fstype in ("nfs", "nfs4"):
+        return "nfs"
+    if fstype == "lustre":
+        return "lustre"
+    if fstype == "fuse" or fstype.startswith(("fuse.", "fuseblk")):
+        return "fuse"
+    return "network" if fstype in NETWORK_FS else "local"
+
+
+def fs_details(entry: MountEntry, path: Path) -> tuple[dict[str, str | int | None], list[str]]:
+    """The settings that matter for small-file reads on this kind of file system, and the list of
+    those that could not be read (with why), so a report never passes off a guess as a setting."""
+    family = fs_family(entry.fstype)
+    opts = entry.option_map
+    details: dict[str, str | int | None] = {"family": family}
+    unread: list[str] = []
+    if family == "nfs":
+        details["server"] = entry.source.rpartition(":")[0] or None
+        for key in NFS_KEYS:
+            if key in opts:
+                details[key] = _num(opts[key]) if opts[key] else "set"
+        # The kernel lists vers/rsize/wsize/timeo always; nconnect and actimeo only when set.
+        details.setdefault("nconnect", "not set (1 connection)")
+        if "noac" not in opts and "actimeo" not in opts:
+            details.setdefault("actimeo", "not set (kernel default: acregmin=3 s .. acdirmax=60 s)")
+    elif family == "lustre":
+        _lustre(path, details, unread)
+    elif family == "fuse":
+        details["subtype"] = entry.fstype.partition(".")[2] or opts.get("subtype") or None
+        for key in ("max_read", "allow_other", "default_permissions", "user_id"):
+            if key in opts:
+                details[key] = _num(opts[key]) if opts[key] else "set"
+    return details, unread
+
+
+def _num(value: str) -> str | int:
+    return int(value) if value.isdigit() else value
+
+
+def _lustre(path: Path, details: dict, unread: list[str]) -> None:
+    """Stripe layout (lfs getstripe) and client readahead/statahead (lctl get_param), when the tools exist."""
+    lfs, lctl = shutil.which("lfs"), shutil.which("lctl")
+    if lfs is None:
+        unread.append("stripe_count, stripe_size: lfs not installed")
+    else:
+        out = _run([lfs, "getstripe", "-d", str(path)])
+        if out is None:
+            unread.append("stripe_count, stripe_size: lfs getstripe failed")
+        else:
+            for key in ("stripe_count", "stripe_size", "pattern", "stripe_offset"):
+                m = re.search(rf"{key}:\s*(-?\w+)", out)
+                if m:
+                    details[key] = _num(m.group(1))
+    if lctl is None:
+        unread.append("llite readahead/statahead: lctl not installed")
+        return
+    out = _run([lctl, "get_param", "llite.*.max_read_ahead_mb", "llite.*.max_read_ahead_per_file_mb",
+                "llite.*.statahead_max"])
+    if out is None:
+        unread.append("llite readahead/statahead: lctl get_param failed")
+        return
+    for line in out.splitlines():  # llite.fsname-ffff8800.max_read_ahead_mb=64
+        name, _, value = line.partition("=")
+        details[name.rsplit(".", 1)[-1]] = _num(value.strip())
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def describe(path: Path) -> dict:
+    """Everything the result records about the file system holding path (the `mount` object)."""
+    entry = mount_of(path)
+    blk = block_info(path)
+    details, unread = fs_details(entry, path)
+    if blk.read_ahead_kb is None:
+        unread.append(f"read_ahead_kb: no /sys/class/bdi/{blk.bdi}/read_ahead_kb")
+    return {"path": entry.path, "source": entry.source, "fstype": entry.fstype, "options": entry.options,
+            "family": details.pop("family"), "device": blk.device, "read_ahead_kb": blk.read_ahead_kb,
+            "bdi": blk.bdi, "details": details, "unread": unread}

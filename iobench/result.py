@@ -73,8 +73,50 @@ class Run(_Model):
     open_ms: Latency = Field(description="per sample, the open() alone (path lookup, permission, metadata)")
     cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
     disk: Disk | None = Field(description="block-device counters during the epoch; null for network/FUSE mounts")
+    efficiency: float | None = Field(
+        None, description="samples_per_s over fio's files/s at the same concurrency and cache state "
+                          "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "
+                          "iobench, set the pace (see docs/performance.md)")
     timeline: list[tuple[float, int]] = Field(
         description="[seconds since start, samples done] every ~0.2 s: samples/s over time")
+
+
+class Metadata(_Model):
+    cache: Literal["cold", "warm"] = Field(description='"cold": caches (with root: dentries and inodes too) dropped '
+                                                        "before each part; \"warm\": right after")
+    eviction: str | None = Field(description="how caches were dropped for a cold pass (fadvise cannot drop metadata)")
+    dirs: int = Field(description="folders listed")
+    files: int = Field(description="regular files seen by the listing: every file is counted")
+    list_s: float = Field(description="seconds to list the tree as torchvision's ImageFolder does (scandir per folder)")
+    stat_files: int = Field(description="files stat()ed (a random sample of at most 20,000)")
+    stat_per_s: float = Field(description="stat() calls per second, one thread")
+    stat_ms: Latency = Field(description="per stat() call")
+    open_close_files: int = Field(description="files opened and closed without reading (same sample)")
+    open_close_per_s: float = Field(description="open()+close() pairs per second, one thread")
+    open_close_ms: Latency = Field(description="per open()+close() pair")
+    scale_files: int = Field(description="dataset size the projection is for (--scale-files; ImageNet: 1,281,167)")
+    projected_list_s: float = Field(
+        description="prediction, not a measurement: list_s scaled linearly to scale_files, the start-up cost "
+                    "before the first batch")
+
+
+class FioBaseline(_Model):
+    concurrency: int = Field(description="fio jobs (numjobs), each reading its share of the files")
+    cache: Literal["cold", "warm"] = Field(description="cache state, prepared as for the loader runs")
+    files: int = Field(description="files fio read (a random sample of the dataset of at most 20,000)")
+    bytes: int = Field(description="bytes fio read (its io_bytes)")
+    seconds: float = Field(description="fio's runtime for the reads (includes open and close, 1 ms resolution)")
+    files_per_s: float = Field(description="files / seconds")
+    mb_per_s: float = Field(description="bytes / seconds / 10^6")
+    latency_ms: Latency = Field(description="fio's completion latency of each whole-file pread() (not open/close)")
+    setup_s: float = Field(description="fio's time outside the timed reads (parsing its logs, stat of every file)")
+    job: str = Field(description="the fio job file (each job replays an iolog: open, one read of the file, close)")
+
+
+class Baseline(_Model):
+    fio_version: str | None = Field(description="fio's version; null when fio is not installed")
+    fio: list[FioBaseline] = Field(default_factory=list, description="raw fio baseline, per concurrency and cache")
+    note: str | None = Field(None, description="why the baseline is missing or partial")
 
 
 class Mount(_Model):
@@ -82,9 +124,18 @@ class Mount(_Model):
     source: str = Field(description="what is mounted: device, server:/export, or FUSE source")
     fstype: str = Field(description="file system type as in /proc/mounts (ext4, xfs, nfs4, fuse.sshfs, ...)")
     options: str = Field(description="mount options as in /proc/mounts")
+    family: Literal["local", "nfs", "lustre", "fuse", "network"] = Field(
+        description="kind of file system: local block device, NFS (nfs, nfs4), Lustre, FUSE (sshfs, GlusterFS, "
+                    "...), or another network file system")
     device: str | None = Field(description="block device (vda, loop0, nvme0n1, dm-0); null for network/FUSE")
     read_ahead_kb: int | None = Field(description="readahead of the backing device info (/sys/class/bdi)")
     bdi: str = Field(description="major:minor of the file system's backing device info")
+    details: dict[str, str | int | None] = Field(
+        description="settings that matter for small-file reads, by family. NFS: server, vers, proto, rsize, "
+                    "wsize, nconnect, timeo, retrans, hard/soft, actimeo/ac/noac and acregmin..acdirmax, "
+                    "lookupcache; Lustre: stripe_count, stripe_size (lfs getstripe), max_read_ahead_mb, "
+                    "max_read_ahead_per_file_mb, statahead_max (lctl get_param); FUSE: subtype, max_read")
+    unread: list[str] = Field(description="settings that could not be read, each with why (never guessed)")
 
 
 class Dataset(_Model):
@@ -116,6 +167,10 @@ class Settings(_Model):
     cache: list[str] = Field(description='cache states measured ("cold", "warm")')
     epochs: int = Field(description="epochs per (order, concurrency, cache state)")
     seed: int = Field(description="seed of the shuffles")
+    replay: bool = Field(True, description="loader epochs replayed (false for `iobench fio` alone)")
+    metadata: bool = Field(True, description="metadata phase run")
+    fio: bool = Field(True, description="fio baseline asked for (it runs when fio is installed)")
+    scale_files: int = Field(1_281_167, description="dataset size for projections (ImageNet-1k train: 1,281,167)")
 
 
 class Verdict(_Model):
@@ -141,7 +196,9 @@ class Result(_Model):
     remote: bool = Field(
         description="the mount is a network/FUSE file system: client-side eviction leaves the server's cache "
                     "warm, so cold figures may include server-cache hits")
+    metadata: list[Metadata] = Field(default_factory=list, description="metadata phase, per cache state")
     runs: list[Run] = Field(default_factory=list, description="one entry per measured epoch")
+    baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
     warnings: list[str] = Field(default_factory=list, description="caveats a reader must see")
     verdict: Verdict | None = Field(None, description="summary, set when the run completes")
 

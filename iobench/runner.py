@@ -1,10 +1,11 @@
-"""`iobench run`: the run plan. Each measured epoch goes through `measure_epoch` and becomes one
-`Run` in the result, which is saved after every epoch so an interruption loses nothing measured."""
+"""`iobench run`: the run plan, as phases over one dataset: metadata (list, stat, open), replay (the
+loader's epochs) and the raw fio baseline. Each phase appends records of its own kind to the result,
+which is saved after every record, so an interruption loses nothing that was measured."""
 
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,28 +14,23 @@ from iobench import cache
 from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
+from iobench.fio import FioError, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, latency_summary
+from iobench.metadata import metadata_phase
 from iobench.order import epoch_order
-from iobench.result import Cpu, Disk, Latency, Result, Run
-from iobench.source import FileSource, Source
+from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Result, Run, Settings
+from iobench.sources import Source
+from iobench.sources.files import FileSource
 from iobench.ui import UI
 from iobench.verdict import verdict
 
 COLD_MAX = 0.05  # at most 5% of sampled pages cached: the epoch measures storage
 WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
+FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
 
 
 class Interrupted(Exception):
     """Ctrl-C during a run; the result file holds what was measured."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    orders: tuple[str, ...]
-    concurrency: tuple[int, ...]
-    cache: tuple[str, ...]
-    epochs: int
-    seed: int
 
 
 def now_iso() -> str:
@@ -49,13 +45,18 @@ def measures(resident: float | None) -> str:
     return "page-cache" if resident >= WARM_MIN else "mixed"
 
 
-def replay(manifest: Manifest, plan: Plan, result: Result, result_path: Path, ui: UI) -> Result:
-    """Run every (order, concurrency, cache state, epoch) of the plan; save after each."""
+def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> Result:
+    """Run the phases the plan asks for; save after each record; finish with the verdict."""
     try:
-        _replay(manifest, plan, result, result_path, ui)
+        if plan.metadata:
+            _metadata(manifest, plan, result, result_path, ui)
+        if plan.replay:
+            _replay(manifest, plan, result, result_path, ui)
+        if plan.fio:
+            _fio(manifest, plan, result, result_path, ui)
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
-        raise Interrupted(f"interrupted: kept {len(result.runs)} measured epochs in {result_path}") from None
+        raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
     result.verdict = verdict(result)
     result.complete = True
     result.finished = now_iso()
@@ -63,7 +64,14 @@ def replay(manifest: Manifest, plan: Plan, result: Result, result_path: Path, ui
     return result
 
 
-def _replay(manifest: Manifest, plan: Plan, result: Result, result_path: Path, ui: UI) -> None:
+def _metadata(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
+    for state in plan.cache:
+        with ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close"):
+            result.metadata.append(metadata_phase(manifest, state, plan.scale_files, plan.seed))
+        result.save(result_path)
+
+
+def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
     source = FileSource(manifest)
     epoch = 0
     for order in plan.orders:
@@ -83,6 +91,48 @@ def _replay(manifest: Manifest, plan: Plan, result: Result, result_path: Path, u
                     _warn_on(run, result, ui)
 
 
+def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
+    """fio on (a sample of) the same files, per concurrency and cache state; then each loader run's
+    efficiency against it."""
+    baseline = result.baseline = Baseline(fio_version=fio_version())
+    if baseline.fio_version is None:
+        baseline.note = "fio is not installed: no raw baseline (install it with apt-get install -y fio)"
+        ui.warn(baseline.note)
+        return
+    n = min(FIO_SAMPLE, len(manifest))
+    pick = np.sort(np.random.default_rng([plan.seed, 0xF10]).choice(len(manifest), size=n, replace=False))
+    paths = [manifest.paths[i] for i in pick.tolist()]
+    sizes = manifest.sizes[pick].tolist()
+    root = os.geteuid() == 0
+    for conc in (c for c in plan.concurrency if c <= n):
+        for state in plan.cache:
+            cold = state == "cold"
+            if cold:
+                cache.evict(paths)
+            elif (cache.resident_sample(paths) or 0.0) < WARM_MIN:
+                _warm_up(FileSource(manifest), pick, conc, ui)
+            try:
+                with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
+                    res = run_fio(paths, conc, sizes=sizes, seed=plan.seed, drop_caches=cold and root)
+            except FioError as exc:
+                baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
+                ui.warn(baseline.note)
+                result.save(result_path)
+                return
+            baseline.fio.append(FioBaseline(
+                concurrency=conc, cache=state, files=res.ios, bytes=res.bytes, seconds=res.seconds,
+                files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+                latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
+                setup_s=round(res.setup_s, 3), job=res.job))
+            result.save(result_path)
+    ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
+    for run in result.runs:
+        fio_rate = ref.get((run.concurrency, run.cache))
+        if fio_rate and run.complete:
+            run.efficiency = round(run.samples_per_s / fio_rate, 3)
+    result.save(result_path)
+
+
 def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, state: str, epoch: int,
                   seed: int, device: str | None, fits_in_ram: bool, ui: UI) -> tuple[Run, BaseException | None]:
     """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
@@ -92,7 +142,7 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
         eviction = cache.evict(manifest.paths)
     resident = cache.resident_sample(manifest.paths, seed=epoch)
     if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
-        _warm_up(source, manifest, conc, ui)  # a warm run right after nothing: read it once first
+        _warm_up(source, np.arange(len(manifest)), conc, ui)  # a warm run right after nothing
         resident = cache.resident_sample(manifest.paths, seed=epoch)
     engine = ThreadEngine(conc)
     rec = EpochRecorder(len(manifest), conc)
@@ -122,9 +172,10 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
     ), error
 
 
-def _warm_up(source: Source, manifest: Manifest, conc: int, ui: UI) -> None:
+def _warm_up(source: Source, order: np.ndarray, conc: int, ui: UI) -> None:
+    """Read the samples once, not measured, so that a warm run starts warm."""
     ui.info("warming the page cache: reading the dataset once (not measured)")
-    ThreadEngine(max(conc, 4)).epoch(source, np.arange(len(manifest)), EpochRecorder(len(manifest), max(conc, 4)))
+    ThreadEngine(max(conc, 4)).epoch(source, order, EpochRecorder(len(order), max(conc, 4)))
 
 
 def _warn_on(run: Run, result: Result, ui: UI) -> None:

@@ -31,6 +31,15 @@ class UI:
     def warn(self, msg: str) -> None:
         self.err.print(f"[bold yellow]warning:[/] {msg}", highlight=False)
 
+    @contextmanager
+    def status(self, msg: str) -> Iterator[None]:
+        """A spinner for a phase without a sample count (metadata, fio)."""
+        if self.quiet:
+            yield
+            return
+        with self.err.status(msg):
+            yield
+
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
@@ -65,15 +74,38 @@ class UI:
 
             yield update
 
-    def runs_table(self, result: Result) -> None:
-        table = Table(title=f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
+    def summary(self, result: Result) -> None:
+        """Tables of what was measured (metadata, loader runs, fio baseline), then the notes."""
+        if result.metadata:
+            t = Table(title=f"metadata: {result.metadata[0].files:,} files in {result.metadata[0].dirs} folders, "
+                            "one thread")
+            for col in ("cache", "list s", "stat/s", "stat p99 ms", "open+close/s", "open p99 ms",
+                        f"list at {result.metadata[0].scale_files:,} files (predicted)"):
+                t.add_column(col, justify="left" if col == "cache" else "right")
+            for m in result.metadata:
+                t.add_row(m.cache, f"{m.list_s:.3f}", f"{m.stat_per_s:,.0f}", f"{m.stat_ms.p99:.3f}",
+                          f"{m.open_close_per_s:,.0f}", f"{m.open_close_ms.p99:.3f}", f"{m.projected_list_s:,.1f} s")
+            self.out.print(t)
+        if result.runs:
+            t = Table(title=f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
                             f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)")
-        for col in ("order", "threads", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
-                    "p99.9 ms", "cores used"):
-            table.add_column(col, justify="right" if col not in ("order", "cache", "measures") else "left")
-        for r in result.runs:
-            table.add_row(r.order, str(r.concurrency), r.cache + ("" if r.complete else " (interrupted)"),
-                          r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}",
-                          f"{r.latency_ms.p50:.3f}", f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
-                          f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-")
-        self.out.print(table)
+            for col in ("order", "threads", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
+                        "p99.9 ms", "cores used", "vs fio"):
+                t.add_column(col, justify="left" if col in ("order", "cache", "measures") else "right")
+            for r in result.runs:
+                t.add_row(r.order, str(r.concurrency), r.cache + ("" if r.complete else " (interrupted)"),
+                          r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}", f"{r.latency_ms.p50:.3f}",
+                          f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
+                          f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-",
+                          f"{r.efficiency:.2f}" if r.efficiency is not None else "-")
+            self.out.print(t)
+        if result.baseline and result.baseline.fio:
+            t = Table(title=f"fio {result.baseline.fio_version} on {result.baseline.fio[0].files:,} of the files")
+            for col in ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms"):
+                t.add_column(col, justify="left" if col == "cache" else "right")
+            for b in result.baseline.fio:
+                t.add_row(str(b.concurrency), b.cache, f"{b.files_per_s:,.0f}", f"{b.mb_per_s:,.1f}",
+                          f"{b.latency_ms.p50:.3f}", f"{b.latency_ms.p99:.3f}")
+            self.out.print(t)
+        for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
+            self.out.print(f"[yellow]note:[/] {w}", highlight=False)

@@ -29,7 +29,8 @@ def verdict(result: Result) -> Verdict:
         kind = "from the page cache" if w.measures == "page-cache" else "warm"
         warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} threads."
     if not pool:
-        return Verdict(text=f"No cold (storage) run was measured on {where}: no storage figure.{warm_note}",
+        return Verdict(text=f"No cold (storage) run was measured on {where}: no storage figure.{warm_note}"
+                            f"{_startup_note(result)}",
                        best_samples_per_s=None, best_mb_per_s=None, best_concurrency=None,
                        saturates_at=None, order=None)
     best = max(pool, key=lambda r: r.samples_per_s)
@@ -51,6 +52,20 @@ def verdict(result: Result) -> Verdict:
     if best.cpu.iobench_cores and cpus and best.cpu.iobench_cores >= 0.85 * cpus:
         text += (f" The client CPU was the limit (iobench used {best.cpu.iobench_cores:.1f} of {cpus} cores):"
                  " the storage may give more to a bigger client.")
-    text += warm_note
+    text += warm_note + _startup_note(result)
     return Verdict(text=text, best_samples_per_s=best.samples_per_s, best_mb_per_s=best.mb_per_s,
                    best_concurrency=best.concurrency, saturates_at=saturates, order=best.order)
+
+
+STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
+
+
+def _startup_note(result: Result) -> str:
+    """A sentence on listing cost at full scale, when it would exceed a minute."""
+    if not result.metadata:
+        return ""
+    m = max(result.metadata, key=lambda x: x.projected_list_s)
+    if m.projected_list_s < STARTUP_NOTE_S:
+        return ""
+    return (f" Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
+            f" min ({m.cache}, predicted from {m.files:,} files) before the first batch.")

@@ -8,14 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS test beds as fixtures)
 
 from iobench.dataset import GenSpec, Manifest, generate
 from iobench.sizes import parse_dist
-
-try:  # test beds (loop XFS, sshfs, GlusterFS): scripts/testbed behind pytest fixtures
-    from testbed_fixtures import *  # noqa: F403
-except ImportError:  # pragma: no cover - file not there yet
-    pass
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches, mounts)")
 

@@ -143,3 +143,36 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert not r.complete and len(r.runs) >= 1
     assert all(x.complete for x in r.runs[:-1])
     assert sum(x.samples for x in r.runs) > 0
+
+
+def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed (scripts/test installs it)")
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "uniform:8kB-64kB",
+            "--threads", "1,3", "--out", str(out), check=True)
+    r = Result.load(out / "result.json")
+    assert r.baseline is not None and r.baseline.fio_version
+    fio = {(b.concurrency, b.cache): b for b in r.baseline.fio}
+    assert set(fio) == {(1, "cold"), (1, "warm"), (3, "cold"), (3, "warm")}
+    for b in fio.values():
+        assert b.files == 150 and b.bytes == r.dataset.bytes  # fio read every file once, real bytes
+        assert b.files_per_s == pytest.approx(b.files / b.seconds, rel=0.01)
+        assert "read_iolog" in b.job
+    for run in r.runs:
+        ref = fio[(run.concurrency, run.cache)]
+        assert run.efficiency == pytest.approx(run.samples_per_s / ref.files_per_s, abs=1e-3)
+    assert [m.cache for m in r.metadata] == ["cold", "warm"]
+    assert all(m.files == 150 for m in r.metadata)
+
+
+def test_without_fio_the_run_goes_on_and_says_how_to_install(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path / "empty-bin")}
+    out = tmp_path / "out"
+    proc = iobench("run", "--mount", str(tmp_path), "--files", "40", "--size-dist", "fixed:8kB", "--threads", "2",
+                   "--out", str(out), env=env, check=True)
+    assert "apt-get install -y fio" in proc.stderr
+    r = Result.load(out / "result.json")
+    assert r.baseline.fio_version is None and r.baseline.fio == [] and "apt-get install" in r.baseline.note
+    assert r.complete and all(x.efficiency is None for x in r.runs)
+    _one_line_error(iobench("fio", "--mount", str(tmp_path), env=env), "apt-get install -y fio")

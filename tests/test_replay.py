@@ -14,7 +14,7 @@ from iobench.engines.threads import ThreadEngine
 from iobench.measure import EpochRecorder
 from iobench.order import epoch_order
 from iobench.runner import measure_epoch
-from iobench.source import FileSource
+from iobench.sources.files import FileSource
 from iobench.ui import UI
 
 

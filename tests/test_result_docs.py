@@ -15,5 +15,6 @@ def test_every_field_is_described():
             assert f.description, f"{model.__name__}.{name} has no description"
     walk(Result)
     from iobench import result as r
-    for m in (r.Run, r.Latency, r.Cpu, r.Disk, r.Mount, r.Dataset, r.Host, r.Settings, r.Verdict):
+    for m in (r.Run, r.Latency, r.Cpu, r.Disk, r.Mount, r.Dataset, r.Host, r.Settings, r.Verdict, r.Metadata,
+              r.FioBaseline, r.Baseline):
         walk(m)

@@ -12,7 +12,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from iobench.measure import EpochRecorder
-from iobench.source import Source
+from iobench.sources import Source
 
 TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
 

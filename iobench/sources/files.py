@@ -1,37 +1,15 @@
-"""Sample sources: where a sample's bytes come from. Every pattern runs on every source.
-
-A source hands each worker thread or process its own `Reader`; `Reader.read(index)` reads sample
-`index` whole into the reader's reusable buffer and returns its length. One reader per worker keeps
-the hot path free of locks and allocations; sources that need per-process state (an LMDB env after
-fork) open it in `reader()`.
-"""
+"""The files source: one file per sample, as torchvision's ImageFolder reads them."""
 
 from __future__ import annotations
 
 import os
 from time import perf_counter_ns as _clock
-from typing import Protocol
 
 from iobench.dataset import Manifest
 
 
-class Reader(Protocol):
-    buffer: bytearray  # the last sample's bytes are buffer[:n]
-    open_ns: int  # time the last read spent opening (0 where a source has no open)
-
-    def read(self, index: int) -> int: ...
-
-
-class Source(Protocol):
-    name: str  # "files", later "lmdb", "tar": the value of runs[].source
-
-    def __len__(self) -> int: ...
-
-    def reader(self) -> Reader: ...
-
-
 class FileSource:
-    """One file per sample, as torchvision's ImageFolder reads them: open, read to EOF, close."""
+    """Per sample: open, read to EOF into a reused buffer, close; the open is timed apart."""
 
     name = "files"
 

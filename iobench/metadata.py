@@ -1,0 +1,75 @@
+"""The metadata phase (mdtest-style, on the dataset tree): how long a job spends finding its files
+before the first batch. Listing is what torchvision's ImageFolder does at start-up (scandir of every
+class folder); then stat and open+close without reading, each timed per file on one thread, as the
+start-up code runs. On NFS or Isilon each of these is a round trip; at ImageNet scale they add up."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from iobench import cache
+from iobench.dataset import Manifest
+from iobench.measure import latency_summary
+from iobench.result import Latency, Metadata
+
+SAMPLE = 20_000  # stat and open+close time a random sample this large (listing always covers the tree)
+
+
+def list_tree(dirs: list[str]) -> int:
+    """scandir every folder, as ImageFolder does; returns the regular files seen."""
+    files = 0
+    for d in dirs:
+        with os.scandir(d) as it:
+            for entry in it:
+                if entry.is_file():
+                    files += 1
+    return files
+
+
+def _timed(paths: list[str], op) -> tuple[float, np.ndarray]:
+    ns = np.empty(len(paths), dtype=np.int64)
+    clock = time.perf_counter_ns
+    t0 = clock()
+    for i, p in enumerate(paths):
+        t = clock()
+        op(p)
+        ns[i] = clock() - t
+    seconds = (clock() - t0) / 1e9
+    return len(paths) / seconds if seconds > 0 else 0.0, ns
+
+
+def _open_close(path: str) -> None:
+    os.close(os.open(path, os.O_RDONLY))
+
+
+def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int = 0) -> Metadata:
+    """One pass of list, stat, open+close; for "cold", the caches are emptied before each part
+    (as root, drop_caches also drops dentries and inodes; per-file fadvise cannot, so cold
+    metadata without root is really warm: the eviction field says which was used)."""
+    dirs = sorted({os.path.dirname(p) for p in manifest.paths})
+    rng = np.random.default_rng([seed, 0x3E7A])
+    n = min(SAMPLE, len(manifest))
+    sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
+    eviction = None
+
+    def prepare() -> None:
+        nonlocal eviction
+        if state == "cold":
+            eviction = cache.evict(manifest.paths)
+
+    prepare()
+    t = time.perf_counter()
+    files = list_tree(dirs)
+    list_s = round(time.perf_counter() - t, 6)
+    prepare()
+    stat_rate, stat_ns = _timed(sample, os.stat)
+    prepare()
+    oc_rate, oc_ns = _timed(sample, _open_close)
+    return Metadata(cache=state, eviction=eviction, dirs=len(dirs), files=files, list_s=list_s,
+                    stat_files=n, stat_per_s=round(stat_rate, 1), stat_ms=Latency(**latency_summary(stat_ns)),
+                    open_close_files=n, open_close_per_s=round(oc_rate, 1),
+                    open_close_ms=Latency(**latency_summary(oc_ns)), scale_files=scale_files,
+                    projected_list_s=round(list_s * scale_files / max(files, 1), 3))

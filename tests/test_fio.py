@@ -1,0 +1,164 @@
+"""iobench.fio: the real fio binary reads exactly the given files, and its JSON is parsed right."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from iobench.fio import (
+    FioError,
+    FioJob,
+    FioMissing,
+    build_job,
+    fio_version,
+    parse_fio_json,
+    run_fio,
+)
+
+needs_fio = pytest.mark.skipif(fio_version() is None, reason="fio is not installed (apt-get install -y fio)")
+
+
+def _reads(job: FioJob) -> Counter[tuple[str, int]]:
+    """(path, length) of every read line in all of a job's iologs."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for j in range(job.concurrency):
+        for line in job.iolog(j).splitlines()[1:]:
+            parts = line.split(" ")
+            if parts[1] == "read":
+                assert parts[2] == "0"
+                seen[(parts[0], int(parts[3]))] += 1
+    return seen
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[int]]:
+    """300 files of random sizes 4-200 KiB (random bytes) in 10 folders."""
+    root = tmp_path_factory.mktemp("fio")
+    rng = random.Random(7)
+    paths, sizes = [], []
+    for i in range(300):
+        d = root / f"class{i % 10:02d}"
+        d.mkdir(exist_ok=True)
+        size = rng.randint(4 * 1024, 200 * 1024)
+        p = d / f"img{i:04d}.bin"
+        p.write_bytes(os.urandom(size))
+        paths.append(str(p))
+        sizes.append(size)
+    return paths, sizes
+
+
+def test_build_job_reads_every_file_once_per_loop_in_total(dataset: tuple[list[str], list[int]]) -> None:
+    paths, sizes = dataset
+    job = build_job(paths, 4, max_file_size=200 * 1024, loops=3, seed=1)
+    assert job.concurrency == 4
+    assert "numjobs=4" in job.job and "ioengine=psync" in job.job and "invalidate=0" in job.job
+    assert "read_iolog=iobench.0.iolog:iobench.1.iolog:iobench.2.iolog:iobench.3.iolog" in job.job
+    assert _reads(job) == Counter({(p, s): 3 for p, s in zip(paths, sizes, strict=True)})
+    shares = [set(order) for order in job.orders]
+    assert sum(len(s) for s in shares) == len(paths)  # disjoint shares: no file read by two jobs
+    assert all(len(order) == 3 * len(share) for order, share in zip(job.orders, shares, strict=True))
+    assert job.ios == 3 * len(paths) and job.bytes == 3 * sum(sizes)
+    # a new random order each loop, and the same job again for the same seed
+    first = job.orders[0]
+    n = len(shares[0])
+    assert first[:n] != first[n:2 * n]
+    assert build_job(paths, 4, loops=3, seed=1) == job
+
+
+def test_build_job_rejects_what_fio_cannot_replay(tmp_path: Path) -> None:
+    ok = tmp_path / "a.bin"
+    ok.write_bytes(b"x" * 10)
+    with pytest.raises(ValueError, match="white space"):
+        build_job([str(tmp_path / "a b.bin")], 1, sizes=[1])
+    with pytest.raises(ValueError, match="256"):
+        build_job(["/" + "d" * 300], 1, sizes=[1])
+    with pytest.raises(ValueError, match="concurrency"):
+        build_job([str(ok)], 2)
+    with pytest.raises(ValueError, match="max_file_size"):
+        build_job([str(ok)], 1, max_file_size=5)
+
+
+def test_parse_fio_json_skips_warning_lines() -> None:
+    text = 'fio: this platform does not support {something}\nnote: x\n{\n "jobs": [1]\n}\nfio: trailing\n'
+    assert parse_fio_json(text) == {"jobs": [1]}
+
+
+@needs_fio
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_run_fio_counts_real_files_and_bytes(dataset: tuple[list[str], list[int]], concurrency: int,
+                                             tmp_path: Path) -> None:
+    paths, sizes = dataset
+    res = run_fio(paths, concurrency, max_file_size=200 * 1024, loops=2, seed=3, workdir=tmp_path)
+    assert res.ios == 2 * len(paths)
+    assert res.bytes == 2 * sum(sizes)
+    assert res.concurrency == concurrency and res.files == len(paths) and res.loops == 2
+    assert res.seconds > 0
+    assert res.files_per_s == pytest.approx(res.ios / res.seconds)
+    assert res.files_per_s == pytest.approx(res.iops, rel=1e-3)
+    assert res.mb_per_s == pytest.approx(res.bytes / res.seconds / 1e6)
+    lat = res.latency_ms
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    assert res.version == fio_version()
+    assert f"numjobs={concurrency}" in res.job
+    # what fio ran is kept in workdir: the job file and one iolog per job naming every file
+    assert (tmp_path / "iobench.fio").read_text() == res.job
+    logged = "".join((tmp_path / f"iobench.{j}.iolog").read_text() for j in range(concurrency))
+    assert all(f"{p} read 0 {s}\n" in logged for p, s in zip(paths, sizes, strict=True))
+    assert os.path.getsize(paths[0]) == sizes[0]  # --readonly: nothing was written
+
+
+@needs_fio
+def test_run_fio_path_with_colon(tmp_path: Path) -> None:
+    d = tmp_path / "a:b"
+    d.mkdir()
+    files = [d / "x:1.bin", d / "y.bin", tmp_path / "z.bin"]
+    for i, f in enumerate(files):
+        f.write_bytes(os.urandom(5000 + 1000 * i))
+    res = run_fio([str(f) for f in files], 2)
+    assert res.ios == 3 and res.bytes == 5000 + 6000 + 7000
+
+
+@needs_fio
+def test_run_fio_reports_fio_errors(tmp_path: Path) -> None:
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"x" * 4096)
+    with pytest.raises(FioError, match="No such file"):
+        run_fio([str(tmp_path / "missing.bin")], 1, sizes=[4096])
+    with pytest.raises(FioError, match="fio failed"):  # a read past the end: fio's "full resid"
+        run_fio([str(f)], 1, sizes=[8192])
+    with pytest.raises(FioError, match="timed out"):
+        run_fio([str(f)], 1, timeout_s=0.001)
+
+
+def test_missing_fio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"x")
+    monkeypatch.setenv("PATH", str(empty))
+    assert fio_version() is None
+    with pytest.raises(FioMissing, match="apt-get install"):
+        run_fio([str(f)], 1, max_file_size=4096)
+
+
+@needs_fio
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches)")
+def test_run_fio_drop_caches_after_setup(dataset: tuple[list[str], list[int]]) -> None:
+    paths, sizes = dataset
+    res = run_fio(paths[:50], 2, drop_caches=True)
+    assert "exec_prerun=sh -c 'echo 3 > /proc/sys/vm/drop_caches'" in res.job
+    assert res.ios == 50 and res.bytes == sum(sizes[:50])
+
+
+def test_drop_caches_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import iobench.fio as fio
+
+    monkeypatch.setattr(fio, "DROP_CACHES", str(tmp_path / "no" / "drop_caches"))
+    monkeypatch.setattr(fio, "_fio_binary", lambda: "/bin/true")
+    with pytest.raises(PermissionError, match="needs root"):
+        fio.run_fio([str(tmp_path / "a.bin")], 1, sizes=[1], drop_caches=True)
