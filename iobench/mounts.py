@@ -143,7 +143,7 @@ def fs_details(entry: MountEntry, path: Path) -> tuple[dict[str, str | int | Non
                 details[key] = _num(opts[key]) if opts[key] else "set"
         # The kernel lists vers/rsize/wsize/timeo always; nconnect and actimeo only when set.
         details.setdefault("nconnect", "not set (1 connection)")
-        if "noac" not in opts and "actimeo" not in opts:
+        if not {"noac", "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax"} & opts.keys():
             details.setdefault("actimeo", "not set (kernel default: acregmin=3 s .. acdirmax=60 s)")
     elif family == "lustre":
         _lustre(path, details, unread)
