@@ -7,7 +7,7 @@ Use them from ``tests/conftest.py`` with ``from testbed_fixtures import *``:
     sshfs_delay_mount  the same through a TCP proxy adding 2 ms each way (~4 ms per round trip)
     gluster_mount      one-node GlusterFS volume, FUSE client
 
-Each yields the mount point as a ``pathlib.Path`` and is shared by the whole session: put your files
+Each yields the mount point as a ``pathlib.Path`` and is shared by the session (gluster: the module): put your files
 in a folder of your own under it. Each skips (with the script's one-line error in the reason) when
 not root, when a binary is missing, or when ``up`` fails. Only one gluster bed can be up at a time.
 
@@ -161,7 +161,8 @@ def sshfs_delay_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     yield from _session_bed(tmp_path_factory, "sshfs", "sshfs-delay", delay_ms=2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def gluster_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A one-node GlusterFS volume through its FUSE client (scale-out NAS)."""
+    """A one-node GlusterFS volume through its FUSE client (scale-out NAS). Module scope: only one
+    glusterd can run, so it goes down before another module's gluster tests bring up their own."""
     yield from _session_bed(tmp_path_factory, "gluster", "gluster")
