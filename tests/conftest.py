@@ -33,3 +33,14 @@ def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProces
     if check and proc.returncode != 0:
         raise AssertionError(f"iobench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After every fixture is down: no test-bed mount, loop device or daemon may be left behind."""
+    leftovers = [line for line in Path("/proc/mounts").read_text().splitlines()
+                 if "testbed" in line or line.split()[2] in ("fuse.sshfs", "fuse.glusterfs")]
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout if os.geteuid() == 0 else ""
+    leftovers += [line for line in loops.splitlines() if "testbed" in line]
+    if leftovers:
+        print("\nleft behind by the test beds:\n" + "\n".join(leftovers))
+        session.exitstatus = 1
