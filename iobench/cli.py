@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -34,14 +35,19 @@ from iobench.ui import UI
 DEFAULT_FILES = 10_000
 
 
-def _int_list(text: str, what: str) -> tuple[int, ...]:
+def _int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise UserError(f"{what}: expected numbers like 1,4,16, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise UserError(f"{what}: values must be >= 1, got {text!r}")
+    if not values or min(values) < minimum:
+        raise UserError(f"{what}: values must be >= {minimum}, got {text!r}")
     return values
+
+
+def _needs_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise UserError("--engine dataloader needs PyTorch: pip install torch (a CPU build is enough)")
 
 
 def _choices(text: str, allowed: tuple[str, ...], what: str, both: tuple[str, ...]) -> tuple[str, ...]:
@@ -156,16 +162,32 @@ def _run_options(f):
               help="Metadata phase: list, stat, open+close.")
 @click.option("--scale-files", type=int, default=1_281_167, show_default=True,
               help="Dataset size for start-up projections (ImageNet-1k train).")
+@click.option("--engine", type=click.Choice(["threads", "dataloader"]), default="threads", show_default=True,
+              help="Thread pool, or a torch DataLoader with worker processes (needs torch).")
+@click.option("--workers", "workers_", default="2,4,8", show_default=True,
+              help="DataLoader workers (with --engine dataloader); a comma list is a sweep; 0 = main process.")
+@click.option("--batch-size", type=int, default=256, show_default=True, help="DataLoader batch size.")
+@click.option("--prefetch-factor", type=int, default=2, show_default=True,
+              help="DataLoader batches each worker keeps ready.")
+@click.option("--decode", is_flag=True, help="Also decode + RandomResizedCrop + flip each sample (CPU work).")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
         threads_: str, cache_: str, json_path: Path | None, out: Path | None, quiet: bool, order_: str,
-        epochs: int, fio_: bool, metadata_: bool, scale_files: int) -> None:
+        epochs: int, fio_: bool, metadata_: bool, scale_files: int, engine: str, workers_: str, batch_size: int,
+        prefetch_factor: int, decode: bool) -> None:
     """Replay training's small-file reads on a mount and say what the storage delivers."""
-    if epochs < 1:
-        raise UserError("--epochs must be >= 1")
-    plan = Settings(orders=list(_choices(order_, ORDERS, "--order", ORDERS)),
-                    concurrency=list(_int_list(threads_, "--threads")),
+    if epochs < 1 or batch_size < 1 or prefetch_factor < 1:
+        raise UserError("--epochs, --batch-size and --prefetch-factor must be >= 1")
+    if decode and engine != "dataloader":
+        raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
+    if engine == "dataloader":
+        _needs_torch()
+        concurrency = list(_int_list(workers_, "--workers", minimum=0))
+    else:
+        concurrency = list(_int_list(threads_, "--threads"))
+    plan = Settings(orders=list(_choices(order_, ORDERS, "--order", ORDERS)), concurrency=concurrency,
                     cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
-                    epochs=epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files)
+                    epochs=epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files,
+                    engine=engine, batch_size=batch_size, prefetch_factor=prefetch_factor, decode=decode)
     _measure(plan, mount, dataset, files, (size_dist, classes, seed), json_path, out, UI(quiet))
 
 

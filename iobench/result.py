@@ -48,8 +48,15 @@ class Run(_Model):
     source: str = Field(description='where samples came from: "files" (one file per sample)')
     order: Literal["sequential", "shuffled"] = Field(
         description='"sequential": manifest order; "shuffled": a fresh seeded permutation each epoch')
-    engine: str = Field(description='"threads": a thread pool that prefetches ahead')
-    concurrency: int = Field(description="reader threads")
+    engine: Literal["threads", "dataloader"] = Field(
+        description='"threads": a thread pool that prefetches ahead; "dataloader": a torch DataLoader whose worker '
+                    "processes read whole batches and hand each over as one shared-memory tensor")
+    concurrency: int = Field(description="readers at once: threads, or DataLoader workers (1 for workers=0)")
+    workers: int | None = Field(None, description="DataLoader worker processes (0: the main process reads); "
+                                                  "null for the thread engine")
+    batch_size: int | None = Field(None, description="DataLoader batch size; null for the thread engine")
+    decode: bool = Field(False, description="per sample, Pillow decode + RandomResizedCrop(224) + flip after the "
+                                            "read, timed apart (decode_ms); samples/s then includes that CPU work")
     cache: Literal["cold", "warm"] = Field(
         description='"cold": page cache evicted before the epoch; "warm": read again without eviction')
     epoch: int = Field(description="epoch number within this result (seeds the shuffle with `settings.seed`)")
@@ -71,6 +78,7 @@ class Run(_Model):
         description="per sample, open + read to EOF + close. Includes waiting for the Python interpreter "
                     "lock on a busy client: compare p50 with fio's when the tail matters")
     open_ms: Latency = Field(description="per sample, the open() alone (path lookup, permission, metadata)")
+    decode_ms: Latency | None = Field(None, description="per sample, decode and augmentation; null without decode")
     cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
     disk: Disk | None = Field(description="block-device counters during the epoch; null for network/FUSE mounts")
     efficiency: float | None = Field(
@@ -163,7 +171,11 @@ class Host(_Model):
 
 class Settings(_Model):
     orders: list[str] = Field(description="orders replayed")
-    concurrency: list[int] = Field(description="thread counts swept")
+    concurrency: list[int] = Field(description="thread counts (thread engine) or worker counts (DataLoader) swept")
+    engine: Literal["threads", "dataloader"] = Field("threads", description="replay engine")
+    batch_size: int = Field(256, description="DataLoader batch size")
+    prefetch_factor: int = Field(2, description="DataLoader batches each worker keeps ready")
+    decode: bool = Field(False, description="decode and augment each sample after reading it (CPU work)")
     cache: list[str] = Field(description='cache states measured ("cold", "warm")')
     epochs: int = Field(description="epochs per (order, concurrency, cache state)")
     seed: int = Field(description="seed of the shuffles")

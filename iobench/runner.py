@@ -12,8 +12,9 @@ import numpy as np
 
 from iobench import cache
 from iobench.dataset import Manifest
+from iobench.engines import Engine
 from iobench.engines.threads import ThreadEngine
-from iobench.errors import explain_oserror
+from iobench.errors import UserError, explain_oserror
 from iobench.fio import FioError, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, latency_summary
 from iobench.metadata import metadata_phase
@@ -71,24 +72,45 @@ def _metadata(manifest: Manifest, plan: Settings, result: Result, result_path: P
         result.save(result_path)
 
 
+def make_engine(plan: Settings, conc: int) -> Engine:
+    """The engine the plan names, at one point of its concurrency sweep."""
+    if plan.engine == "dataloader":
+        from iobench.engines.dataloader import DataLoaderEngine  # torch is optional: imported only here
+
+        return DataLoaderEngine(conc, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
+    if plan.decode:
+        raise UserError("--decode needs --engine dataloader (decode runs in its worker processes)")
+    return ThreadEngine(conc)
+
+
 def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
     source = FileSource(manifest)
     epoch = 0
     for order in plan.orders:
         for conc in plan.concurrency:
-            for state in plan.cache:
-                for _ in range(plan.epochs):
-                    epoch += 1
-                    run, error = measure_epoch(source, manifest, order, conc, state, epoch, plan.seed,
-                                               result.mount.device, result.dataset.fits_in_ram, ui)
-                    result.runs.append(run)
-                    result.save(result_path)
-                    kept = f"kept {len(result.runs)} measured epochs in {result_path}"
-                    if isinstance(error, OSError):
-                        raise explain_oserror(error, f"reading the dataset failed ({kept})")
-                    if error is not None:
-                        raise Interrupted(f"interrupted: {kept}")
-                    _warn_on(run, result, ui)
+            engine = make_engine(plan, conc)
+            try:
+                for state in plan.cache:
+                    for _ in range(plan.epochs):
+                        epoch += 1
+                        _one_epoch(engine, source, manifest, order, state, epoch, plan, result, result_path, ui)
+            finally:
+                if hasattr(engine, "close"):
+                    engine.close()
+
+
+def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
+               plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
+    run, error = measure_epoch(engine, source, manifest, order, state, epoch, plan.seed,
+                               result.mount.device, result.dataset.fits_in_ram, ui)
+    result.runs.append(run)
+    result.save(result_path)
+    kept = f"kept {len(result.runs)} measured epochs in {result_path}"
+    if isinstance(error, OSError):
+        raise explain_oserror(error, f"reading the dataset failed ({kept})")
+    if error is not None:
+        raise Interrupted(f"interrupted: {kept}")
+    _warn_on(run, result, ui)
 
 
 def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
@@ -133,10 +155,11 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
     result.save(result_path)
 
 
-def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, state: str, epoch: int,
+def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
                   seed: int, device: str | None, fits_in_ram: bool, ui: UI) -> tuple[Run, BaseException | None]:
     """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
     (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned."""
+    conc = engine.concurrency
     eviction = None
     if state == "cold":
         eviction = cache.evict(manifest.paths)
@@ -144,11 +167,11 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
     if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
         _warm_up(source, np.arange(len(manifest)), conc, ui)  # a warm run right after nothing
         resident = cache.resident_sample(manifest.paths, seed=epoch)
-    engine = ThreadEngine(conc)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
     error: BaseException | None = None
-    label = f"{order} {state} {conc:>3} threads"
+    workers = getattr(engine, "workers", None)
+    label = f"{order} {state} " + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers")
     try:
         with ui.epoch_progress(label, len(manifest)) as tick:
             engine.epoch(source, epoch_order(order, len(manifest), seed, epoch), rec, tick)
@@ -159,13 +182,16 @@ def measure_epoch(source: Source, manifest: Manifest, order: str, conc: int, sta
     samples = int(read.sum())
     nbytes = int(rec.nbytes[read].sum())
     seconds = max(rec.t_end - rec.t_start, 1e-9)
+    decode_ns = getattr(rec, "decode_ns", None)
     return Run(
-        source=source.name, order=order, engine=engine.name, concurrency=conc, cache=state, epoch=epoch,
+        source=source.name, order=order, engine=engine.name, concurrency=conc, workers=workers,
+        batch_size=getattr(engine, "batch_size", None), decode=decode_ns is not None, cache=state, epoch=epoch,
         complete=error is None, eviction=eviction, resident_before=None if resident is None else round(resident, 4),
         measures=measures(resident), samples=samples, bytes=nbytes, seconds=round(seconds, 6),
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
         latency_ms=Latency(**latency_summary(rec.total_ns[read])),
         open_ms=Latency(**latency_summary(rec.open_ns[read])),
+        decode_ms=None if decode_ns is None else Latency(**latency_summary(decode_ns[read])),
         cpu=Cpu(**sys_counters["cpu"]),
         disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
         timeline=[(round(t, 3), d) for t, d in rec.timeline],

@@ -176,3 +176,24 @@ def test_without_fio_the_run_goes_on_and_says_how_to_install(tmp_path):
     assert r.baseline.fio_version is None and r.baseline.fio == [] and "apt-get install" in r.baseline.note
     assert r.complete and all(x.efficiency is None for x in r.runs)
     _one_line_error(iobench("fio", "--mount", str(tmp_path), env=env), "apt-get install -y fio")
+
+
+def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "120", "--size-dist", "fixed:40kB", "--engine", "dataloader",
+            "--workers", "0,2", "--batch-size", "16", "--no-fio", "--no-metadata", "--out", str(out), check=True)
+    r = Result.load(out / "result.json")
+    assert [(x.engine, x.workers, x.concurrency, x.batch_size) for x in r.runs] == [
+        ("dataloader", 0, 1, 16), ("dataloader", 0, 1, 16), ("dataloader", 2, 2, 16), ("dataloader", 2, 2, 16)]
+    assert all(x.samples == 120 and x.bytes == 120 * 40_000 and x.decode_ms is None for x in r.runs)
+    dec = tmp_path / "dec"
+    iobench("run", "--mount", str(tmp_path), "--engine", "dataloader", "--workers", "1", "--batch-size", "16",
+            "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(dec), check=True)
+    d = Result.load(dec / "result.json").runs[0]
+    # decoding a JPEG costs more than reading it warm
+    assert d.decode and d.decode_ms is not None and d.decode_ms.p50 > d.latency_ms.p50
+
+
+def test_decode_needs_the_dataloader_engine(tmp_path):
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--decode"), "--engine dataloader")
