@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.table import Table
 
 from iobench import __version__
 from iobench.dataset import (
@@ -250,6 +251,34 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
     ui.out.print(f"result: {result_path}", highlight=False)
     assert result.verdict is not None
     ui.out.print(f"[bold]verdict:[/] {result.verdict.text}", highlight=False)
+
+
+@cli.command()
+def gpus() -> None:
+    """Per-GPU training consumption rates iobench knows, each with its source."""
+    from iobench.gpus import rates
+
+    ui = UI()
+    t = Table(title="training samples/s per GPU (--model, --gpu)")
+    for col in ("model", "gpu", "samples/s", "batch", "kind", "source"):
+        t.add_column(col, justify="right" if col in ("samples/s", "batch") else "left", overflow="fold")
+    for r in rates():
+        t.add_row(r.model, r.gpu, f"{r.samples_per_s:,.1f}", str(r.batch), r.kind, r.source)
+    ui.out.print(t)
+
+
+@cli.command()
+def workloads() -> None:
+    """Named workloads shipped with iobench (dataset shape, read pattern, GPU consumer)."""
+    from iobench.workload import available
+
+    ui = UI()
+    t = Table(title="workloads (--workload NAME or a .toml path)")
+    t.add_column("name")
+    t.add_column("what it is", overflow="fold")
+    for name, description in available():
+        t.add_row(name, description)
+    ui.out.print(t)
 
 
 def _label(fstype: str, path: str) -> str:

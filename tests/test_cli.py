@@ -197,3 +197,11 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
 
 def test_decode_needs_the_dataloader_engine(tmp_path):
     _one_line_error(iobench("run", "--mount", str(tmp_path), "--decode"), "--engine dataloader")
+
+
+def test_gpus_and_workloads_are_listed():
+    g = iobench("gpus", check=True).stdout
+    assert "resnet50" in g and "h200" in g and "4,677.3" in g and "mlperf-storage-emulated" in g
+    w = iobench("workloads", check=True).stdout
+    for name in ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50"):
+        assert name in w

@@ -1,0 +1,284 @@
+"""Named workloads: a dataset shape, a training read pattern and a GPU consumer, fixed in one TOML file.
+
+`iobench run --workload NAME|PATH` starts from one; options given on the command line override its fields
+(`Workload.merged`). Shipped workloads live in the top-level `workloads/` folder of the source tree, which
+is installed as the `iobench.workloads` package data (see `shipped_dir`). A file looks like::
+
+    description = "ImageNet-1k-like JPEGs, ResNet-50 on an H200"
+
+    [dataset]
+    files = 10000            # files to generate (or compare with an existing dataset)
+    size_dist = "imagenet"   # imagenet | fixed:SIZE | uniform:LO-HI (iobench.sizes.parse_dist)
+    classes = 1000           # optional: class folders (default ~1,281 files per folder, as ImageNet)
+
+    [pattern]
+    engine = "dataloader"    # threads | dataloader
+    workers = [8]            # DataLoader worker processes per GPU; a list is a sweep
+    threads = [16]           # reader threads of the thread engine; a list is a sweep
+    batch_size = 256
+    decode = false           # Pillow decode + RandomResizedCrop + flip per sample, timed apart
+    epochs = 1
+    order = "shuffled"       # sequential | shuffled (a fresh permutation each epoch)
+
+    [consumer]
+    model = "resnet50"
+    gpu = "h200"
+    kind = "measured"        # optional: which row of iobench.gpus when several match
+    au_target = 0.90         # pass when the GPUs are busy at least this fraction of the time
+    rate = 2000.0            # optional: samples/s per GPU; wins over the table
+
+Every field is checked: unknown fields, wrong types and unknown values are one-line errors naming the file
+and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from iobench import gpus
+from iobench.errors import UserError
+from iobench.sizes import SizeDist, parse_dist
+
+DEFAULT = "imagenet-resnet50"
+"""The workload `iobench run` replays when given none."""
+
+SUFFIX = ".toml"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _sweep(value: Any) -> Any:
+    """`8` and `[4, 8]` both mean a list of counts."""
+    return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class DatasetShape(_Model):
+    files: int = Field(ge=1, description="number of files (samples) in the dataset")
+    size_dist: str = Field(
+        "imagenet", description='file sizes: "imagenet", "fixed:SIZE" or "uniform:LO-HI" (e.g. uniform:4KiB-256KiB); '
+                                "kept in normalised form, sizes in bytes")
+    classes: int | None = Field(
+        None, ge=1, description="class folders; unset: about 1,281 files per folder, as ImageNet")
+
+    @field_validator("size_dist")
+    @classmethod
+    def _dist(cls, v: str) -> str:
+        try:
+            return parse_dist(v).spec
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def dist(self) -> SizeDist:
+        """The parsed size distribution."""
+        return parse_dist(self.size_dist)
+
+
+class Pattern(_Model):
+    engine: Literal["threads", "dataloader"] = Field(
+        "dataloader", description='"threads": a thread pool that prefetches; "dataloader": torch DataLoader workers')
+    workers: list[int] = Field([8], min_length=1, description="DataLoader worker processes per GPU (0: in the "
+                                                                "training process); several values are a sweep")
+    threads: list[int] = Field([16], min_length=1, description="reader threads of the thread engine; several "
+                                                                 "values are a sweep")
+    batch_size: int = Field(256, ge=1, description="samples per batch, per GPU")
+    decode: bool = Field(False, description="also decode and augment each sample on the CPU, timed apart")
+    epochs: int = Field(1, ge=1, description="epochs per run")
+    order: Literal["sequential", "shuffled"] = Field(
+        "shuffled", description='"shuffled": a fresh seeded permutation every epoch, as a training sampler')
+
+    @field_validator("workers", "threads", mode="before")
+    @classmethod
+    def _as_list(cls, v: Any) -> Any:
+        return _sweep(v)
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, v: list[int]) -> list[int]:
+        if min(v) < 0:
+            raise ValueError("worker counts must be >= 0")
+        return v
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, v: list[int]) -> list[int]:
+        if min(v) < 1:
+            raise ValueError("thread counts must be >= 1")
+        return v
+
+
+class Consumer(_Model):
+    model: str = Field(description="model the GPUs train (iobench.gpus names: resnet50, vit_b_16, ...)")
+    gpu: str = Field(description="kind of GPU: v100, a100, h100, h200, ...")
+    kind: str | None = Field(
+        None, description='which row of the rate table when several match: "measured", "published" or '
+                          '"mlperf-storage-emulated"; unset: the first of those')
+    au_target: float = Field(0.90, gt=0, le=1, description="accelerator utilisation a GPU must reach to count "
+                                                           "as fed (MLPerf Storage: 0.90 for ResNet-50)")
+    rate: float | None = Field(None, gt=0, description="samples/s one GPU consumes; wins over the table")
+
+    @model_validator(mode="after")
+    def _known(self) -> Consumer:
+        """Without an explicit rate the model and GPU must be in the table; names become the table's."""
+        if self.rate is not None:
+            model = gpus.canonical_model(self.model) or self.model
+            gpu = gpus.canonical_gpu(self.gpu) or self.gpu
+        else:
+            try:
+                row = gpus.lookup(self.model, self.gpu, self.kind)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+            model, gpu = row.model, row.gpu
+        # frozen model: normalise the names in place, once, while validating
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "gpu", gpu)
+        return self
+
+    def per_gpu_rate(self) -> tuple[float, str]:
+        """(samples/s per GPU, its source)."""
+        return gpus.per_gpu_rate(self.model, self.gpu, self.rate, self.kind)
+
+
+class Workload(_Model):
+    name: str = Field(description="the file's name without .toml")
+    description: str = Field(description="one line: what this workload stands for")
+    path: str | None = Field(None, description="the file it was read from")
+    dataset: DatasetShape
+    pattern: Pattern = Field(default_factory=Pattern)
+    consumer: Consumer
+
+    def merged(self, **overrides: Any) -> Workload:
+        """A copy with command-line options that are not None put in place of the file's fields.
+
+        Keys are the field names of the three sections (files, size_dist, classes, engine, workers, threads,
+        batch_size, decode, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
+        A rate in the file still wins over the table when only --model or --gpu is given.
+        """
+        data = self.model_dump()
+        for key, value in overrides.items():
+            section = _SECTION_OF.get(key)
+            if section is None:
+                raise TypeError(f"Workload.merged: no field {key!r}")
+            if value is not None:
+                data[section][key] = list(value) if isinstance(value, tuple) else value
+        return _validate(data, f"workload {self.name}", option_names=True)
+
+    def per_gpu_rate(self) -> tuple[float, str]:
+        """(samples/s per GPU, its source): the consumer's rate, or the table's for its model and GPU."""
+        return self.consumer.per_gpu_rate()
+
+
+_SECTION_OF = {key: section for section, model in
+               (("dataset", DatasetShape), ("pattern", Pattern), ("consumer", Consumer))
+               for key in model.model_fields}
+
+
+def _where(loc: tuple, option_names: bool) -> str:
+    parts = [str(p) for p in loc]
+    if parts == ["consumer"]:  # the model/GPU pair is checked on the section as a whole
+        parts = ["consumer", "model/gpu"]
+    if option_names and len(parts) >= 2 and parts[0] in ("dataset", "pattern", "consumer"):
+        return "--" + parts[1].replace("_", "-").replace("/", "/--")
+    return ".".join(parts) or "(top level)"
+
+
+def _message(err: dict, option_names: bool) -> str:
+    where = _where(tuple(err["loc"]), option_names)
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        parent = err["loc"][:-1]
+        model = {(): Workload, ("dataset",): DatasetShape, ("pattern",): Pattern,
+                 ("consumer",): Consumer}.get(tuple(parent))
+        fields = [f for f in model.model_fields if model is not Workload or f not in ("name", "path")] if model else []
+        known = f" (known: {', '.join(fields)})" if fields else ""
+        return f"{where}: unknown field{known}"
+    if kind == "missing":
+        return f"{where}: missing"
+    if kind == "value_error":  # our own checks: the message already names the value
+        return f"{where}: {msg.removeprefix('Value error, ')}"
+    value = err.get("input")
+    return f"{where}: {msg}" if isinstance(value, (dict, type(None))) else f"{where}: {msg} (got {value!r})"
+
+
+def _validate(data: dict, what: str, option_names: bool = False) -> Workload:
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        shown = "; ".join(_message(e, option_names) for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise UserError(f"{what}: {shown}{more}") from None
+
+
+def shipped_dir() -> Path:
+    """The folder of shipped workloads.
+
+    In a source checkout that is `workloads/` beside the `iobench/` package (recognised by the pyproject.toml
+    next to it); in an installed package it is the `iobench.workloads` package data, which pyproject.toml
+    maps from the same folder.
+    """
+    here = Path(__file__).resolve().parent
+    tree = here.parent / "workloads"
+    if (here.parent / "pyproject.toml").is_file() and tree.is_dir():
+        return tree
+    try:
+        from importlib.resources import files
+
+        installed = Path(str(files("iobench.workloads")))
+    except (ModuleNotFoundError, TypeError):
+        installed = None
+    if installed is not None and installed.is_dir():
+        return installed
+    raise UserError(f"cannot find iobench's shipped workloads (looked in {tree} and the iobench.workloads package)")
+
+
+def _shipped() -> dict[str, Path]:
+    folder = shipped_dir()
+    return {p.stem: p for p in sorted(folder.glob(f"*{SUFFIX}"))}
+
+
+def read(path: Path) -> Workload:
+    """Read and check one workload file; its name is the file's stem."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no workload file {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    for key in ("name", "path"):
+        if key in data:
+            raise UserError(f"{path}: {key}: unknown field (the name is the file's name)")
+    return _validate({**data, "name": path.stem, "path": str(path)}, str(path))
+
+
+def load(name_or_path: str | Path) -> Workload:
+    """A shipped workload by name ("imagenet-resnet50"), or a workload file by path (anything with a "/" or
+    ending in .toml, or an existing file)."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if "/" in text or text.endswith(SUFFIX) or path.is_file():
+        return read(path)
+    shipped = _shipped()
+    if text not in shipped:
+        raise UserError(f"no workload {text!r} (shipped: {', '.join(shipped) or 'none'}; or give a path to a "
+                        f"{SUFFIX} file)")
+    return read(shipped[text])
+
+
+def available() -> list[tuple[str, str]]:
+    """(name, description) of every shipped workload, by name."""
+    out = []
+    for name, path in _shipped().items():
+        try:
+            out.append((name, read(path).description))
+        except UserError as exc:
+            out.append((name, f"(invalid: {exc})"))
+    return out

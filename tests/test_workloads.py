@@ -1,0 +1,141 @@
+"""Named workload files: every shipped one loads; bad files fail in one line naming file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iobench import gpus, workload
+from iobench.errors import UserError
+
+REQUIRED = {"imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50"}
+
+GOOD = """\
+description = "a test workload"
+
+[dataset]
+files = 100
+size_dist = "fixed:8KiB"
+
+[pattern]
+engine = "threads"
+threads = 4
+batch_size = 32
+
+[consumer]
+model = "ResNet-50"
+gpu = "h200"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "mine.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_required_workloads_are_shipped_and_load():
+    names = dict(workload.available())
+    assert set(names) >= REQUIRED
+    for name, description in names.items():
+        w = workload.load(name)
+        assert w.name == name and w.description == description and not description.startswith("(invalid")
+        rate, source = w.per_gpu_rate()
+        assert rate > 0 and source
+
+
+def test_default_is_imagenet_resnet50_on_a_sourced_gpu():
+    w = workload.load(workload.DEFAULT)
+    assert w.name == "imagenet-resnet50"
+    assert w.dataset.size_dist == "imagenet"
+    assert (w.consumer.model, w.consumer.au_target, w.consumer.rate) == ("resnet50", 0.90, None)
+    assert w.per_gpu_rate()[0] == gpus.lookup("resnet50", w.consumer.gpu).samples_per_s
+
+
+def test_mlperf_storage_workload_mirrors_its_settings():
+    w = workload.load("mlperf-storage-resnet50")
+    assert w.dataset.size_dist == "fixed:114660"
+    assert w.pattern.batch_size == 400 and w.consumer.au_target == 0.90
+    assert w.per_gpu_rate()[0] == 400 / 0.224
+    assert w.merged(gpu="a100").per_gpu_rate()[0] == 400 / 0.435
+
+
+def test_small_files_and_coco_shapes():
+    small = workload.load("small-files-4k")
+    assert small.dataset.size_dist == "fixed:4096"
+    coco = workload.load("coco-detection")
+    dist = coco.dataset.dist
+    assert dist.kind == "uniform" and 100_000 < (dist.low + dist.high) / 2 < 200_000
+
+
+def test_a_path_works_and_names_are_normalised(tmp_path):
+    path = write(tmp_path, GOOD)
+    w = workload.load(str(path))
+    assert w.name == "mine" and w.path == str(path)
+    assert w.dataset.size_dist == "fixed:8192" and w.dataset.classes is None
+    assert w.pattern.threads == [4] and w.pattern.workers == [8] and w.pattern.order == "shuffled"
+    assert (w.consumer.model, w.consumer.gpu) == ("resnet50", "h200")
+    assert workload.load(path).name == "mine"  # a Path too
+
+
+def test_overrides_win_and_none_keeps_the_file(tmp_path):
+    w = workload.load(str(write(tmp_path, GOOD)))
+    m = w.merged(files=None, workers=(2, 4), batch_size=64, decode=True, gpu="a100", au_target=0.8, rate=None)
+    assert m.dataset.files == 100 and m.pattern.workers == [2, 4] and m.pattern.batch_size == 64
+    assert m.pattern.decode is True and m.consumer.gpu == "a100" and m.consumer.au_target == 0.8
+    assert m.per_gpu_rate()[0] == 2470.0
+    assert w.pattern.batch_size == 32, "the original is unchanged"
+    r = w.merged(rate=1000.0, gpu="t4")  # an explicit rate needs no table row
+    assert r.per_gpu_rate() == (1000.0, "given with --rate")
+    with pytest.raises(TypeError):
+        w.merged(colour="red")
+
+
+def test_bad_override_names_the_option(tmp_path):
+    w = workload.load(str(write(tmp_path, GOOD)))
+    with pytest.raises(UserError, match=r"^workload mine: --au-target: .*less than or equal to 1"):
+        w.merged(au_target=1.5)
+    with pytest.raises(UserError, match=r"^workload mine: --model/--gpu: no consumption rate for resnet50 on t4"):
+        w.merged(gpu="t4")
+
+
+@pytest.mark.parametrize(("old", "new", "field", "says"), [
+    ('size_dist = "fixed:8KiB"', 'size_dist = "fixed:8KiB"\ncolour = "red"', "dataset.colour", "unknown field"),
+    ("[consumer]", 'speed = 3\n[consumer]', "pattern.speed", "unknown field"),
+    ("files = 100", 'files = "many"', "dataset.files", "valid integer"),
+    ("batch_size = 32", "batch_size = 0", "pattern.batch_size", "greater than or equal to 1"),
+    ('engine = "threads"', 'engine = "dali"', "pattern.engine", "'threads' or 'dataloader'"),
+    ("threads = 4", "threads = [4, 0]", "pattern.threads", ">= 1"),
+    ('size_dist = "fixed:8KiB"', 'size_dist = "gaussian:8KiB"', "dataset.size_dist", "unknown size distribution"),
+    ('gpu = "h200"', 'gpu = "t4"', "consumer.model/gpu", "no consumption rate for ResNet-50 on t4"),
+    ('gpu = "h200"', 'gpu = "h200"\nkind = "mlperf-storage-emulated"', "consumer.model/gpu", "no mlperf-storage"),
+    ('gpu = "h200"', 'gpu = "h200"\nau_target = 0', "consumer.au_target", "greater than 0"),
+    ('model = "ResNet-50"\n', "", "consumer.model", "missing"),
+    ('description = "a test workload"\n', "", "description", "missing"),
+])
+def test_bad_file_is_one_line_naming_file_and_field(tmp_path, old, new, field, says):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(UserError) as info:
+        workload.load(str(path))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: {field}: "), msg
+    assert says in msg
+
+
+def test_bad_toml_missing_file_and_unknown_name(tmp_path):
+    path = write(tmp_path, "[dataset\n")
+    with pytest.raises(UserError, match=r"mine\.toml: not valid TOML"):
+        workload.load(str(path))
+    with pytest.raises(UserError, match="no workload file"):
+        workload.load(str(tmp_path / "absent.toml"))
+    with pytest.raises(UserError, match=r"no workload 'nope' \(shipped: .*imagenet-resnet50"):
+        workload.load("nope")
+    with pytest.raises(UserError, match="name: unknown field"):
+        workload.load(str(write(tmp_path, 'name = "x"\n' + GOOD)))
+
+
+def test_shipped_dir_is_the_source_tree_folder():
+    assert workload.shipped_dir() == Path(__file__).resolve().parents[1] / "workloads"

@@ -1,0 +1,1 @@
+"""Shipped workload definitions (TOML), installed as `iobench.workloads`; read them with iobench.workload."""
