@@ -46,9 +46,7 @@ def _int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     return values
 
 
-def _needs_torch() -> None:
-    if importlib.util.find_spec("torch") is None:
-        raise UserError("--engine dataloader needs PyTorch: pip install torch (a CPU build is enough)")
+
 
 
 def _choices(text: str, allowed: tuple[str, ...], what: str, both: tuple[str, ...]) -> tuple[str, ...]:
@@ -65,12 +63,13 @@ def cli() -> None:
     """iobench: can this storage feed the GPUs of a training job that reads millions of small files?"""
 
 
-def _gen_options(f):
-    f = click.option("--seed", default=0, show_default=True, help="Seed of sizes and content.")(f)
+def _gen_options(f, size_dist: str | None = "imagenet"):
+    f = click.option("--seed", default=0, show_default=True, help="Seed of sizes, content and shuffles.")(f)
     f = click.option("--classes", type=int, default=None,
                      help="Class folders (default: ~1,281 files per folder, as ImageNet).")(f)
-    f = click.option("--size-dist", default="imagenet", show_default=True,
-                     help="imagenet | fixed:110KiB | uniform:4KiB-256KiB")(f)
+    f = click.option("--size-dist", default=size_dist, show_default=size_dist is not None,
+                     help="imagenet | fixed:110KiB | uniform:4KiB-256KiB" + ("" if size_dist else
+                                                                             " [default: the workload's]"))(f)
     return f
 
 
@@ -126,7 +125,8 @@ def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> t
         ui.info(f"using the dataset iobench made earlier: {path}")
         spec = spec_of(marker)
     else:
-        spec = _spec(files or DEFAULT_FILES, *spec_args)
+        default_files, *rest = spec_args
+        spec = _spec(files or default_files, *rest)
     manifest = _make(mount, spec, ui)
     return manifest, True, spec.as_dict()
 
@@ -139,10 +139,10 @@ def _run_options(f):
         click.option("--dataset", type=Path, default=None,
                      help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
         click.option("--files", type=int, default=None,
-                     help=f"Dataset size when generating [default: {DEFAULT_FILES}]."),
-        _gen_options,
-        click.option("--threads", "threads_", default="1,4,16,64", show_default=True,
-                     help="Reader threads (fio jobs); a comma list is a sweep."),
+                     help="Dataset size when generating [default: the workload's, 10,000 for ImageNet-like]."),
+        lambda f: _gen_options(f, size_dist=None),
+        click.option("--threads", "threads_", default=None,
+                     help="Reader threads (fio jobs); a comma list is a sweep [default: 1,4,16,64]."),
         click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both"),
         click.option("--json", "json_path", type=Path, default=None, help="Also write the result JSON here."),
         click.option("--out", type=Path, default=None,
@@ -155,54 +155,83 @@ def _run_options(f):
 
 @cli.command()
 @_run_options
-@click.option("--order", "order_", default="shuffled", show_default=True, help="sequential | shuffled | both")
-@click.option("--epochs", type=int, default=1, show_default=True, help="Epochs per (order, threads, cache state).")
+@click.option("--workload", default=None,
+              help="Named workload or a .toml file: dataset shape, read pattern, GPU consumer "
+                   "[default: imagenet-resnet50]; options given here override it. See `iobench workloads`.")
+@click.option("--order", "order_", default=None, help="sequential | shuffled | both [default: the workload's]")
+@click.option("--epochs", type=int, default=None, help="Epochs per (order, concurrency, cache state).")
 @click.option("--fio/--no-fio", "fio_", default=True, show_default=True,
               help="Raw fio baseline on the same files (when fio is installed).")
 @click.option("--metadata/--no-metadata", "metadata_", default=True, show_default=True,
               help="Metadata phase: list, stat, open+close.")
 @click.option("--scale-files", type=int, default=1_281_167, show_default=True,
               help="Dataset size for start-up projections (ImageNet-1k train).")
-@click.option("--engine", type=click.Choice(["threads", "dataloader"]), default="threads", show_default=True,
-              help="Thread pool, or a torch DataLoader with worker processes (needs torch).")
-@click.option("--workers", "workers_", default="2,4,8", show_default=True,
-              help="DataLoader workers (with --engine dataloader); a comma list is a sweep; 0 = main process.")
-@click.option("--batch-size", type=int, default=256, show_default=True, help="DataLoader batch size.")
+@click.option("--engine", type=click.Choice(["threads", "dataloader"]), default=None,
+              help="Thread pool, or a torch DataLoader with worker processes [default: the workload's; "
+                   "threads when torch is not installed].")
+@click.option("--workers", "workers_", default=None,
+              help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.")
+@click.option("--batch-size", type=int, default=None, help="DataLoader batch size (per GPU).")
 @click.option("--prefetch-factor", type=int, default=2, show_default=True,
               help="DataLoader batches each worker keeps ready.")
-@click.option("--decode", is_flag=True, help="Also decode + RandomResizedCrop + flip each sample (CPU work).")
-def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
-        threads_: str, cache_: str, json_path: Path | None, out: Path | None, quiet: bool, order_: str,
-        epochs: int, fio_: bool, metadata_: bool, scale_files: int, engine: str, workers_: str, batch_size: int,
-        prefetch_factor: int, decode: bool) -> None:
-    """Replay training's small-file reads on a mount and say what the storage delivers."""
-    if epochs < 1 or batch_size < 1 or prefetch_factor < 1:
-        raise UserError("--epochs, --batch-size and --prefetch-factor must be >= 1")
-    if decode and engine != "dataloader":
+@click.option("--decode/--no-decode", default=None, help="Also decode + RandomResizedCrop + flip each sample (CPU).")
+@click.option("--model", default=None, help="Model the GPUs train (see `iobench gpus`).")
+@click.option("--gpu", default=None, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
+@click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
+@click.option("--gpus", "gpus_", type=int, default=None, help="GPUs to ask about: is the storage the limit for them?")
+@click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
+def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
+        threads_: str | None, cache_: str, json_path: Path | None, out: Path | None, quiet: bool,
+        workload: str | None, order_: str | None, epochs: int | None, fio_: bool, metadata_: bool, scale_files: int,
+        engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
+        model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None) -> None:
+    """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
+    from iobench.workload import DEFAULT, load
+
+    ui = UI(quiet)
+    if prefetch_factor < 1 or (gpus_ is not None and gpus_ < 1):
+        raise UserError("--prefetch-factor and --gpus must be >= 1")
+    wl = load(workload or DEFAULT).merged(
+        files=files, size_dist=size_dist, classes=classes, engine=engine, batch_size=batch_size, decode=decode,
+        epochs=epochs, model=model, gpu=gpu, rate=rate, au_target=au_target,
+        workers=_int_list(workers_, "--workers", minimum=0) if workers_ else None,
+        threads=_int_list(threads_, "--threads") if threads_ else None)
+    p = wl.pattern
+    engine_name = p.engine
+    if engine_name == "dataloader" and importlib.util.find_spec("torch") is None:
+        if engine == "dataloader":
+            raise UserError("--engine dataloader needs PyTorch: pip install torch (a CPU build is enough)")
+        ui.warn("PyTorch is not installed: replaying with the thread engine, and GPUs fed is predicted, not "
+                "confirmed (pip install torch for DataLoader workers and training runs)")
+        engine_name = "threads"
+    if p.decode and engine_name != "dataloader":
         raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
-    if engine == "dataloader":
-        _needs_torch()
-        concurrency = list(_int_list(workers_, "--workers", minimum=0))
-    else:
-        concurrency = list(_int_list(threads_, "--threads"))
-    plan = Settings(orders=list(_choices(order_, ORDERS, "--order", ORDERS)), concurrency=concurrency,
-                    cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
-                    epochs=epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files,
-                    engine=engine, batch_size=batch_size, prefetch_factor=prefetch_factor, decode=decode)
-    _measure(plan, mount, dataset, files, (size_dist, classes, seed), json_path, out, UI(quiet))
+    per_gpu, rate_source = wl.per_gpu_rate()
+    plan = Settings(
+        orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
+        concurrency=list(p.workers if engine_name == "dataloader" else p.threads),
+        cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
+        epochs=p.epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files, engine=engine_name,
+        batch_size=p.batch_size, prefetch_factor=prefetch_factor, decode=p.decode, workload=wl.path or wl.name,
+        model=wl.consumer.model, gpu=wl.consumer.gpu, rate_per_gpu=per_gpu, rate_source=rate_source,
+        au_target=wl.consumer.au_target, gpus=gpus_)
+    shape = wl.dataset
+    _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui)
 
 
 @cli.command("fio")
 @_run_options
-def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
-            threads_: str, cache_: str, json_path: Path | None, out: Path | None, quiet: bool) -> None:
+def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None,
+            seed: int, threads_: str | None, cache_: str, json_path: Path | None, out: Path | None,
+            quiet: bool) -> None:
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
     if fio_version() is None:
         raise FioMissing()
-    plan = Settings(orders=[], concurrency=list(_int_list(threads_, "--threads")),
+    plan = Settings(orders=[], concurrency=list(_int_list(threads_ or "1,4,16,64", "--threads")),
                     cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
                     epochs=1, seed=seed, replay=False, metadata=False, fio=True)
-    _measure(plan, mount, dataset, files, (size_dist, classes, seed), json_path, out, UI(quiet))
+    _measure(plan, mount, dataset, files, (DEFAULT_FILES, size_dist or "imagenet", classes, seed), json_path, out,
+             UI(quiet))
 
 
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,

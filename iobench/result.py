@@ -81,6 +81,13 @@ class Run(_Model):
     decode_ms: Latency | None = Field(None, description="per sample, decode and augmentation; null without decode")
     cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
     disk: Disk | None = Field(description="block-device counters during the epoch; null for network/FUSE mounts")
+    gpus: int | None = Field(None, description="emulated GPUs in a training run (each its own DataLoader over its "
+                                               "shard of the epoch); null for a read-only replay run")
+    consumer_rate: float | None = Field(None, description="samples/s each emulated GPU consumes (its compute time "
+                                                          "per batch is batch / this rate)")
+    au: float | None = Field(None, description="accelerator utilisation: compute time / wall time, first step "
+                                               "excluded (MLPerf Storage), mean over the GPUs")
+    au_min: float | None = Field(None, description="the lowest GPU's AU in this run")
     efficiency: float | None = Field(
         None, description="samples_per_s over fio's files/s at the same concurrency and cache state "
                           "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "
@@ -183,10 +190,29 @@ class Settings(_Model):
     metadata: bool = Field(True, description="metadata phase run")
     fio: bool = Field(True, description="fio baseline asked for (it runs when fio is installed)")
     scale_files: int = Field(1_281_167, description="dataset size for projections (ImageNet-1k train: 1,281,167)")
+    workload: str | None = Field(None, description="named workload (or file) the settings came from")
+    model: str | None = Field(None, description="model the emulated GPUs train")
+    gpu: str | None = Field(None, description="kind of GPU emulated")
+    rate_per_gpu: float | None = Field(None, description="training samples/s one GPU consumes")
+    rate_source: str | None = Field(None, description="where rate_per_gpu comes from (table row or --rate)")
+    au_target: float = Field(0.90, description="AU a GPU must reach to count as fed (MLPerf Storage: 0.90)")
+    gpus: int | None = Field(None, description="GPUs the user asked about (--gpus); null: find how many are fed")
 
 
 class Verdict(_Model):
-    text: str = Field(description="one line: what the storage delivers")
+    text: str = Field(description="what the storage delivers and how many GPUs it feeds, in sentences a manager "
+                                  "can read")
+    limit: Literal["storage", "cpu", "gpu"] | None = Field(
+        None, description='what stops more GPUs from being fed: "storage" (fetch), "cpu" (decode/augment), '
+                          'or "gpu" (the asked GPUs are fed: they are the limit)')
+    model: str | None = Field(None, description="model of the emulated GPUs")
+    gpu: str | None = Field(None, description="kind of GPU")
+    rate_per_gpu: float | None = Field(None, description="samples/s one GPU consumes")
+    au_target: float | None = Field(None, description="AU a GPU must reach to count as fed")
+    gpus_fed: int | None = Field(None, description="largest number of these GPUs kept at or above au_target")
+    gpus_fed_confirmed: bool = Field(
+        False, description="true when a training run with gpus_fed GPUs reached the AU target (and one with one "
+                           "more did not); false when gpus_fed is predicted from the sustained rate only")
     best_samples_per_s: float | None = Field(description="best storage (cold) samples/s measured")
     best_mb_per_s: float | None = Field(description="MB/s of that run")
     best_concurrency: int | None = Field(description="concurrency of that run")

@@ -5,6 +5,7 @@ which is saved after every record, so an interruption loses nothing that was mea
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Result, Ru
 from iobench.sources import Source
 from iobench.sources.files import FileSource
 from iobench.ui import UI
-from iobench.verdict import verdict
+from iobench.verdict import supply_run, verdict
 
 COLD_MAX = 0.05  # at most 5% of sampled pages cached: the epoch measures storage
 WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
@@ -55,6 +56,8 @@ def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
             _replay(manifest, plan, result, result_path, ui)
         if plan.fio:
             _fio(manifest, plan, result, result_path, ui)
+        if plan.replay and plan.rate_per_gpu is not None:
+            _train(manifest, plan, result, result_path, ui, epoch=len(result.runs))
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
@@ -160,13 +163,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
     """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
     (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned."""
     conc = engine.concurrency
-    eviction = None
-    if state == "cold":
-        eviction = cache.evict(manifest.paths)
-    resident = cache.resident_sample(manifest.paths, seed=epoch)
-    if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
-        _warm_up(source, np.arange(len(manifest)), conc, ui)  # a warm run right after nothing
-        resident = cache.resident_sample(manifest.paths, seed=epoch)
+    eviction, resident = _prepare_cache(state, manifest, source, conc, epoch, fits_in_ram, ui)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
     error: BaseException | None = None
@@ -177,6 +174,24 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
             engine.epoch(source, epoch_order(order, len(manifest), seed, epoch), rec, tick)
     except (KeyboardInterrupt, OSError) as exc:
         error = exc
+    return _summarize(rec, counters, source.name, order, engine, state, epoch, eviction, resident,
+                      error is None), error
+
+
+def _prepare_cache(state: str, manifest: Manifest, source: Source, conc: int, epoch: int, fits_in_ram: bool,
+                   ui: UI) -> tuple[str | None, float | None]:
+    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency."""
+    eviction = cache.evict(manifest.paths) if state == "cold" else None
+    resident = cache.resident_sample(manifest.paths, seed=epoch)
+    if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
+        _warm_up(source, np.arange(len(manifest)), conc, ui)  # a warm run right after nothing
+        resident = cache.resident_sample(manifest.paths, seed=epoch)
+    return eviction, resident
+
+
+def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, engine: Engine, state: str,
+               epoch: int, eviction: str | None, resident: float | None, complete: bool, **extra) -> Run:
+    """One Run from what an epoch recorded: counted samples and bytes, rates, latency percentiles, counters."""
     sys_counters = counters.result()
     read = rec.nbytes >= 0
     samples = int(read.sum())
@@ -184,18 +199,19 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
     seconds = max(rec.t_end - rec.t_start, 1e-9)
     decode_ns = getattr(rec, "decode_ns", None)
     return Run(
-        source=source.name, order=order, engine=engine.name, concurrency=conc, workers=workers,
-        batch_size=getattr(engine, "batch_size", None), decode=decode_ns is not None, cache=state, epoch=epoch,
-        complete=error is None, eviction=eviction, resident_before=None if resident is None else round(resident, 4),
-        measures=measures(resident), samples=samples, bytes=nbytes, seconds=round(seconds, 6),
+        source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
+        workers=getattr(engine, "workers", None), batch_size=getattr(engine, "batch_size", None),
+        decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
+        resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
+        samples=samples, bytes=nbytes, seconds=round(seconds, 6),
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
         latency_ms=Latency(**latency_summary(rec.total_ns[read])),
         open_ms=Latency(**latency_summary(rec.open_ns[read])),
         decode_ms=None if decode_ns is None else Latency(**latency_summary(decode_ns[read])),
         cpu=Cpu(**sys_counters["cpu"]),
         disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
-        timeline=[(round(t, 3), d) for t, d in rec.timeline],
-    ), error
+        timeline=[(round(t, 3), d) for t, d in rec.timeline], **extra,
+    )
 
 
 def _warm_up(source: Source, order: np.ndarray, conc: int, ui: UI) -> None:
@@ -210,3 +226,96 @@ def _warn_on(run: Run, result: Result, ui: UI) -> None:
                "sampled pages were cached, so that cold figure partly measures RAM")
         result.warnings.append(msg)
         ui.warn(msg)
+
+
+MAX_LOADER_PROCESSES = 32  # a confirmation run needs gpus x workers processes on this client
+
+
+def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
+    """GPUs fed: predict from the sustained rate how many GPUs stay at the AU target, then confirm with
+    training runs (each GPU its own DataLoader and consumer) at that count and one above."""
+    supply = supply_run(result)
+    if supply is None or plan.rate_per_gpu is None:
+        return
+    per_gpu_demand = plan.au_target * plan.rate_per_gpu
+    predicted = int(supply.samples_per_s // per_gpu_demand)
+    if plan.engine != "dataloader":
+        result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
+        return
+    workers = supply.workers if supply.workers is not None else plan.concurrency[0]
+    n = max(1, predicted)
+    passed: dict[int, bool] = {}  # GPUs -> reached the AU target
+    while n >= 1 and len(passed) < 4:
+        if n * max(workers, 1) > MAX_LOADER_PROCESSES:
+            result.warnings.append(f"GPUs fed not confirmed at {n}: {n} GPUs x {workers} workers would need more "
+                                   f"than {MAX_LOADER_PROCESSES} loader processes on this client")
+            break
+        epoch += 1
+        run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui)
+        result.runs.append(run)
+        result.save(result_path)
+        passed[n] = run.au is not None and run.au >= plan.au_target
+        if passed[n] and n + 1 in passed or not passed[n] and (n - 1 in passed or n == 1):
+            break  # the boundary is found: n fed and n + 1 not, or n not fed and n - 1 known
+        n = n + 1 if passed[n] else n - 1
+
+
+def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
+                fits_in_ram: bool, ui: UI) -> Run:
+    """One cold, shuffled epoch read by `gpus` emulated GPUs at once, each with its own DataLoader over its
+    shard of the permutation (as DistributedSampler deals it) and its own consumer."""
+    from iobench.consumer import SleepConsumer
+    from iobench.engines.dataloader import DataLoaderEngine
+
+    source = FileSource(manifest)
+    order = epoch_order("shuffled", len(manifest), plan.seed, epoch)
+    shards = [order[r::gpus] for r in range(gpus)]
+    engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
+               for _ in range(gpus)]
+    assert plan.rate_per_gpu is not None
+    consumers = [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)]
+    recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
+    errors: list[BaseException] = []
+    eviction, resident = _prepare_cache("cold", manifest, source, max(workers, 1), epoch, fits_in_ram, ui)
+    counters = Counters(device)
+
+    def gpu(r: int) -> None:
+        try:
+            engines[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(len(b.positions)))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            engines[r].close()
+
+    threads = [threading.Thread(target=gpu, args=(r,), daemon=True) for r in range(gpus)]
+    label = f"training {gpus} GPU{'s' if gpus > 1 else ''} x {workers} workers"
+    with ui.epoch_progress(label, len(manifest)) as tick:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+                tick(sum(rec.completed() for rec in recs))
+    if errors and isinstance(errors[0], OSError):
+        raise explain_oserror(errors[0], "reading the dataset failed during a training run")
+    if errors:
+        raise errors[0]
+    merged = _merge(recs)
+    aus = [c.au for c in consumers if c.au is not None]
+    return _summarize(merged, counters, source.name, "shuffled", engines[0], "cold", epoch, eviction, resident, True,
+                      gpus=gpus, consumer_rate=plan.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
+                      au_min=round(min(aus), 4) if aus else None)
+
+
+def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
+    """The GPUs' recorders as one: all their samples, from the first start to the last stop."""
+    merged = EpochRecorder(0, 1)
+    for name in ("total_ns", "open_ns", "nbytes"):
+        setattr(merged, name, np.concatenate([getattr(r, name) for r in recs]))
+    if all(hasattr(r, "decode_ns") for r in recs):
+        merged.decode_ns = np.concatenate([r.decode_ns for r in recs])  # type: ignore[attr-defined]
+    merged.t_start = min(r.t_start for r in recs)
+    merged.t_end = max(r.t_end for r in recs)
+    merged.done = [int((merged.nbytes >= 0).sum())]
+    merged.timeline = [(0.0, 0), (merged.t_end - merged.t_start, merged.done[0])]
+    return merged

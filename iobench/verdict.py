@@ -29,10 +29,12 @@ def verdict(result: Result) -> Verdict:
         kind = "from the page cache" if w.measures == "page-cache" else "warm"
         warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} threads."
     if not pool:
-        return Verdict(text=f"No cold (storage) run was measured on {where}: no storage figure.{warm_note}"
-                            f"{_startup_note(result)}",
+        gpu_fields = _gpus_fed(result)
+        sentence = gpu_fields.pop("sentence", "")
+        return Verdict(text=(f"{sentence} " if sentence else "") + f"No cold (storage) run was measured on {where}: "
+                            f"no storage figure.{warm_note}{_startup_note(result)}",
                        best_samples_per_s=None, best_mb_per_s=None, best_concurrency=None,
-                       saturates_at=None, order=None)
+                       saturates_at=None, order=None, **gpu_fields)
     best = max(pool, key=lambda r: r.samples_per_s)
     means = _mean_by_concurrency([r for r in pool if r.order == best.order])
     top = max(means.values())
@@ -53,8 +55,11 @@ def verdict(result: Result) -> Verdict:
         text += (f" The client CPU was the limit (iobench used {best.cpu.iobench_cores:.1f} of {cpus} cores):"
                  " the storage may give more to a bigger client.")
     text += warm_note + _startup_note(result)
+    gpu_fields = _gpus_fed(result)
+    if gpu_fields.get("sentence"):
+        text = gpu_fields.pop("sentence") + " " + text
     return Verdict(text=text, best_samples_per_s=best.samples_per_s, best_mb_per_s=best.mb_per_s,
-                   best_concurrency=best.concurrency, saturates_at=saturates, order=best.order)
+                   best_concurrency=best.concurrency, saturates_at=saturates, order=best.order, **gpu_fields)
 
 
 STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
@@ -69,3 +74,54 @@ def _startup_note(result: Result) -> str:
         return ""
     return (f" Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
             f" min ({m.cache}, predicted from {m.files:,} files) before the first batch.")
+
+
+def supply_run(result: Result) -> Run | None:
+    """The replay run that stands for what the storage sustains for training: the best complete cold (storage)
+    shuffled run; else the best warm one (the data then came from RAM)."""
+    pool = [r for r in result.runs if r.complete and r.gpus is None and r.order == "shuffled"]
+    cold = [r for r in pool if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    best = cold or [r for r in pool if r.cache == "warm"]
+    return max(best, key=lambda r: r.samples_per_s) if best else None
+
+
+def _limit(result: Result, supply: Run, fed: int) -> str:
+    """storage, cpu or gpu, in the manner of DS-Analyzer: with decode, compare what cold data gives (fetch and
+    prep together) with what cached data gives (prep alone): when cold is no slower, the CPU limits."""
+    asked = result.settings.gpus
+    if asked is not None and fed >= asked:
+        return "gpu"
+    if supply.decode:
+        if supply.measures == "page-cache":
+            return "cpu"  # data came from RAM, yet the GPUs waited: preprocessing is the limit
+        warm = [r.samples_per_s for r in result.runs if r.complete and r.decode and r.cache == "warm" and not r.gpus]
+        if warm and supply.samples_per_s >= 0.9 * max(warm):
+            return "cpu"
+    return "storage"
+
+
+_LIMIT_WORDS = {"storage": "storage (fetching the files)", "cpu": "CPU (decoding and augmenting on this host)",
+                "gpu": "GPUs themselves: storage and CPU keep up"}
+
+
+def _gpus_fed(result: Result) -> dict:
+    """Verdict fields for the GPU question, with a sentence; empty when no consumer was set."""
+    s = result.settings
+    supply = supply_run(result)
+    if s.rate_per_gpu is None or supply is None:
+        return {}
+    tau, rate = s.au_target, s.rate_per_gpu
+    train = [r for r in result.runs if r.gpus and r.au is not None]
+    if train:
+        fed = max((r.gpus for r in train if r.au >= tau), default=0)  # type: ignore[operator]
+        confirmed = any(r.gpus == fed + 1 and r.au < tau for r in train)  # type: ignore[operator]
+    else:
+        fed, confirmed = int(supply.samples_per_s // (tau * rate)), False
+    limit = _limit(result, supply, fed)
+    how = "measured with training runs" if confirmed else "predicted from the sustained rate, not confirmed"
+    gpu = (s.gpu or "").upper()
+    sentence = (f"This storage keeps {fed} {gpu} GPU{'' if fed == 1 else 's'} training {s.model} at >= "
+                f"{tau:.0%} busy ({rate:,.0f} samples/s each; {how}); beyond that the limit is the "
+                f"{_LIMIT_WORDS[limit]}.")
+    return {"limit": limit, "model": s.model, "gpu": s.gpu, "rate_per_gpu": rate, "au_target": tau,
+            "gpus_fed": fed, "gpus_fed_confirmed": confirmed, "sentence": sentence}

@@ -27,7 +27,7 @@ def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
 def test_run_end_to_end_writes_a_complete_result(tmp_path):
     out, extra = tmp_path / "out", tmp_path / "copy.json"
     proc = iobench("run", "--mount", str(tmp_path), "--files", "200", "--size-dist", "fixed:50kB",
-                   "--threads", "1,4", "--out", str(out), "--json", str(extra), check=True)
+                   "--engine", "threads", "--threads", "1,4", "--out", str(out), "--json", str(extra), check=True)
     assert "verdict:" in proc.stdout and "files/s" in proc.stdout
     raw = json.loads((out / "result.json").read_text())
     assert raw["schema"] == "iobench.result/1" and raw["complete"] is True
@@ -45,7 +45,7 @@ def test_run_end_to_end_writes_a_complete_result(tmp_path):
     assert len({r["epoch"] for r in runs}) == 4
     assert Result.load(extra).verdict == Result.load(out / "result.json").verdict
     # the same mount again: the dataset is found and reused, not made anew
-    again = iobench("run", "--mount", str(tmp_path), "--threads", "2", "--cache", "warm",
+    again = iobench("run", "--mount", str(tmp_path), "--engine", "threads", "--threads", "2", "--cache", "warm",
                     "--out", str(tmp_path / "o2"), check=True)
     assert "using the dataset iobench made earlier" in again.stderr
     assert "reusing the existing dataset" in again.stderr
@@ -64,7 +64,8 @@ def test_run_on_an_existing_image_tree(tmp_path, small_dataset):
     for p in small_dataset.paths[:25]:
         shutil.copy(p, tree)
     out = tmp_path / "out"
-    iobench("run", "--dataset", str(tree.parent), "--threads", "2", "--out", str(out), check=True)
+    iobench("run", "--dataset", str(tree.parent), "--engine", "threads", "--threads", "2", "--out", str(out),
+            check=True)
     r = Result.load(out / "result.json")
     assert r.dataset.files == 25 and not r.dataset.made_by_iobench
     assert r.runs[0].bytes == int(small_dataset.sizes[:25].sum())
@@ -128,8 +129,9 @@ def test_permission_denied(tmp_path):
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "out"
     iobench("gen", "--mount", str(tmp_path), "--files", "300", "--size-dist", "fixed:20kB", "--quiet", check=True)
-    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path), "--threads", "1",
-                             "--cache", "warm", "--epochs", "1000", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path),
+                             "--engine", "threads", "--threads", "1", "--cache", "warm", "--epochs", "1000",
+                             "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not (out / "result.json").exists() and time.time() < deadline:
@@ -149,7 +151,7 @@ def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
     if shutil.which("fio") is None:
         pytest.skip("fio not installed (scripts/test installs it)")
     out = tmp_path / "out"
-    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "uniform:8kB-64kB",
+    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "uniform:8kB-64kB", "--engine", "threads",
             "--threads", "1,3", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
     assert r.baseline is not None and r.baseline.fio_version
@@ -169,7 +171,8 @@ def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
 def test_without_fio_the_run_goes_on_and_says_how_to_install(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path / "empty-bin")}
     out = tmp_path / "out"
-    proc = iobench("run", "--mount", str(tmp_path), "--files", "40", "--size-dist", "fixed:8kB", "--threads", "2",
+    proc = iobench("run", "--mount", str(tmp_path), "--files", "40", "--size-dist", "fixed:8kB", "--engine", "threads",
+                   "--threads", "2",
                    "--out", str(out), env=env, check=True)
     assert "apt-get install -y fio" in proc.stderr
     r = Result.load(out / "result.json")
@@ -184,9 +187,10 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
     iobench("run", "--mount", str(tmp_path), "--files", "120", "--size-dist", "fixed:40kB", "--engine", "dataloader",
             "--workers", "0,2", "--batch-size", "16", "--no-fio", "--no-metadata", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
-    assert [(x.engine, x.workers, x.concurrency, x.batch_size) for x in r.runs] == [
+    assert [(x.engine, x.workers, x.concurrency, x.batch_size) for x in r.runs if x.gpus is None] == [
         ("dataloader", 0, 1, 16), ("dataloader", 0, 1, 16), ("dataloader", 2, 2, 16), ("dataloader", 2, 2, 16)]
     assert all(x.samples == 120 and x.bytes == 120 * 40_000 and x.decode_ms is None for x in r.runs)
+    assert any(x.gpus for x in r.runs) and r.verdict.gpus_fed is not None  # the workload's consumer ran
     dec = tmp_path / "dec"
     iobench("run", "--mount", str(tmp_path), "--engine", "dataloader", "--workers", "1", "--batch-size", "16",
             "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(dec), check=True)
@@ -196,12 +200,13 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
 
 
 def test_decode_needs_the_dataloader_engine(tmp_path):
-    _one_line_error(iobench("run", "--mount", str(tmp_path), "--decode"), "--engine dataloader")
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--engine", "threads", "--decode"), "--engine dataloader")
 
 
 def test_gpus_and_workloads_are_listed():
     g = iobench("gpus", check=True).stdout
     assert "resnet50" in g and "h200" in g and "4,677.3" in g and "mlperf-storage-emulated" in g
     w = iobench("workloads", check=True).stdout
-    for name in ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50"):
+    names = ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50")
+    for name in names:
         assert name in w

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.testbed
 
 
 def _run(mount: Path, out: Path, *args: str) -> Result:
-    iobench("run", "--mount", str(mount), "--out", str(out), *args, check=True)
+    engine = () if "--engine" in args else ("--engine", "threads")
+    iobench("run", "--mount", str(mount), "--out", str(out), *engine, *args, check=True)
     return Result.load(out / "result.json")
 
 
