@@ -58,7 +58,7 @@ class Counters:
     def __init__(self, device: str | None):
         self.device = device
         psutil.cpu_times_percent(interval=None)  # sets psutil's baseline: the next call covers the run
-        self.proc = psutil.Process().cpu_times()
+        self.proc = _own_cpu()
         self.disk = _disk(device)
         self.t = time.perf_counter()
 
@@ -66,9 +66,7 @@ class Counters:
         """CPU and disk figures since this object was made."""
         wall = time.perf_counter() - self.t
         cpu = psutil.cpu_times_percent(interval=None)
-        p, q = psutil.Process().cpu_times(), self.proc
-        own = (p.user + p.system + p.children_user + p.children_system) - (
-            q.user + q.system + q.children_user + q.children_system)
+        own = _own_cpu() - self.proc
         iowait = getattr(cpu, "iowait", 0.0)
         disk = _disk(self.device)
         return {
@@ -83,6 +81,20 @@ class Counters:
                 "read_ios": disk.read_count - self.disk.read_count,
             },
         }
+
+
+def _own_cpu() -> float:
+    """CPU seconds of iobench: this process, its live children (DataLoader workers) and the reaped ones."""
+    me = psutil.Process()
+    t = me.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in me.children(recursive=True):
+        try:
+            c = child.cpu_times()
+            total += c.user + c.system
+        except psutil.Error:  # gone between the listing and the read
+            pass
+    return total
 
 
 def _disk(device: str | None):

@@ -34,8 +34,8 @@ class Cpu(_Model):
     system_busy_pct: float | None = Field(description="all cores, % busy (not idle, not iowait) during the run")
     iowait_pct: float | None = Field(description="all cores, % of time idle waiting for IO")
     iobench_cores: float | None = Field(
-        description="CPU seconds iobench itself used per wall second; near the core count means the "
-                    "client CPU, not the storage, set the pace")
+        description="CPU seconds iobench used per wall second (its DataLoader workers included); near the core "
+                    "count means the client CPU, not the storage, set the pace")
 
 
 class Disk(_Model):

@@ -34,7 +34,7 @@ class UI:
     @contextmanager
     def status(self, msg: str) -> Iterator[None]:
         """A spinner for a phase without a sample count (metadata, fio)."""
-        if self.quiet:
+        if self.quiet or not self.err.is_terminal:
             yield
             return
         with self.err.status(msg):
@@ -43,7 +43,7 @@ class UI:
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                        console=self.err, disable=self.quiet, transient=True)
+                        console=self.err, disable=self.quiet or not self.err.is_terminal, transient=True)
 
     @contextmanager
     def gen_progress(self, files: int) -> Iterator[Callable[[int, int], None]]:
@@ -89,15 +89,19 @@ class UI:
         if result.runs:
             t = Table(title=f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
                             f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)")
-            for col in ("order", "threads", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
-                        "p99.9 ms", "cores used", "vs fio"):
-                t.add_column(col, justify="left" if col in ("order", "cache", "measures") else "right")
+            for col in ("engine", "readers", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
+                        "p99.9 ms", "cores used", "vs fio", "GPUs", "AU"):
+                t.add_column(col, justify="left" if col in ("engine", "cache", "measures") else "right")
             for r in result.runs:
-                t.add_row(r.order, str(r.concurrency), r.cache + ("" if r.complete else " (interrupted)"),
+                engine = "threads" if r.engine == "threads" else ("decode " if r.decode else "") + "DataLoader"
+                readers = f"{r.concurrency} thr" if r.workers is None else f"{r.workers} wkr"
+                t.add_row(engine + ("" if r.order == "shuffled" else f" ({r.order})"), readers,
+                          r.cache + ("" if r.complete else " (interrupted)"),
                           r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}", f"{r.latency_ms.p50:.3f}",
                           f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
                           f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-",
-                          f"{r.efficiency:.2f}" if r.efficiency is not None else "-")
+                          f"{r.efficiency:.2f}" if r.efficiency is not None else "-",
+                          str(r.gpus) if r.gpus else "-", f"{r.au:.2f}" if r.au is not None else "-")
             self.out.print(t)
         if result.baseline and result.baseline.fio:
             t = Table(title=f"fio {result.baseline.fio_version} on {result.baseline.fio[0].files:,} of the files")

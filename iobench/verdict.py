@@ -17,7 +17,7 @@ def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
 
 
 def verdict(result: Result) -> Verdict:
-    done = [r for r in result.runs if r.complete and r.samples]
+    done = [r for r in result.runs if r.complete and r.samples and not r.gpus]  # replay runs; training apart
     storage = [r for r in done if r.cache == "cold" and r.measures in ("storage", "unknown")]
     shuffled = [r for r in storage if r.order == "shuffled"]
     pool = shuffled or storage
@@ -27,7 +27,8 @@ def verdict(result: Result) -> Verdict:
     if warm:
         w = max(warm, key=lambda r: r.samples_per_s)
         kind = "from the page cache" if w.measures == "page-cache" else "warm"
-        warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} threads."
+        w_unit = "threads" if w.workers is None else "DataLoader workers"
+        warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} {w_unit}."
     if not pool:
         gpu_fields = _gpus_fed(result)
         sentence = gpu_fields.pop("sentence", "")
@@ -39,14 +40,15 @@ def verdict(result: Result) -> Verdict:
     means = _mean_by_concurrency([r for r in pool if r.order == best.order])
     top = max(means.values())
     saturates = next(c for c, v in means.items() if v >= SATURATION * top) if len(means) > 1 else None
+    unit = "threads" if best.workers is None else "DataLoader workers"
     text = (f"{where} delivers {best.samples_per_s:,.0f} files/s ({best.mb_per_s:,.0f} MB/s) cold, "
-            f"{best.order}, at {best.concurrency} threads (p99 {best.latency_ms.p99:.2f} ms)")
+            f"{best.order}, at {best.concurrency} {unit} (p99 {best.latency_ms.p99:.2f} ms)")
     if saturates is not None:
         concs = list(means)
         if saturates == concs[-1] and len(concs) > 1 and means[concs[-1]] > 1.1 * means[concs[-2]]:
-            text += f"; still rising at {concs[-1]} threads: try more"
+            text += f"; still rising at {concs[-1]} {unit}: try more"
         else:
-            text += f"; it saturates at ~{saturates} threads"
+            text += f"; it saturates at ~{saturates} {unit}"
     text += "."
     if result.remote:
         text += " Network file system: the server's cache was not evicted."
