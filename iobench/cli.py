@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ from iobench.mounts import describe, host_info
 from iobench.order import ORDERS
 from iobench.result import Dataset, Host, Mount, Result, Settings
 from iobench.runner import Interrupted, execute, now_iso
-from iobench.sizes import parse_dist
+from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
 
 DEFAULT_FILES = 10_000
@@ -180,11 +181,15 @@ def _run_options(f):
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
 @click.option("--gpus", "gpus_", type=int, default=None, help="GPUs to ask about: is the storage the limit for them?")
 @click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
+@click.option("--mitigations", "mitigations_", is_flag=True,
+              help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
+                   "beside it once).")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
         threads_: str | None, cache_: str, json_path: Path | None, out: Path | None, quiet: bool,
         workload: str | None, order_: str | None, epochs: int | None, fio_: bool, metadata_: bool, scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
-        model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None) -> None:
+        model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
+        mitigations_: bool) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
@@ -214,7 +219,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         epochs=p.epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files, engine=engine_name,
         batch_size=p.batch_size, prefetch_factor=prefetch_factor, decode=p.decode, workload=wl.path or wl.name,
         model=wl.consumer.model, gpu=wl.consumer.gpu, rate_per_gpu=per_gpu, rate_source=rate_source,
-        au_target=wl.consumer.au_target, gpus=gpus_)
+        au_target=wl.consumer.au_target, gpus=gpus_, mitigations=mitigations_)
     shape = wl.dataset
     _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui)
 
@@ -283,6 +288,32 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
 
 
 @cli.command()
+@click.option("--mount", type=Path, default=Path("."), show_default=True, help="Where the dataset lives.")
+@click.option("--dataset", type=Path, default=None, help="The dataset folder (instead of finding it under --mount).")
+@click.option("--files", type=int, default=None, help="Which of several datasets under --mount.")
+@click.option("--format", "formats", default="lmdb,tar", show_default=True, help="lmdb | tar | lmdb,tar")
+@click.option("--shard-size", default="256MiB", show_default=True, help="Tar shard size.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, shard_size: str, quiet: bool) -> None:
+    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
+    from iobench import pack as packing
+
+    ui = UI(quiet)
+    chosen = _choices(formats, ("lmdb", "tar"), "--format", ("lmdb", "tar"))
+    if dataset is not None:
+        manifest = scan(dataset)
+    else:
+        manifest, _, _ = _pick_dataset(mount, files, (DEFAULT_FILES, "imagenet", None, 0), ui)
+    for fmt in chosen:
+        with ui.gen_progress(len(manifest)) as progress:
+            rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                   packing.pack_tar(manifest, shard_size=parse_size(shard_size), progress=progress))
+        how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
+        ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {rep.bytes / 1e9:.2f} GB on disk, {how})",
+                     highlight=False)
+
+
+@cli.command()
 def gpus() -> None:
     """Per-GPU training consumption rates iobench knows, each with its source."""
     from iobench.gpus import rates
@@ -320,6 +351,10 @@ def main() -> None:
     def err(msg: str) -> None:
         click.echo(f"iobench: {msg}", err=True)
 
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: keep what was measured, restore settings
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -45,9 +45,16 @@ class Disk(_Model):
 
 
 class Run(_Model):
-    source: str = Field(description='where samples came from: "files" (one file per sample)')
-    order: Literal["sequential", "shuffled"] = Field(
-        description='"sequential": manifest order; "shuffled": a fresh seeded permutation each epoch')
+    source: str = Field(description='where samples came from: "files" (one file per sample), "lmdb" (an LMDB '
+                                    'of the files), "tar" (WebDataset-style tar shards)')
+    order: Literal["sequential", "shuffled", "shard-stream"] = Field(
+        description='"sequential": manifest order; "shuffled": a fresh seeded permutation each epoch; '
+                    '"shard-stream": tar shards in a fresh shuffle, each read start to end (WebDataset\'s IO; its '
+                    "shuffle buffer reorders in memory and is weaker than a full permutation)")
+    mitigation: str | None = Field(None, description='the mitigation this run measures ("baseline", "lmdb", '
+                                                     '"lmdb-noreadahead", "tar", "tar-stream", "fadvise-random", '
+                                                     '"fadvise-willneed", "read_ahead_kb=1024", "readers=16"); '
+                                                     "null outside the mitigation phase")
     engine: Literal["threads", "dataloader"] = Field(
         description='"threads": a thread pool that prefetches ahead; "dataloader": a torch DataLoader whose worker '
                     "processes read whole batches and hand each over as one shared-memory tensor")
@@ -128,6 +135,17 @@ class FioBaseline(_Model):
     job: str = Field(description="the fio job file (each job replays an iolog: open, one read of the file, close)")
 
 
+class Mitigation(_Model):
+    name: str = Field(description="what changed against the baseline (see runs[].mitigation)")
+    source: str = Field(description="files, lmdb or tar")
+    samples_per_s: float = Field(description="cold samples/s with the mitigation, same pattern and readers")
+    speedup: float = Field(description="samples_per_s over the baseline's (same run, same cache state)")
+    extra_bytes: int = Field(description="extra space it takes on the storage (a pack beside the dataset), bytes")
+    pack_s: float | None = Field(description="time making the pack took (once), seconds")
+    gpus_fed: int | None = Field(description="predicted GPUs fed at this rate (rate / (AU target x per-GPU rate))")
+    note: str | None = Field(None, description="what a reader should know (e.g. a weaker shuffle)")
+
+
 class Baseline(_Model):
     fio_version: str | None = Field(description="fio's version; null when fio is not installed")
     fio: list[FioBaseline] = Field(default_factory=list, description="raw fio baseline, per concurrency and cache")
@@ -190,6 +208,7 @@ class Settings(_Model):
     metadata: bool = Field(True, description="metadata phase run")
     fio: bool = Field(True, description="fio baseline asked for (it runs when fio is installed)")
     scale_files: int = Field(1_281_167, description="dataset size for projections (ImageNet-1k train: 1,281,167)")
+    mitigations: bool = Field(False, description="mitigation phase run (--mitigations)")
     workload: str | None = Field(None, description="named workload (or file) the settings came from")
     model: str | None = Field(None, description="model the emulated GPUs train")
     gpu: str | None = Field(None, description="kind of GPU emulated")
@@ -237,6 +256,8 @@ class Result(_Model):
     metadata: list[Metadata] = Field(default_factory=list, description="metadata phase, per cache state")
     runs: list[Run] = Field(default_factory=list, description="one entry per measured epoch")
     baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
+    mitigations: list[Mitigation] = Field(default_factory=list, description="each mitigation against the "
+                                                                           "baseline, measured in the same run")
     warnings: list[str] = Field(default_factory=list, description="caveats a reader must see")
     verdict: Verdict | None = Field(None, description="summary, set when the run completes")
 

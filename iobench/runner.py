@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,9 @@ from iobench.errors import UserError, explain_oserror
 from iobench.fio import FioError, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, latency_summary
 from iobench.metadata import metadata_phase
+from iobench.mitigations import willneed_prefetch
 from iobench.order import epoch_order
-from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Result, Run, Settings
+from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.sources import Source
 from iobench.sources.files import FileSource
 from iobench.ui import UI
@@ -58,6 +60,8 @@ def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
             _fio(manifest, plan, result, result_path, ui)
         if plan.replay and plan.rate_per_gpu is not None:
             _train(manifest, plan, result, result_path, ui, epoch=len(result.runs))
+        if plan.mitigations:
+            _mitigations(manifest, plan, result, result_path, ui, epoch=len(result.runs))
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
@@ -159,33 +163,40 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
 
 
 def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
-                  seed: int, device: str | None, fits_in_ram: bool, ui: UI) -> tuple[Run, BaseException | None]:
+                  seed: int, device: str | None, fits_in_ram: bool, ui: UI, *, order_array: np.ndarray | None = None,
+                  cache_paths: list[str] | None = None, willneed: bool = False,
+                  mitigation: str | None = None) -> tuple[Run, BaseException | None]:
     """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
-    (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned."""
+    (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned.
+    `order_array` replaces the seeded `order` (e.g. a tar stream's); `cache_paths` are the files to evict and
+    check when the source is not the manifest's files (a pack); `willneed` runs the WILLNEED prefetcher."""
     conc = engine.concurrency
-    eviction, resident = _prepare_cache(state, manifest, source, conc, epoch, fits_in_ram, ui)
+    eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
     error: BaseException | None = None
     workers = getattr(engine, "workers", None)
-    label = f"{order} {state} " + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers")
+    label = (f"{mitigation or order} {state} " + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers"))
+    if order_array is None:
+        order_array = epoch_order(order, len(manifest), seed, epoch)
     try:
-        with ui.epoch_progress(label, len(manifest)) as tick:
-            engine.epoch(source, epoch_order(order, len(manifest), seed, epoch), rec, tick)
+        with ui.epoch_progress(label, len(manifest)) as tick, \
+                (willneed_prefetch(manifest.paths, order_array, rec) if willneed else nullcontext()):
+            engine.epoch(source, order_array, rec, tick)
     except (KeyboardInterrupt, OSError) as exc:
         error = exc
     return _summarize(rec, counters, source.name, order, engine, state, epoch, eviction, resident,
-                      error is None), error
+                      error is None, mitigation=mitigation), error
 
 
-def _prepare_cache(state: str, manifest: Manifest, source: Source, conc: int, epoch: int, fits_in_ram: bool,
+def _prepare_cache(state: str, paths: list[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
                    ui: UI) -> tuple[str | None, float | None]:
     """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency."""
-    eviction = cache.evict(manifest.paths) if state == "cold" else None
-    resident = cache.resident_sample(manifest.paths, seed=epoch)
+    eviction = cache.evict(paths) if state == "cold" else None
+    resident = cache.resident_sample(paths, seed=epoch)
     if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
-        _warm_up(source, np.arange(len(manifest)), conc, ui)  # a warm run right after nothing
-        resident = cache.resident_sample(manifest.paths, seed=epoch)
+        _warm_up(source, np.arange(len(source)), conc, ui)  # a warm run right after nothing
+        resident = cache.resident_sample(paths, seed=epoch)
     return eviction, resident
 
 
@@ -276,7 +287,7 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     consumers = [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)]
     recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
     errors: list[BaseException] = []
-    eviction, resident = _prepare_cache("cold", manifest, source, max(workers, 1), epoch, fits_in_ram, ui)
+    eviction, resident = _prepare_cache("cold", manifest.paths, source, max(workers, 1), epoch, fits_in_ram, ui)
     counters = Counters(device)
 
     def gpu(r: int) -> None:
@@ -319,3 +330,49 @@ def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
     merged.done = [int((merged.nbytes >= 0).sum())]
     merged.timeline = [(0.0, 0), (merged.t_end - merged.t_start, merged.done[0])]
     return merged
+
+
+def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
+    """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
+    from iobench.mitigations import Variant, epoch_order_for, open_source, read_ahead_kb, source_files, variants
+
+    supply = supply_run(result)
+    readers = supply.workers if supply and supply.workers is not None else (
+        supply.concurrency if supply else plan.concurrency[0])
+    can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)
+    base_rate = None
+    for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
+        epoch += 1
+        source, cost = open_source(v, manifest, ui)
+        engine = make_engine(plan, v.readers or readers)
+        try:
+            order = epoch_order_for(v, source, len(manifest), plan.seed, epoch)
+            with read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else nullcontext():
+                run, error = measure_epoch(
+                    engine, source, manifest, "shard-stream" if v.stream else "shuffled", "cold", epoch, plan.seed,
+                    result.mount.device, result.dataset.fits_in_ram, ui, order_array=order,
+                    cache_paths=source_files(source, manifest), willneed=v.willneed, mitigation=v.name)
+        finally:
+            if hasattr(engine, "close"):
+                engine.close()
+            if hasattr(source, "close"):
+                source.close()
+        result.runs.append(run)
+        result.save(result_path)
+        if error is not None:
+            raise error if not isinstance(error, OSError) else explain_oserror(error, f"mitigation {v.name} failed")
+        base_rate = base_rate or run.samples_per_s
+        result.mitigations.append(Mitigation(
+            name=v.name, source=run.source, samples_per_s=run.samples_per_s,
+            speedup=round(run.samples_per_s / base_rate, 3), extra_bytes=int((cost or {}).get("extra_bytes") or 0),
+            pack_s=(cost or {}).get("pack_s"),
+            gpus_fed=int(run.samples_per_s // (plan.au_target * plan.rate_per_gpu)) if plan.rate_per_gpu else None,
+            note="WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the "
+                 "sample order is weaker than a full permutation" if v.stream else None))
+        result.save(result_path)
+
+
+def readahead_writable(bdi: str) -> bool:
+    from iobench.mitigations import readahead_file
+
+    return os.access(readahead_file(bdi), os.W_OK)

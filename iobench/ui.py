@@ -95,7 +95,8 @@ class UI:
             for r in result.runs:
                 engine = "threads" if r.engine == "threads" else ("decode " if r.decode else "") + "DataLoader"
                 readers = f"{r.concurrency} thr" if r.workers is None else f"{r.workers} wkr"
-                t.add_row(engine + ("" if r.order == "shuffled" else f" ({r.order})"), readers,
+                what = f" [{r.mitigation}]" if r.mitigation else ("" if r.order == "shuffled" else f" ({r.order})")
+                t.add_row(engine + what, readers,
                           r.cache + ("" if r.complete else " (interrupted)"),
                           r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}", f"{r.latency_ms.p50:.3f}",
                           f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
@@ -110,6 +111,16 @@ class UI:
             for b in result.baseline.fio:
                 t.add_row(str(b.concurrency), b.cache, f"{b.files_per_s:,.0f}", f"{b.mb_per_s:,.1f}",
                           f"{b.latency_ms.p50:.3f}", f"{b.latency_ms.p99:.3f}")
+            self.out.print(t)
+        if result.mitigations:
+            t = Table(title="mitigations: cold, same pattern and readers as the baseline")
+            for col in ("mitigation", "source", "samples/s", "speed-up", "extra space", "pack time", "GPUs fed"):
+                t.add_column(col, justify="left" if col in ("mitigation", "source") else "right")
+            for m in result.mitigations:
+                t.add_row(m.name, m.source, f"{m.samples_per_s:,.0f}", f"{m.speedup:.2f}x",
+                          f"{m.extra_bytes / 1e9:.2f} GB" if m.extra_bytes else "-",
+                          f"{m.pack_s:.1f} s" if m.pack_s else "-",
+                          str(m.gpus_fed) if m.gpus_fed is not None else "-")
             self.out.print(t)
         for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
             self.out.print(f"[yellow]note:[/] {w}", highlight=False)

@@ -9,6 +9,11 @@ from iobench.result import Result, Run, Verdict
 SATURATION = 0.9  # a concurrency "saturates" the storage when it reaches 90% of the best rate
 
 
+def replay_runs(result: Result) -> list[Run]:
+    """The sweep's complete runs: not the training runs (gpus set), not the mitigations (measured apart)."""
+    return [r for r in result.runs if r.complete and r.samples and r.gpus is None and r.mitigation is None]
+
+
 def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
     rates: dict[int, list[float]] = defaultdict(list)
     for r in runs:
@@ -17,7 +22,7 @@ def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
 
 
 def verdict(result: Result) -> Verdict:
-    done = [r for r in result.runs if r.complete and r.samples and not r.gpus]  # replay runs; training apart
+    done = replay_runs(result)
     storage = [r for r in done if r.cache == "cold" and r.measures in ("storage", "unknown")]
     shuffled = [r for r in storage if r.order == "shuffled"]
     pool = shuffled or storage
@@ -56,7 +61,7 @@ def verdict(result: Result) -> Verdict:
     if best.cpu.iobench_cores and cpus and best.cpu.iobench_cores >= 0.85 * cpus:
         text += (f" The client CPU was the limit (iobench used {best.cpu.iobench_cores:.1f} of {cpus} cores):"
                  " the storage may give more to a bigger client.")
-    text += warm_note + _startup_note(result)
+    text += warm_note + _startup_note(result) + _mitigation_note(result)
     gpu_fields = _gpus_fed(result)
     if gpu_fields.get("sentence"):
         text = gpu_fields.pop("sentence") + " " + text
@@ -81,7 +86,7 @@ def _startup_note(result: Result) -> str:
 def supply_run(result: Result) -> Run | None:
     """The replay run that stands for what the storage sustains for training: the best complete cold (storage)
     shuffled run; else the best warm one (the data then came from RAM)."""
-    pool = [r for r in result.runs if r.complete and r.gpus is None and r.order == "shuffled"]
+    pool = [r for r in replay_runs(result) if r.order == "shuffled"]
     cold = [r for r in pool if r.cache == "cold" and r.measures in ("storage", "unknown")]
     best = cold or [r for r in pool if r.cache == "warm"]
     return max(best, key=lambda r: r.samples_per_s) if best else None
@@ -96,7 +101,7 @@ def _limit(result: Result, supply: Run, fed: int) -> str:
     if supply.decode:
         if supply.measures == "page-cache":
             return "cpu"  # data came from RAM, yet the GPUs waited: preprocessing is the limit
-        warm = [r.samples_per_s for r in result.runs if r.complete and r.decode and r.cache == "warm" and not r.gpus]
+        warm = [r.samples_per_s for r in replay_runs(result) if r.decode and r.cache == "warm"]
         if warm and supply.samples_per_s >= 0.9 * max(warm):
             return "cpu"
     return "storage"
@@ -127,3 +132,14 @@ def _gpus_fed(result: Result) -> dict:
                 f"{_LIMIT_WORDS[limit]}.")
     return {"limit": limit, "model": s.model, "gpu": s.gpu, "rate_per_gpu": rate, "au_target": tau,
             "gpus_fed": fed, "gpus_fed_confirmed": confirmed, "sentence": sentence}
+
+
+def _mitigation_note(result: Result) -> str:
+    """The mitigation that buys the most, when it buys at least 10%."""
+    better = [m for m in result.mitigations if m.name != "baseline" and m.speedup >= 1.1]
+    if not better:
+        return " No mitigation measured bought 10% or more." if result.mitigations else ""
+    m = max(better, key=lambda x: x.speedup)
+    cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
+    fed = f" ({m.gpus_fed} GPUs fed)" if m.gpus_fed is not None else ""
+    return f" Best mitigation: {m.name}, {m.speedup:.1f}x the baseline's files/s{fed}{cost}."

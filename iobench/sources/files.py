@@ -13,22 +13,27 @@ class FileSource:
 
     name = "files"
 
-    def __init__(self, manifest: Manifest):
+    def __init__(self, manifest: Manifest, advice: str | None = None):
         self.paths = manifest.paths
         self.max_size = int(manifest.sizes.max()) if len(manifest) else 0
+        self.advice = advice  # "random" | "sequential": posix_fadvise on each file after its open
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def reader(self) -> FileReader:
-        return FileReader(self.paths, self.max_size)
+        return FileReader(self.paths, self.max_size, ADVICE[self.advice] if self.advice else None)
+
+
+ADVICE = {"random": os.POSIX_FADV_RANDOM, "sequential": os.POSIX_FADV_SEQUENTIAL}
 
 
 class FileReader:
-    __slots__ = ("paths", "buffer", "_whole", "_eof", "open_ns")
+    __slots__ = ("paths", "buffer", "_whole", "_eof", "open_ns", "_advice")
 
-    def __init__(self, paths: list[str], max_size: int):
+    def __init__(self, paths: list[str], max_size: int, advice: int | None = None):
         self.paths = paths
+        self._advice = advice
         self.buffer = bytearray(max_size + 1)  # +1: a file that grew shows up as a full buffer
         self._whole = [self.buffer]
         self._eof = [bytearray(65536)]  # the read that finds EOF goes here: no allocation per sample
@@ -39,6 +44,8 @@ class FileReader:
         fd = os.open(self.paths[index], os.O_RDONLY)
         self.open_ns = _clock() - t0
         try:
+            if self._advice is not None:
+                os.posix_fadvise(fd, 0, 0, self._advice)
             n = os.readv(fd, self._whole)
             # Read on to EOF as a loader's f.read() does; a network FS may return short reads.
             while (k := os.readv(fd, self._eof)) > 0:

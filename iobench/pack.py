@@ -1,0 +1,478 @@
+"""Packing a dataset into few big files: LMDB and WebDataset-style tar shards (`iobench pack`).
+
+Both packs are written beside the dataset by default (`<dataset root>/packed/lmdb/`,
+`<dataset root>/packed/tar-<shard size>/`), from the manifest, in manifest order, so sample `i` of the
+pack is sample `i` of the manifest and every pattern reads the same samples from every source.
+
+LMDB (`pack_lmdb`): one environment (`data.mdb`; no `lock.mdb`: it is written and read with
+`lock=False`), one unnamed database; key = the sample index as 8-byte big-endian (so key order is
+manifest order), value = the file's bytes. Beside it `sizes.npy` (int64 per index).
+
+Tar (`pack_tar`): `shard-000000.tar`, `shard-000001.tar`, ... each at most `shard_size` bytes (a sample
+bigger than that gets a shard of its own), USTAR format written by Python's `tarfile`; member `i` is
+named `<i:08d>.<ext>` (`00000042.jpg`: WebDataset's key + extension; one member per sample, no `.cls`).
+`index.npy` is an int64 array of shape (samples, 3): shard number, offset of the member's data in the
+shard (what `tarfile` reports as `TarInfo.offset_data`), size. Random access is one pread.
+
+Both folders hold the marker `iobench-pack.json`: the parameters, the files iobench made, status
+`incomplete` while writing and `complete` (after `os.sync()`) when done, pack time and bytes on disk.
+A complete pack with the same parameters is reused after a stat check; an incomplete or stale one is
+rebuilt after removing only the files its marker names; a folder without the marker is never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import mmap
+import os
+import shutil
+import tarfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from iobench import __version__
+from iobench.dataset import Manifest
+from iobench.errors import UserError, explain_oserror
+
+PACK_MARKER = "iobench-pack.json"
+PACKED = "packed"  # folder under the dataset root that holds its packs
+DEFAULT_SHARD_SIZE = 256 * 2**20
+COMMIT_BYTES = 64 * 2**20  # LMDB: one write transaction per ~64 MB
+LMDB_DATA = "data.mdb"
+LMDB_SIZES = "sizes.npy"
+TAR_INDEX = "index.npy"
+TAR_BLOCK = tarfile.BLOCKSIZE  # 512: one USTAR header, and the unit data is padded to
+TAR_RECORD = tarfile.RECORDSIZE  # 10240: tarfile pads a closed archive to a whole record
+TAR_END = 2 * TAR_BLOCK  # the end-of-archive marker: two zero blocks
+PROGRESS_EVERY = 64  # samples between progress callbacks
+
+Progress = Callable[[int, int], None]  # (samples done, bytes done) in this call
+
+
+@dataclass
+class PackReport:
+    path: Path  # the pack's folder
+    format: str  # "lmdb" or "tar"
+    samples: int
+    data_bytes: int  # sum of the samples' sizes
+    bytes: int  # space the pack takes on disk (allocated blocks): the mitigation's extra space
+    files: int  # files in the pack (marker excluded)
+    seconds: float  # time making the pack took; when reused, the time recorded when it was made
+    reused: bool  # True: an existing complete pack was found and nothing was written
+    shards: int = 0  # tar: number of shard files
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+def shard_label(shard_size: int) -> str:
+    """`256MiB` for 256 * 2**20: the name part of a tar pack's default folder."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if shard_size % scale == 0:
+            return f"{shard_size // scale}{unit}"
+    return f"{shard_size}B"
+
+
+def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path:
+    """Where a pack of `manifest` goes by default: `<root>/packed/lmdb` or `<root>/packed/tar-256MiB`."""
+    if fmt == "lmdb":
+        return Path(manifest.root) / PACKED / "lmdb"
+    if fmt == "tar":
+        return Path(manifest.root) / PACKED / f"tar-{shard_label(shard_size)}"
+    raise ValueError(f"unknown pack format {fmt!r}")
+
+
+def read_pack_marker(folder: Path) -> dict | None:
+    """The pack marker of `folder`, or None where there is none."""
+    try:
+        return json.loads((Path(folder) / PACK_MARKER).read_text())
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the iobench pack marker") from exc
+    except ValueError as exc:
+        raise UserError(f"{Path(folder) / PACK_MARKER}: unreadable iobench pack marker ({exc})") from exc
+
+
+def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
+    """The default-place pack of `manifest` if it is complete and made from this manifest, else None."""
+    dest = default_dest(manifest, fmt, shard_size)
+    marker = read_pack_marker(dest)
+    if not marker or marker.get("status") != "complete":
+        return None
+    return dest if marker.get("params", {}).get("manifest") == _fingerprint(manifest) else None
+
+
+# ---- LMDB ----------------------------------------------------------------------------------------
+
+def lmdb_map_size(sizes: np.ndarray, page: int = mmap.PAGESIZE) -> int:
+    """An LMDB map size that holds `sizes` with room to spare: each value rounded up to whole pages
+    (a value over ~half a page goes to its own overflow pages behind a 16-byte header; smaller ones
+    share leaf pages, for which this overcounts), plus leaf and branch pages for the keys (~40 bytes
+    a node), plus copy-on-write pages of each commit, +25% and 64 MiB of margin. The map only
+    reserves address space: the file grows to what is written."""
+    return _round_up(int(_lmdb_estimate(sizes, page) * 1.25) + 64 * 2**20, page)
+
+
+def _lmdb_estimate(sizes: np.ndarray, page: int) -> int:
+    """Bytes the written data.mdb should take (the estimate the free-space check uses)."""
+    data_pages = int(((sizes.astype(np.int64) + 16 + page - 1) // page).sum())
+    key_pages = -(-len(sizes) * 40 // page) * 2  # leaf nodes + branch pages, half-full at worst
+    return (data_pages + key_pages + 64) * page
+
+
+def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress | None = None, *,
+              threads: int = 8) -> PackReport:
+    """Write (or reuse) an LMDB of `manifest`: key = index as 8-byte big-endian, value = file bytes."""
+    try:
+        import lmdb
+    except ImportError as exc:
+        raise UserError("the lmdb pack needs py-lmdb: pip install 'iobench[lmdb]'") from exc
+    dest = Path(dest) if dest is not None else default_dest(manifest, "lmdb")
+    sizes = np.asarray(manifest.sizes, dtype=np.int64)
+    page = mmap.PAGESIZE
+    params = {"format": "lmdb", "samples": len(manifest), "data_bytes": int(sizes.sum()),
+              "manifest": _fingerprint(manifest), "key": "index, 8-byte big-endian", "value": "file bytes"}
+    made = [LMDB_DATA, "lock.mdb", LMDB_SIZES]
+    marker = _begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), _stat_check)
+    if marker is not None:
+        return _reused(dest, marker)
+
+    t0 = time.perf_counter()
+    map_size = lmdb_map_size(sizes, page)
+    done = 0
+    try:
+        # lock=False: iobench is the only writer of a folder its marker calls incomplete; readers
+        # open with lock=False too, so no lock.mdb is left behind. sync=False + one env.sync() at the
+        # end: the marker, not LMDB's per-commit fsync, says when the data is safe.
+        env = lmdb.open(str(dest), map_size=map_size, subdir=True, lock=False, sync=False, metasync=False,
+                        readahead=False, meminit=False, max_dbs=0)
+        try:
+            txn = env.begin(write=True)
+            pending = 0
+            try:
+                for i, data in enumerate(_read_samples(manifest, threads)):
+                    txn.put(i.to_bytes(8, "big"), data, append=True)  # keys arrive in order
+                    pending += len(data)
+                    done += len(data)
+                    if pending >= COMMIT_BYTES:
+                        txn.commit()
+                        txn = env.begin(write=True)
+                        pending = 0
+                    if progress and (i + 1) % PROGRESS_EVERY == 0:
+                        progress(i + 1, done)
+                txn.commit()
+            except BaseException:
+                txn.abort()
+                raise
+            env.sync(True)
+        finally:
+            env.close()
+        np.save(dest / LMDB_SIZES, sizes)
+    except lmdb.MapFullError as exc:
+        raise UserError(f"LMDB map of {map_size} bytes filled up in {dest}: the dataset's files grew "
+                        "since its manifest was written") from exc
+    except lmdb.Error as exc:
+        raise _lmdb_error(exc, dest) from exc
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot write the LMDB pack in {dest}") from exc
+    if progress:
+        progress(len(manifest), done)
+    files = {LMDB_DATA: os.stat(dest / LMDB_DATA).st_size, LMDB_SIZES: os.stat(dest / LMDB_SIZES).st_size}
+    return _finish(dest, "lmdb", params, made, files, t0, {"map_size": map_size})
+
+
+def _lmdb_error(exc: Exception, dest: Path) -> UserError:
+    code = getattr(exc, "code", 0) or 0
+    if 0 < code < 4096:  # LMDB passes errno values through (ENOSPC, EROFS, EACCES...)
+        return explain_oserror(OSError(code, os.strerror(code), str(dest)), "cannot write the LMDB pack")
+    return UserError(f"cannot write the LMDB pack in {dest}: {exc}")
+
+
+# ---- tar shards ----------------------------------------------------------------------------------
+
+@dataclass
+class TarPlan:
+    shard: np.ndarray  # int64 per sample: its shard number
+    offset: np.ndarray  # int64 per sample: offset of its data in the shard
+    shard_bytes: list[int]  # size of each shard file
+
+
+def plan_tar(sizes: np.ndarray, shard_size: int = DEFAULT_SHARD_SIZE) -> TarPlan:
+    """Which shard each sample goes to and where its bytes land: consecutive samples fill a shard
+    while the closed tar (one 512-byte header per member, data padded to 512, two zero blocks, the
+    whole padded to tarfile's 10240-byte record) stays within shard_size."""
+    n = len(sizes)
+    member = (TAR_BLOCK + _round_up_arr(sizes, TAR_BLOCK)).tolist()
+    shard = np.empty(n, dtype=np.int64)
+    offset = np.empty(n, dtype=np.int64)
+    shard_bytes: list[int] = []
+    s = cur = 0
+    for i, m in enumerate(member):
+        if cur > 0 and _round_up(cur + m + TAR_END, TAR_RECORD) > shard_size:
+            shard_bytes.append(_round_up(cur + TAR_END, TAR_RECORD))
+            s += 1
+            cur = 0
+        shard[i] = s
+        offset[i] = cur + TAR_BLOCK
+        cur += m
+    if n:
+        shard_bytes.append(_round_up(cur + TAR_END, TAR_RECORD))
+    return TarPlan(shard, offset, shard_bytes)
+
+
+def shard_name(s: int) -> str:
+    return f"shard-{s:06d}.tar"
+
+
+def member_name(index: int, path: str) -> str:
+    """`00000042.jpg`: WebDataset's key (the index) and the file's extension (.jpeg -> jpg)."""
+    ext = os.path.splitext(path)[1].lower().lstrip(".") or "bin"
+    return f"{index:08d}.{'jpg' if ext == 'jpeg' else ext}"
+
+
+def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
+             progress: Progress | None = None, *, threads: int = 8) -> PackReport:
+    """Write (or reuse) WebDataset-style tar shards of `manifest` and their offset index."""
+    if shard_size < TAR_RECORD:
+        raise UserError(f"shard size {shard_size} is too small (at least {TAR_RECORD} bytes)")
+    dest = Path(dest) if dest is not None else default_dest(manifest, "tar", shard_size)
+    sizes = np.asarray(manifest.sizes, dtype=np.int64)
+    plan = plan_tar(sizes, shard_size)
+    shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
+    params = {"format": "tar", "samples": len(manifest), "data_bytes": int(sizes.sum()),
+              "manifest": _fingerprint(manifest), "shard_size": int(shard_size), "tar_format": "ustar",
+              "members": "<index:08d>.<ext>"}
+    made = [*shards, TAR_INDEX]
+    index_bytes = 128 + 24 * len(manifest)
+    marker = _begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, _stat_check)
+    if marker is not None:
+        return _reused(dest, marker)
+
+    t0 = time.perf_counter()
+    mtime = int(time.time())
+    done = 0
+    f = tf = None
+    cur = -1
+    try:
+        for i, data in enumerate(_read_samples(manifest, threads)):
+            s = int(plan.shard[i])
+            if s != cur:
+                if tf is not None:
+                    _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
+                cur = s
+                f = open(dest / shards[s], "wb", buffering=2**20)  # noqa: SIM115 (closed in _close_shard)
+                tf = tarfile.TarFile(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT)
+            ti = tarfile.TarInfo(member_name(i, manifest.paths[i]))
+            ti.size = len(data)
+            ti.mtime = mtime
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+            # tarfile's offset is now past the padded data: where the data began is what it would
+            # report as offset_data when reading the shard back.
+            if tf.offset - _round_up(len(data), TAR_BLOCK) != plan.offset[i]:
+                raise RuntimeError(f"tar layout differs from the plan at sample {i}: tarfile wrote a header "
+                                   "longer than one block")
+            done += len(data)
+            if progress and (i + 1) % PROGRESS_EVERY == 0:
+                progress(i + 1, done)
+        if tf is not None:
+            _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
+            tf = f = None
+        np.save(dest / TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1))
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot write the tar pack in {dest}") from exc
+    finally:
+        if f is not None:
+            f.close()
+    if progress:
+        progress(len(manifest), done)
+    files = {name: size for name, size in zip(shards, plan.shard_bytes, strict=True)}
+    files[TAR_INDEX] = os.stat(dest / TAR_INDEX).st_size
+    return _finish(dest, "tar", params, made, files, t0,
+                   {"shards": shards, "shard_size": int(shard_size)})
+
+
+def _close_shard(tf: tarfile.TarFile, f: io.BufferedWriter, planned: int, path: Path) -> None:
+    tf.close()  # writes the end-of-archive blocks and the record padding, leaves f open
+    f.close()
+    if os.stat(path).st_size != planned:
+        raise RuntimeError(f"{path}: {os.stat(path).st_size} bytes written, {planned} planned")
+
+
+# ---- shared: marker, reuse, space, reading the samples ------------------------------------------
+
+def _begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
+           check: Callable[[Path, dict], bool]) -> dict | None:
+    """The complete marker of a reusable pack at `dest`; otherwise make way for a new one (checks,
+    removal of what an old marker lists) and write the `incomplete` marker, and return None."""
+    marker = read_pack_marker(dest)
+    if dest.exists():
+        if not dest.is_dir():
+            raise UserError(f"{dest} exists and is not a directory")
+        if marker is None and any(dest.iterdir()):
+            raise UserError(f"{dest} exists and was not made by iobench (no {PACK_MARKER}): "
+                            "move it away or pick another destination")
+        if marker is not None and marker.get("format") != fmt:
+            raise UserError(f"{dest} holds an iobench {marker.get('format')} pack, not {fmt}: "
+                            "pick another destination")
+        if marker and marker.get("status") == "complete" and marker.get("params") == params \
+                and check(dest, marker):
+            return marker
+    _check_writable(dest)
+    old = [n for n in marker.get("made", []) if _safe_name(n)] if marker else []
+    reclaim = sum(max(0, _size(dest / n)) for n in old)
+    free = shutil.disk_usage(_existing(dest)).free
+    if need > free + reclaim:
+        raise UserError(f"not enough space for the {fmt} pack in {dest}: it needs {need / 1e9:.2f} GB, "
+                        f"{(free + reclaim) / 1e9:.2f} GB free")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        # The marker lists old and new files before any is touched: whatever happens next, a rerun
+        # knows everything iobench may have left here.
+        base = {"iobench": __version__, "format": fmt, "params": params,
+                "made": sorted(set(made) | set(old)), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        _write_json_atomic(dest / PACK_MARKER, {**base, "status": "incomplete"})
+        for name in old:
+            (dest / name).unlink(missing_ok=True)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot prepare the {fmt} pack in {dest}") from exc
+    return None
+
+
+def _finish(dest: Path, fmt: str, params: dict, made: list[str], files: dict[str, int], t0: float,
+            extra: dict) -> PackReport:
+    os.sync()  # "complete" only for data that is on the storage; the pack time includes it
+    seconds = time.perf_counter() - t0
+    on_disk = sum(_allocated(dest / name) for name in files)
+    marker = {"iobench": __version__, "format": fmt, "params": params, "made": made, "status": "complete",
+              "files": files, "bytes": on_disk, "seconds": round(seconds, 3), **extra,
+              "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    try:
+        _write_json_atomic(dest / PACK_MARKER, marker)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
+    return _report(dest, marker, reused=False)
+
+
+def _reused(dest: Path, marker: dict) -> PackReport:
+    return _report(dest, marker, reused=True)
+
+
+def _report(dest: Path, marker: dict, reused: bool) -> PackReport:
+    p = marker["params"]
+    return PackReport(path=dest, format=marker["format"], samples=int(p["samples"]),
+                      data_bytes=int(p["data_bytes"]), bytes=int(marker["bytes"]), files=len(marker["files"]),
+                      seconds=float(marker["seconds"]), reused=reused, shards=len(marker.get("shards", [])))
+
+
+def _stat_check(dest: Path, marker: dict) -> bool:
+    """A finished pack is reused when each of its files is there with the size it was written with."""
+    files = marker.get("files")
+    if not isinstance(files, dict) or not files:
+        return False
+    return all(_size(dest / name) == size for name, size in files.items())
+
+
+def _check_writable(dest: Path) -> None:
+    where = _existing(dest)
+    if os.statvfs(where).f_flag & os.ST_RDONLY:
+        raise UserError(f"{where} is on a read-only file system: pack needs a writable destination")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UserError(f"{where} is not writable (permission denied): pick another destination")
+
+
+def _existing(path: Path) -> Path:
+    """The path itself, or its nearest ancestor that exists."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _safe_name(name: object) -> bool:
+    """Only plain file names directly in the pack folder are ever removed."""
+    return (isinstance(name, str) and name not in ("", ".", "..", PACK_MARKER) and "/" not in name
+            and "\\" not in name and "\0" not in name)
+
+
+def _size(path: Path) -> int:
+    """Bytes in the file; -1 when it is missing."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _allocated(path: Path) -> int:
+    st = os.stat(path)
+    return st.st_blocks * 512 if st.st_blocks else st.st_size  # some FUSE file systems report no blocks
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def _fingerprint(manifest: Manifest) -> str:
+    """Which manifest a pack was made from: its relative paths and sizes (a changed dataset makes the
+    pack stale; the same dataset seen under another mount point does not)."""
+    h = hashlib.sha256()
+    root = str(manifest.root).rstrip("/") + "/"
+    cut = len(root)
+    rel = [p[cut:] if p.startswith(root) else p for p in manifest.paths]
+    h.update("\n".join(rel).encode("utf-8", "surrogateescape"))
+    h.update(np.asarray(manifest.sizes, dtype="<i8").tobytes())
+    return h.hexdigest()[:32]
+
+
+def _read_samples(manifest: Manifest, threads: int, window: int = 64) -> Iterator[bytes]:
+    """Every sample's bytes in manifest order, read by `threads` threads at most `window` ahead (a
+    network file system needs several reads in flight; memory stays bounded)."""
+    paths, sizes = manifest.paths, manifest.sizes.tolist()
+
+    def load(i: int) -> bytes:
+        with open(paths[i], "rb", buffering=0) as f:
+            data = f.read()
+        if len(data) != sizes[i]:
+            raise UserError(f"{paths[i]} has {len(data)} bytes, its manifest says {sizes[i]}: the dataset "
+                            "changed since its manifest was written")
+        return data
+
+    n = len(paths)
+    ex = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="iobench-pack")
+    try:
+        futs = deque(ex.submit(load, i) for i in range(min(n, window)))
+        nxt = len(futs)
+        while futs:
+            try:
+                data = futs.popleft().result()
+            except OSError as exc:
+                raise explain_oserror(exc, "pack cannot read the dataset") from exc
+            if nxt < n:
+                futs.append(ex.submit(load, nxt))
+                nxt += 1
+            yield data
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def _round_up_arr(x: np.ndarray, unit: int) -> np.ndarray:
+    return -(-np.asarray(x, dtype=np.int64) // unit) * unit

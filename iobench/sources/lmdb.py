@@ -1,0 +1,159 @@
+"""The lmdb source: samples as values of one LMDB (made by `iobench.pack.pack_lmdb`), key = the sample
+index as 8-byte big-endian.
+
+Environments: one read-only env per process (`readonly=True, lock=False`), opened lazily by the first
+reader made in that process and shared by its threads. An env must not be used across fork, so envs
+are kept per `os.getpid()`: a DataLoader worker forked from a process that had the env open opens its
+own. py-lmdb (3.x) refuses to open files that are already open in the same process, and a forked child
+inherits that bookkeeping, so the child first closes the env object it inherited (its own copy of the
+mapping; the parent's is untouched) and then opens its own. For the same reason a process holds one
+env per LMDB: asking for the other `readahead` setting closes the first env (its readers stop working;
+sources are run one after another).
+
+Readers: each keeps one read transaction for its lifetime (safe: the env is read-only and nothing
+writes while a benchmark reads, so the snapshot never goes stale) and gets values as zero-copy
+buffers into the map (`buffers=True`), copied into the reader's reusable bytearray.
+
+Where the time goes: py-lmdb's `get` touches every page of the value before it returns ("preload",
+done with the GIL released), so the B-tree lookup *and* the value's page faults, i.e. all the IO,
+happen inside `txn.get`, and threads fault in parallel; the copy that follows is from memory
+(~10 us for 110 KiB). The lookup cannot be timed apart from the data, so `open_ns` is 0: LMDB has no
+per-sample open (the env and the transaction are opened once per reader, in `reader()`, outside the
+timed reads).
+
+`readahead=False` makes LMDB madvise(MADV_RANDOM) the map: each 4 KiB page of a value is then its
+own read from storage (28 reads for 110 KiB, cold); right for data much larger than RAM on local
+disks, usually wrong on network file systems. Measure both.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from iobench.errors import UserError
+from iobench.pack import LMDB_DATA, LMDB_SIZES, read_pack_marker
+
+MAX_READERS = 1024  # unused with lock=False (no reader table) but set high in case a build wants it
+
+_envs: dict[str, tuple[int, bool, object]] = {}  # LMDB folder -> (pid, readahead, env)
+_envs_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    global _envs_lock
+    _envs_lock = threading.Lock()  # a lock another thread held at fork would stay locked in the child
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _import_lmdb():
+    try:
+        import lmdb
+    except ImportError as exc:
+        raise UserError("the lmdb source needs py-lmdb: pip install 'iobench[lmdb]'") from exc
+    return lmdb
+
+
+def open_env(path: Path, readahead: bool):
+    """This process's read-only env of the LMDB at `path` (opened, or reopened after a fork)."""
+    key = str(path)
+    pid = os.getpid()
+    with _envs_lock:
+        entry = _envs.get(key)
+        if entry is not None:
+            owner, ra, env = entry
+            if owner == pid and ra == readahead:
+                return env
+            # Inherited across fork (LMDB forbids using it in the child), or the other readahead
+            # setting: py-lmdb would refuse to open the same files again while this one is open.
+            del _envs[key]
+            env.close()
+        lmdb = _import_lmdb()
+        try:
+            env = lmdb.open(key, subdir=True, readonly=True, lock=False, readahead=readahead,
+                            max_readers=MAX_READERS, max_spare_txns=0)
+        except lmdb.Error as exc:
+            raise UserError(f"cannot open the LMDB in {key}: {exc}") from exc
+        _envs[key] = (pid, readahead, env)
+        return env
+
+
+def close_env(path: Path) -> None:
+    """Close this process's env of `path`, if it has one (readers made from it stop working)."""
+    with _envs_lock:
+        entry = _envs.pop(str(path), None)
+    if entry is not None and entry[0] == os.getpid():
+        entry[2].close()
+
+
+class LmdbSource:
+    """Samples from an LMDB pack: per sample one B-tree lookup and one copy out of the map."""
+
+    name = "lmdb"
+
+    def __init__(self, path: Path | str, n: int | None = None, readahead: bool = True):
+        self.path = Path(path).resolve()
+        if not (self.path / LMDB_DATA).is_file():
+            raise UserError(f"{self.path} holds no LMDB ({LMDB_DATA} is missing): run iobench pack first")
+        self.readahead = readahead
+        self.marker = read_pack_marker(self.path) or {}
+        sizes_file = self.path / LMDB_SIZES
+        self.sizes: np.ndarray | None = np.load(sizes_file) if sizes_file.is_file() else None
+        if n is None:
+            n = (int(self.marker["params"]["samples"]) if "params" in self.marker
+                 else len(self.sizes) if self.sizes is not None else self._entries())
+        self.n = int(n)
+        if self.sizes is not None and len(self.sizes) != self.n:
+            raise UserError(f"{self.path}: {len(self.sizes)} samples in {LMDB_SIZES}, {self.n} expected")
+        self.max_size = int(self.sizes.max()) if self.sizes is not None and self.n else 0
+
+    def _entries(self) -> int:
+        """Entries counted by LMDB itself (for an LMDB without iobench's marker and sizes)."""
+        return int(open_env(self.path, self.readahead).stat()["entries"])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def reader(self) -> LmdbReader:
+        """A reader for the calling thread; opens this process's env on first use."""
+        return LmdbReader(open_env(self.path, self.readahead), self.max_size)
+
+    def close(self) -> None:
+        close_env(self.path)
+
+    def describe(self) -> dict:
+        """What a result records about this source."""
+        return {
+            "source": self.name,
+            "path": str(self.path),
+            "readahead": self.readahead,
+            "samples": self.n,
+            "extra_bytes": self.marker.get("bytes"),
+            "pack_seconds": self.marker.get("seconds"),
+            "open_ns": "0: no per-sample open; lookup and data are read together in txn.get",
+        }
+
+
+class LmdbReader:
+    __slots__ = ("_env", "_txn", "_get", "buffer", "open_ns")
+
+    def __init__(self, env, max_size: int):
+        self._env = env  # keeps the env alive as long as the reader
+        self._txn = env.begin(buffers=True)  # one snapshot for the reader's life: nothing writes
+        self._get = self._txn.get
+        self.buffer = bytearray(max(max_size, 1))
+        self.open_ns = 0  # LMDB has no per-sample open (see the module's docstring)
+
+    def read(self, index: int) -> int:
+        value = self._get(index.to_bytes(8, "big"))  # lookup + all the value's IO (py-lmdb preloads it)
+        if value is None:
+            raise IndexError(f"sample {index} is not in the LMDB")
+        n = len(value)
+        self.buffer[:n] = value  # from memory; a value longer than the buffer grows it
+        return n

@@ -1,0 +1,260 @@
+"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.pack.pack_tar`).
+
+Random access: `index.npy` gives each sample's shard, data offset and size; a read is one `os.preadv`
+of exactly those bytes into the reader's buffer. Shard files are opened once per process (on first
+use, by whichever reader needs one first) and shared by its threads: pread has no file position to
+share, and one descriptor per shard per thread would run into the descriptor limit (~550 shards of
+256 MiB for ImageNet, times the threads). A read that has to open its shard times that open in
+`open_ns`; all later reads have `open_ns` = 0. Descriptors are kept per `os.getpid()`, so a forked
+DataLoader worker opens its own.
+
+Streaming, as WebDataset reads: `shard_read_order` and `shard_stream_order` give an epoch's order
+for the existing engines to replay (see their docstrings, and `stream_shuffle_stats` for how much
+weaker than a full permutation the stream's shuffle is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from array import array
+from pathlib import Path
+from time import perf_counter_ns as _clock
+
+import numpy as np
+
+from iobench.errors import UserError, explain_oserror
+from iobench.pack import TAR_INDEX, read_pack_marker, shard_name
+
+_open_lock = threading.Lock()  # serialises first opens of shards (module-level: reset in a forked child)
+
+
+def _reset_after_fork() -> None:
+    global _open_lock
+    _open_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class TarSource:
+    """Samples from a tar pack, read at random by offset."""
+
+    name = "tar"
+
+    def __init__(self, pack_dir: Path | str):
+        self.path = Path(pack_dir).resolve()
+        try:
+            index = np.load(self.path / TAR_INDEX)
+        except FileNotFoundError as exc:
+            raise UserError(f"{self.path} holds no tar pack ({TAR_INDEX} is missing): run iobench pack first") \
+                from exc
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.path / TAR_INDEX}: unreadable tar index ({exc})") from exc
+        if index.ndim != 2 or index.shape[1] != 3:
+            raise UserError(f"{self.path / TAR_INDEX}: expected (samples, 3) rows, found shape {index.shape}")
+        self.index = index.astype(np.int64, copy=False)
+        self.marker = read_pack_marker(self.path) or {}
+        nshards = int(self.index[:, 0].max()) + 1 if len(self.index) else 0
+        self.shard_files = [str(self.path / name) for name in self.marker.get("shards", [])] or \
+            [str(self.path / shard_name(s)) for s in range(nshards)]
+        if len(self.shard_files) < nshards:
+            raise UserError(f"{self.path}: the index names {nshards} shards, the marker {len(self.shard_files)}")
+        self.sizes = self.index[:, 2].copy()
+        self.max_size = int(self.sizes.max()) if len(self.sizes) else 0
+        # array('q') columns: the hot path indexes them as Python ints, at 8 bytes a sample (a list
+        # would take ~36), which matters at ImageNet's 1.28 M samples times forked workers.
+        self._shard = array("q", self.index[:, 0].tobytes())
+        self._offset = array("q", self.index[:, 1].tobytes())
+        self._size = array("q", self.sizes.tobytes())
+        self._fds: dict[int, list[int]] = {}  # pid -> one descriptor per shard (-1: not open yet)
+
+    def __len__(self) -> int:
+        return len(self._size)
+
+    def reader(self) -> TarReader:
+        return TarReader(self)
+
+    def _process_fds(self) -> list[int]:
+        pid = os.getpid()
+        fds = self._fds.get(pid)
+        if fds is None:
+            fds = self._fds.setdefault(pid, [-1] * len(self.shard_files))
+        return fds
+
+    def _open(self, fds: list[int], s: int) -> int:
+        with _open_lock:
+            if fds[s] < 0:
+                try:
+                    fds[s] = os.open(self.shard_files[s], os.O_RDONLY | os.O_CLOEXEC)
+                except OSError as exc:
+                    raise explain_oserror(exc, "cannot open a tar shard") from exc
+            return fds[s]
+
+    def close(self) -> None:
+        """Close this process's shard descriptors (readers made before reopen them as needed)."""
+        fds = self._fds.get(os.getpid())
+        if fds is None:
+            return
+        with _open_lock:
+            for s, fd in enumerate(fds):
+                if fd >= 0:
+                    fds[s] = -1
+                    os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter shutdown os may be gone
+            self.close()
+
+    def __getstate__(self) -> dict:  # picklable for spawn-started workers: no descriptors
+        state = dict(self.__dict__)
+        state["_fds"] = {}
+        return state
+
+    def stream_order(self, seed: int, epoch: int, buffer: int = 1000, **kw) -> np.ndarray:
+        return shard_stream_order(self.index, seed, epoch, buffer, **kw)
+
+    def describe(self) -> dict:
+        """What a result records about this source."""
+        return {
+            "source": self.name,
+            "path": str(self.path),
+            "access": "random (pread by offset)",
+            "samples": len(self),
+            "shards": len(self.shard_files),
+            "shard_size": self.marker.get("shard_size") or self.marker.get("params", {}).get("shard_size"),
+            "extra_bytes": self.marker.get("bytes"),
+            "pack_seconds": self.marker.get("seconds"),
+        }
+
+
+class TarReader:
+    __slots__ = ("_src", "_fds", "_shard", "_offset", "_size", "buffer", "_view", "open_ns")
+
+    def __init__(self, src: TarSource):
+        self._src = src
+        self._fds = src._process_fds()
+        self._shard, self._offset, self._size = src._shard, src._offset, src._size
+        self.buffer = bytearray(max(src.max_size, 1))
+        self._view = memoryview(self.buffer)
+        self.open_ns = 0
+
+    def read(self, index: int) -> int:
+        s = self._shard[index]
+        fd = self._fds[s]
+        if fd < 0:
+            t0 = _clock()
+            fd = self._src._open(self._fds, s)
+            self.open_ns = _clock() - t0
+        else:
+            self.open_ns = 0
+        size = self._size[index]
+        off = self._offset[index]
+        n = os.preadv(fd, [self._view[:size]], off)
+        while n < size:  # short read (network file systems): read on
+            k = os.preadv(fd, [self._view[n:size]], off + n)
+            if k <= 0:
+                raise UserError(f"{self._src.shard_files[s]}: ends inside sample {index} (truncated shard?)")
+            n += k
+        return n
+
+
+# ---- WebDataset-style streaming order ------------------------------------------------------------
+
+def _shard_column(index) -> np.ndarray:
+    if isinstance(index, TarSource):
+        return index.index[:, 0]
+    index = np.asarray(index)
+    return index[:, 0] if index.ndim == 2 else index
+
+
+def _worker_streams(shard_of: np.ndarray, seed: int, epoch: int, workers: int) -> list[np.ndarray]:
+    """Each worker's read stream: its shards (dealt round-robin from a per-epoch shuffle of all shards,
+    as WebDataset's split_by_worker does), each read from first member to last."""
+    order = np.argsort(shard_of, kind="stable")  # members of a shard in index (= offset) order
+    ids, starts = np.unique(shard_of[order], return_index=True)
+    ends = np.append(starts[1:], len(order))
+    perm = np.random.default_rng([seed, epoch, 0x7A5]).permutation(len(ids))
+    streams = []
+    for w in range(workers):
+        mine = perm[w::workers]
+        streams.append(np.concatenate([order[starts[j]:ends[j]] for j in mine]) if len(mine)
+                       else np.empty(0, dtype=np.int64))
+    return streams
+
+
+def _interleave(streams: list[np.ndarray], batch: int) -> np.ndarray:
+    """Round-robin over workers, one batch each, as a DataLoader hands out workers' batches."""
+    if len(streams) == 1:
+        return streams[0].astype(np.int64)
+    chunks = []
+    pos = [0] * len(streams)
+    live = True
+    while live:
+        live = False
+        for w, st in enumerate(streams):
+            if pos[w] < len(st):
+                chunks.append(st[pos[w]:pos[w] + batch])
+                pos[w] += batch
+                live = True
+    return np.concatenate(chunks).astype(np.int64) if chunks else np.empty(0, dtype=np.int64)
+
+
+def shard_read_order(index, seed: int, epoch: int, *, workers: int = 1, batch: int = 1) -> np.ndarray:
+    """The order in which a WebDataset pipeline *reads* samples from storage in an epoch: shards in a
+    fresh per-(seed, epoch) shuffle, each streamed from its first member to its last. The shuffle
+    buffer reorders samples in memory after they are read, so this, not `shard_stream_order`, is the
+    IO pattern to replay when measuring storage."""
+    return shard_stream_order(index, seed, epoch, buffer=0, workers=workers, batch=batch)
+
+
+def shard_stream_order(index, seed: int, epoch: int, buffer: int = 1000, *, workers: int = 1,
+                       batch: int = 1) -> np.ndarray:
+    """Sample indices in the order a WebDataset pipeline *delivers* them for an epoch: shards
+    shuffled per (seed, epoch), members read in order within a shard, then a shuffle buffer of
+    `buffer` samples (fill it, then emit a random one of them for each new sample; drain it in
+    random order at the end; `buffer` <= 1: no buffer, the read order). With `workers` > 1 the shards
+    are dealt round-robin to workers, each with its own buffer, and their output is interleaved a
+    `batch` at a time as a DataLoader does.
+
+    This shuffle is weaker than a full permutation: a sample can move at most about `buffer`
+    positions from where its shard's stream put it, so neighbours in the order mostly come from the
+    same one or two shards (a full permutation makes that about 1 / shards); with shards larger than
+    the buffer, whole stretches of an epoch come from one shard. `stream_shuffle_stats` measures it.
+
+    `index` is a tar pack's (samples, 3) index, its shard column, or a TarSource.
+    """
+    shard_of = _shard_column(index)
+    streams = _worker_streams(np.asarray(shard_of), seed, epoch, max(1, workers))
+    if buffer > 1:
+        streams = [_shuffle_buffer(st, buffer, np.random.default_rng([seed, epoch, 0xB0F, w]))
+                   for w, st in enumerate(streams)]
+    return _interleave(streams, max(1, batch))
+
+
+def _shuffle_buffer(stream: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    items = stream.tolist()
+    n = len(items)
+    out: list[int] = []
+    buf = items[:k]
+    picks = (rng.random(max(0, n - k)) * len(buf)).astype(np.int64).tolist()
+    for j, x in zip(picks, items[k:], strict=True):
+        out.append(buf[j])
+        buf[j] = x
+    rng.shuffle(buf)
+    out.extend(buf)
+    return np.array(out, dtype=np.int64)
+
+
+def stream_shuffle_stats(order: np.ndarray, index) -> dict:
+    """How shuffled an epoch's order is, for the result: the fraction of consecutive pairs whose two
+    samples come from the same shard, and what a full permutation of the same samples gives
+    (sum over shards of (shard's share)^2, about 1 / shards)."""
+    shard_of = np.asarray(_shard_column(index))
+    seq = shard_of[np.asarray(order)]
+    same = float(np.mean(seq[1:] == seq[:-1])) if len(seq) > 1 else 0.0
+    share = np.bincount(shard_of) / max(1, len(shard_of))
+    return {"same_shard_pairs": round(same, 4), "full_shuffle_same_shard_pairs": round(float((share**2).sum()), 4),
+            "shards": int((share > 0).sum())}
