@@ -16,6 +16,7 @@ class SleepConsumer:
             raise ValueError("a consumer's rate must be > 0")
         self.rate = rate
         self.steps = 0
+        self.samples = 0  # consumed in steps 2..n
         self.compute_s = 0.0  # compute time of steps 2..n
         self.t_first_done: float | None = None  # end of step 1: AU's clock starts here
         self.t_last_done = 0.0
@@ -30,6 +31,7 @@ class SleepConsumer:
             self.t_first_done = now
         else:
             self.compute_s += compute
+            self.samples += samples
         self.t_last_done = now
 
     @property
@@ -39,3 +41,9 @@ class SleepConsumer:
             return None
         wall = self.t_last_done - self.t_first_done
         return min(1.0, self.compute_s / wall) if wall > 0 else None
+
+    @property
+    def delivered_per_s(self) -> float | None:
+        """Samples/s the input pipeline delivered over AU's window (steps 2..n)."""
+        wall = self.t_last_done - (self.t_first_done or self.t_last_done)
+        return self.samples / wall if self.steps >= 2 and wall > 0 else None

@@ -95,6 +95,9 @@ class Run(_Model):
     au: float | None = Field(None, description="accelerator utilisation: compute time / wall time, first step "
                                                "excluded (MLPerf Storage), mean over the GPUs")
     au_min: float | None = Field(None, description="the lowest GPU's AU in this run")
+    delivered_per_s: float | None = Field(
+        None, description="samples/s the input pipelines delivered to the GPUs over AU's window (first step "
+                          "excluded), summed over the GPUs")
     efficiency: float | None = Field(
         None, description="samples_per_s over fio's files/s at the same concurrency and cache state "
                           "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "

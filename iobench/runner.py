@@ -272,7 +272,7 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
 
 
 def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
-                fits_in_ram: bool, ui: UI) -> Run:
+                fits_in_ram: bool, ui: UI, state: str = "cold") -> Run:
     """One cold, shuffled epoch read by `gpus` emulated GPUs at once, each with its own DataLoader over its
     shard of the permutation (as DistributedSampler deals it) and its own consumer."""
     from iobench.consumer import SleepConsumer
@@ -287,7 +287,7 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     consumers = [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)]
     recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
     errors: list[BaseException] = []
-    eviction, resident = _prepare_cache("cold", manifest.paths, source, max(workers, 1), epoch, fits_in_ram, ui)
+    eviction, resident = _prepare_cache(state, manifest.paths, source, max(workers, 1), epoch, fits_in_ram, ui)
     counters = Counters(device)
 
     def gpu(r: int) -> None:
@@ -313,9 +313,11 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
         raise errors[0]
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
-    return _summarize(merged, counters, source.name, "shuffled", engines[0], "cold", epoch, eviction, resident, True,
+    delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
+    return _summarize(merged, counters, source.name, "shuffled", engines[0], state, epoch, eviction, resident, True,
                       gpus=gpus, consumer_rate=plan.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
-                      au_min=round(min(aus), 4) if aus else None)
+                      au_min=round(min(aus), 4) if aus else None,
+                      delivered_per_s=round(sum(delivered), 2) if delivered else None)
 
 
 def _merge(recs: list[EpochRecorder]) -> EpochRecorder:

@@ -28,11 +28,17 @@ def test_consumer_far_slower_than_storage_is_always_busy(dataset):
     assert run.au is not None and run.au >= 0.95
 
 
-def test_consumer_far_faster_than_storage_waits_as_the_arithmetic_says(dataset):
-    rate = 200_000.0  # far above what 2 workers deliver here
-    run = train_epoch(dataset, _plan(rate), 1, 2, 2, None, True, UI(quiet=True))
-    assert run.au == pytest.approx(run.samples_per_s / rate, abs=0.05)
-    assert run.au < 0.5
+def test_consumer_faster_than_storage_waits_as_the_arithmetic_says(tmp_path):
+    """AU ~ storage rate / consumer rate. The storage rate is first measured by a run whose consumer takes no
+    time; a consumer four times faster must then wait most of the time. On this shared 2-core VM two runs
+    differ by up to ~30%, so the tight check uses the rate delivered within the same run."""
+    m = make_dataset(tmp_path, 4000, "fixed:4kB", classes=2)
+    ui = UI(quiet=True)
+    raw = train_epoch(m, _plan(1e9), 1, 2, 1, None, True, ui, state="warm")
+    rate = 4 * raw.delivered_per_s
+    run = train_epoch(m, _plan(rate), 1, 2, 2, None, True, ui, state="warm")
+    assert 0.1 < run.au < 0.45  # ~0.25, give or take the run-to-run noise
+    assert run.au == pytest.approx(run.delivered_per_s / rate, abs=0.05)
 
 
 def test_several_gpus_share_the_epoch(dataset):
