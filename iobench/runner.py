@@ -262,7 +262,8 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
                                    f"than {MAX_LOADER_PROCESSES} loader processes on this client")
             break
         epoch += 1
-        run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui)
+        run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui,
+                          state="cold" if "cold" in plan.cache else "warm")
         result.runs.append(run)
         result.save(result_path)
         passed[n] = run.au is not None and run.au >= plan.au_target
@@ -273,8 +274,8 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
 
 def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
                 fits_in_ram: bool, ui: UI, state: str = "cold") -> Run:
-    """One cold, shuffled epoch read by `gpus` emulated GPUs at once, each with its own DataLoader over its
-    shard of the permutation (as DistributedSampler deals it) and its own consumer."""
+    """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
+    own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer."""
     from iobench.consumer import SleepConsumer
     from iobench.engines.dataloader import DataLoaderEngine
 

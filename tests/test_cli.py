@@ -210,3 +210,13 @@ def test_gpus_and_workloads_are_listed():
     names = ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50")
     for name in names:
         assert name in w
+
+
+def test_decode_on_warm_data_names_the_cpu_as_the_limit(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "96", "--engine", "dataloader", "--workers", "1",
+            "--batch-size", "16", "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(out),
+            check=True)
+    v = Result.load(out / "result.json").verdict
+    assert v.limit == "cpu" and v.gpus_fed == 0 and "CPU (decoding" in v.text

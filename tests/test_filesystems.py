@@ -100,3 +100,15 @@ def test_metadata_costs_grow_with_network_delay(sshfs_mount, sshfs_delay_mount):
     # (user-space) cache took from the listing, which drop_caches does not empty, as NFS readdirplus does
     assert slow.open_close_per_s < fast.open_close_per_s / 2
     assert slow.projected_list_s > fast.projected_list_s
+
+
+def test_gpus_fed_grows_with_faster_storage(sshfs_delay_mount, tmp_path):
+    pytest.importorskip("torch")
+    args = ("--files", "120", "--size-dist", "fixed:16kB", "--engine", "dataloader", "--workers", "2",
+            "--batch-size", "8", "--cache", "cold", "--no-fio", "--no-metadata", "--rate", "60")
+    slow = _run(_own_folder(sshfs_delay_mount, "t-gpus"), tmp_path / "slow", *args)
+    local = tmp_path / "local"
+    local.mkdir()
+    fast = _run(local, tmp_path / "fast", *args)
+    assert fast.verdict.gpus_fed > slow.verdict.gpus_fed, (fast.verdict, slow.verdict)
+    assert slow.verdict.limit == "storage" and "limit is the storage" in slow.verdict.text
