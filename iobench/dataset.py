@@ -95,18 +95,20 @@ def plan(spec: GenSpec) -> tuple[list[str], np.ndarray]:
     return rel, sizes
 
 
-def read_marker(folder: Path) -> dict | None:
+def read_marker(folder: Path, name: str = MARKER) -> dict | None:
+    """An iobench marker (dataset or pack) in `folder`, or None where there is none."""
     try:
-        return json.loads((folder / MARKER).read_text())
-    except FileNotFoundError:
+        return json.loads((Path(folder) / name).read_text())
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise explain_oserror(exc, "cannot read the iobench marker") from exc
     except ValueError as exc:
-        raise UserError(f"{folder / MARKER}: unreadable iobench marker ({exc})") from exc
+        raise UserError(f"{Path(folder) / name}: unreadable iobench marker ({exc})") from exc
 
 
-def _write_json_atomic(path: Path, obj: dict) -> None:
+def write_json_atomic(path: Path, obj: dict) -> None:
+    """Write a marker so that a reader never sees half of it (write aside, then rename)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1))
     os.replace(tmp, path)
@@ -165,7 +167,7 @@ def generate(mount: Path, spec: GenSpec, *, threads: int = 8, progress: Progress
             os.makedirs(folder / d, exist_ok=True)
         params = {"iobench": __version__, "params": spec.as_dict(), "files": spec.files,
                   "bytes": int(sizes.sum()), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        _write_json_atomic(folder / MARKER, {**params, "status": "incomplete"})
+        write_json_atomic(folder / MARKER, {**params, "status": "incomplete"})
         _write_manifest(folder, rel, sizes)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot create the dataset in {folder}") from exc
@@ -173,7 +175,7 @@ def generate(mount: Path, spec: GenSpec, *, threads: int = 8, progress: Progress
     t0 = time.perf_counter()
     written, written_bytes = _write_files(folder, rel, sizes, todo, spec.seed, threads, progress)
     os.sync()  # the marker says "complete" only for data that is on the storage
-    _write_json_atomic(folder / MARKER, {**params, "status": "complete",
+    write_json_atomic(folder / MARKER, {**params, "status": "complete",
                                          "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return GenReport(Manifest.load(folder), written, written_bytes, time.perf_counter() - t0, False)
 

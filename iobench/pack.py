@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import mmap
 import os
 import shutil
@@ -39,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import Manifest
+from iobench.dataset import Manifest, read_marker, write_json_atomic
 from iobench.errors import UserError, explain_oserror
 
 PACK_MARKER = "iobench-pack.json"
@@ -94,16 +93,7 @@ def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_S
 
 def read_pack_marker(folder: Path) -> dict | None:
     """The pack marker of `folder`, or None where there is none."""
-    try:
-        return json.loads((Path(folder) / PACK_MARKER).read_text())
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        return None
-    except OSError as exc:
-        raise explain_oserror(exc, "cannot read the iobench pack marker") from exc
-    except ValueError as exc:
-        raise UserError(f"{Path(folder) / PACK_MARKER}: unreadable iobench pack marker ({exc})") from exc
+    return read_marker(folder, PACK_MARKER)
 
 
 def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
@@ -344,7 +334,7 @@ def _begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
         # knows everything iobench may have left here.
         base = {"iobench": __version__, "format": fmt, "params": params,
                 "made": sorted(set(made) | set(old)), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        _write_json_atomic(dest / PACK_MARKER, {**base, "status": "incomplete"})
+        write_json_atomic(dest / PACK_MARKER, {**base, "status": "incomplete"})
         for name in old:
             (dest / name).unlink(missing_ok=True)
     except OSError as exc:
@@ -361,7 +351,7 @@ def _finish(dest: Path, fmt: str, params: dict, made: list[str], files: dict[str
               "files": files, "bytes": on_disk, "seconds": round(seconds, 3), **extra,
               "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
-        _write_json_atomic(dest / PACK_MARKER, marker)
+        write_json_atomic(dest / PACK_MARKER, marker)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
     return _report(dest, marker, reused=False)
@@ -419,12 +409,6 @@ def _size(path: Path) -> int:
 def _allocated(path: Path) -> int:
     st = os.stat(path)
     return st.st_blocks * 512 if st.st_blocks else st.st_size  # some FUSE file systems report no blocks
-
-
-def _write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
 
 
 def _fingerprint(manifest: Manifest) -> str:
