@@ -327,6 +327,24 @@ def gpus() -> None:
     ui.out.print(t)
 
 
+@cli.command("gpu-rate")
+@click.option("--model", default="resnet50", show_default=True, help="A torchvision.models name.")
+@click.option("--batch", type=int, default=256, show_default=True, help="Samples per step.")
+@click.option("--steps", type=int, default=30, show_default=True, help="Timed steps (after 10 warm-up steps).")
+@click.option("--device", default="cuda", show_default=True, help="Where to train (cuda, cuda:1, ...).")
+@click.option("--quiet", is_flag=True, help="Print the rate alone (for `iobench run --rate $(...)`).")
+def gpu_rate(model: str, batch: int, steps: int, device: str, quiet: bool) -> None:
+    """Measure a model's training samples/s on this host's GPU (synthetic data, bf16, channels_last)."""
+    from iobench.gpu_rate import measure
+
+    rate = measure(model, batch=batch, steps=steps, device=device)
+    if quiet:
+        click.echo(f"{rate:.1f}")
+    else:
+        click.echo(f"{model} on {device}: {rate:,.1f} training samples/s at batch {batch} "
+                   f"(use it with: iobench run --model {model} --rate {rate:.1f})")
+
+
 @cli.command()
 def workloads() -> None:
     """Named workloads shipped with iobench (dataset shape, read pattern, GPU consumer)."""

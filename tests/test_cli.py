@@ -1,5 +1,6 @@
 """The CLI as a user runs it: real subprocesses, real files, one-line errors."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -220,3 +221,17 @@ def test_decode_on_warm_data_names_the_cpu_as_the_limit(tmp_path):
             check=True)
     v = Result.load(out / "result.json").verdict
     assert v.limit == "cpu" and v.gpus_fed == 0 and "CPU (decoding" in v.text
+
+
+def test_gpu_rate_says_what_it_needs_without_a_gpu():
+    proc = iobench("gpu-rate", "--model", "resnet50")
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda and importlib.util.find_spec("torchvision"):
+        assert proc.returncode == 0 and "training samples/s" in proc.stdout
+    else:
+        _one_line_error(proc, "gpu-rate" if not importlib.util.find_spec("torchvision") else "no CUDA GPU")
