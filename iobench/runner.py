@@ -1,6 +1,8 @@
-"""`iobench run`: the run plan, as phases over one dataset: metadata (list, stat, open), replay (the
-loader's epochs) and the raw fio baseline. Each phase appends records of its own kind to the result,
-which is saved after every record, so an interruption loses nothing that was measured."""
+"""`iobench run`: the run plan, as phases over one dataset: metadata (list, stat, open), replay (the loader's
+epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
+mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
+so an interruption loses nothing that was measured. Every measured epoch goes through `measure_epoch`
+(or `train_epoch` for several GPUs at once) and `_summarize`."""
 
 from __future__ import annotations
 
