@@ -181,6 +181,8 @@ def _run_options(f):
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
 @click.option("--gpus", "gpus_", type=int, default=None, help="GPUs to ask about: is the storage the limit for them?")
 @click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
+@click.option("--consumer", type=click.Choice(["sleep", "cuda"]), default="sleep", show_default=True,
+              help="How a GPU is stood for: a sleep of batch / rate, or a real training step on a local GPU.")
 @click.option("--mitigations", "mitigations_", is_flag=True,
               help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
                    "beside it once).")
@@ -189,7 +191,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         workload: str | None, order_: str | None, epochs: int | None, fio_: bool, metadata_: bool, scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
-        mitigations_: bool) -> None:
+        consumer: str, mitigations_: bool) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
@@ -211,6 +213,8 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         engine_name = "threads"
     if p.decode and engine_name != "dataloader":
         raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
+    if consumer == "cuda":
+        _check_cuda(engine_name)
     per_gpu, rate_source = wl.per_gpu_rate()
     plan = Settings(
         orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
@@ -219,7 +223,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         epochs=p.epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files, engine=engine_name,
         batch_size=p.batch_size, prefetch_factor=prefetch_factor, decode=p.decode, workload=wl.path or wl.name,
         model=wl.consumer.model, gpu=wl.consumer.gpu, rate_per_gpu=per_gpu, rate_source=rate_source,
-        au_target=wl.consumer.au_target, gpus=gpus_, mitigations=mitigations_)
+        au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
     shape = wl.dataset
     _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui)
 
@@ -357,6 +361,18 @@ def workloads() -> None:
     for name, description in available():
         t.add_row(name, description)
     ui.out.print(t)
+
+
+def _check_cuda(engine: str) -> None:
+    """--consumer cuda needs the DataLoader engine, torch with CUDA, a GPU and torchvision: say which is missing."""
+    if engine != "dataloader":
+        raise UserError("--consumer cuda needs --engine dataloader (and PyTorch)")
+    if importlib.util.find_spec("torchvision") is None:
+        raise UserError("--consumer cuda needs torchvision for the model: pip install torchvision")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError("--consumer cuda: no CUDA GPU here (the default --consumer sleep emulates one)")
 
 
 def _label(fstype: str, path: str) -> str:

@@ -9,7 +9,7 @@ import time
 
 
 class SleepConsumer:
-    """One emulated GPU consuming `rate` samples/s. Call it with each batch's sample count."""
+    """One emulated GPU consuming `rate` samples/s. Call it with each batch's sample count (and images)."""
 
     def __init__(self, rate: float):
         if rate <= 0:
@@ -21,11 +21,15 @@ class SleepConsumer:
         self.t_first_done: float | None = None  # end of step 1: AU's clock starts here
         self.t_last_done = 0.0
 
-    def __call__(self, samples: int) -> None:
-        start = time.perf_counter()
+    def _compute(self, samples: int, images) -> float:
+        """Stand in for the GPU's step; returns its compute time. A sleep counts as its nominal length: the
+        scheduler's oversleep (~0.1-1 ms on a busy host) is emulation error, not a GPU at work."""
         time.sleep(samples / self.rate)
+        return samples / self.rate
+
+    def __call__(self, samples: int, images=None) -> None:
+        compute = self._compute(samples, images)
         now = time.perf_counter()
-        compute = now - start  # as measured: the sleep's own overshoot is not waiting for data
         self.steps += 1
         if self.steps == 1:
             self.t_first_done = now
@@ -47,3 +51,27 @@ class SleepConsumer:
         """Samples/s the input pipeline delivered over AU's window (steps 2..n)."""
         wall = self.t_last_done - (self.t_first_done or self.t_last_done)
         return self.samples / wall if self.steps >= 2 and wall > 0 else None
+
+
+class CudaConsumer(SleepConsumer):
+    """A real GPU instead of a sleep: each batch is one training step of the model on the local GPU (on the
+    decoded images when the loader decodes, else on a synthetic batch of the same size), waited for, so
+    compute time is the GPU's own. AU is counted as for the sleep consumer."""
+
+    def __init__(self, model: str, batch: int, device: str = "cuda"):
+        from iobench.gpu_rate import TrainStep
+
+        super().__init__(rate=1.0)  # unused: the step's own time is the compute time
+        step = TrainStep(model, batch, device=device)
+        for _ in range(3):  # first steps compile kernels and allocate: not part of AU
+            step()
+        step.sync()
+
+        self._step = step
+
+    def _compute(self, samples: int, images) -> float:
+        """A real step, waited for: its measured time is the compute time."""
+        start = time.perf_counter()
+        self._step(images)
+        self._step.sync()
+        return time.perf_counter() - start

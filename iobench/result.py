@@ -219,6 +219,9 @@ class Settings(_Model):
     rate_source: str | None = Field(None, description="where rate_per_gpu comes from (table row or --rate)")
     au_target: float = Field(0.90, description="AU a GPU must reach to count as fed (MLPerf Storage: 0.90)")
     gpus: int | None = Field(None, description="GPUs the user asked about (--gpus); null: find how many are fed")
+    consumer: Literal["sleep", "cuda"] = Field(
+        "sleep", description='"sleep": each step sleeps batch / rate_per_gpu (MLPerf Storage\'s emulation); "cuda": '
+                             "a real training step of the model on a local GPU per batch (one GPU per emulated GPU)")
 
 
 class Verdict(_Model):

@@ -257,6 +257,10 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
         return
     workers = supply.workers if supply.workers is not None else plan.concurrency[0]
     n = max(1, predicted)
+    if plan.consumer == "cuda":
+        import torch
+
+        n = min(n, torch.cuda.device_count())  # one real GPU per emulated one
     passed: dict[int, bool] = {}  # GPUs -> reached the AU target
     while n >= 1 and len(passed) < 4:
         if n * max(workers, 1) > MAX_LOADER_PROCESSES:
@@ -278,7 +282,7 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
                 fits_in_ram: bool, ui: UI, state: str = "cold") -> Run:
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
     own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer."""
-    from iobench.consumer import SleepConsumer
+    from iobench.consumer import CudaConsumer, SleepConsumer
     from iobench.engines.dataloader import DataLoaderEngine
 
     source = FileSource(manifest)
@@ -287,7 +291,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
                for _ in range(gpus)]
     assert plan.rate_per_gpu is not None
-    consumers = [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)]
+    consumers = ([CudaConsumer(plan.model or "resnet50", plan.batch_size, device=f"cuda:{r}") for r in range(gpus)]
+                 if plan.consumer == "cuda" else [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)])
     recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
     errors: list[BaseException] = []
     eviction, resident = _prepare_cache(state, manifest.paths, source, max(workers, 1), epoch, fits_in_ram, ui)
@@ -295,7 +300,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
 
     def gpu(r: int) -> None:
         try:
-            engines[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(len(b.positions)))
+            engines[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(
+                len(b.positions), b.data if plan.decode else None))
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
         finally:

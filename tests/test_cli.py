@@ -234,4 +234,16 @@ def test_gpu_rate_says_what_it_needs_without_a_gpu():
     if has_cuda and importlib.util.find_spec("torchvision"):
         assert proc.returncode == 0 and "training samples/s" in proc.stdout
     else:
-        _one_line_error(proc, "gpu-rate" if not importlib.util.find_spec("torchvision") else "no CUDA GPU")
+        _one_line_error(proc, "torchvision" if not importlib.util.find_spec("torchvision") else "no CUDA GPU")
+
+
+def test_cuda_consumer_says_what_is_missing(tmp_path):
+    proc = iobench("run", "--mount", str(tmp_path), "--consumer", "cuda", "--engine", "threads")
+    _one_line_error(proc, "--consumer cuda")
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available() and importlib.util.find_spec("torchvision"):
+            pytest.skip("a GPU is here: the CUDA consumer is exercised by a GPU session, not this check")
+        _one_line_error(iobench("run", "--mount", str(tmp_path), "--consumer", "cuda", "--engine", "dataloader"),
+                        "--consumer cuda")
