@@ -282,11 +282,18 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
 
     label = _label(mount_info.fstype, mount_info.path)
     result_path = (out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}") / "result.json"
-    execute(manifest, plan, result, result_path, ui)
+    from iobench.report import write_reports
+
+    try:
+        execute(manifest, plan, result, result_path, ui)
+    except Interrupted:
+        write_reports(result, result_path.parent)  # opens with an "unfinished" banner
+        raise
     if json_path is not None:
         result.save(json_path)
     ui.summary(result)
-    ui.out.print(f"result: {result_path}", highlight=False)
+    written = write_reports(result, result_path.parent)
+    ui.out.print(f"result: {result_path}\nreport: {written[0]}", highlight=False)
     assert result.verdict is not None
     ui.out.print(f"[bold]verdict:[/] {result.verdict.text}", highlight=False)
 
@@ -315,6 +322,85 @@ def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, sha
         how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
         ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {rep.bytes / 1e9:.2f} GB on disk, {how})",
                      highlight=False)
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=Path)
+@click.option("--html", "html_path", type=Path, default=None,
+              help="HTML report [default: report.html beside the (first) result].")
+@click.option("--md", "md_path", type=Path, default=None, help="Markdown report [default: report.md beside it].")
+@click.option("--csv", "csv_path", type=Path, default=None, help="Also a CSV: one row per measured run.")
+@click.option("--name", "names", multiple=True, help="A name per result, in order [default: FSTYPE at MOUNT].")
+def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
+           names: tuple[str, ...]) -> None:
+    """Report from result files: one self-contained HTML page with plots, and Markdown (several files: compared)."""
+    from iobench import report as reporting
+
+    loaded = reporting.load_results(results)
+    if html_path is None and md_path is None:
+        folder = results[0] if results[0].is_dir() else results[0].parent
+        stem = "report" if len(loaded) == 1 else "compare"
+        html_path, md_path = folder / f"{stem}.html", folder / f"{stem}.md"
+    ui = UI()
+    for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
+        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=Path)
+@click.option("--html", "html_path", type=Path, default=None,
+              help="HTML comparison [default: reports/<timestamp>-compare/compare.html].")
+@click.option("--md", "md_path", type=Path, default=None, help="Markdown comparison [default: beside the HTML].")
+@click.option("--csv", "csv_path", type=Path, default=None,
+              help="CSV, one row per run [default: beside the default HTML].")
+@click.option("--name", "names", multiple=True, help="A name per result, in order [default: FSTYPE at MOUNT].")
+def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
+            names: tuple[str, ...]) -> None:
+    """Pre-purchase view: several mounts or systems side by side on the same workload, the winner per metric."""
+    from iobench import report as reporting
+
+    if len(results) < 2:
+        raise UserError("compare needs two or more result files (for one, use `iobench report`)")
+    loaded = reporting.load_results(results)
+    if html_path is None and md_path is None:
+        folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
+        html_path, md_path = folder / "compare.html", folder / "compare.md"
+        csv_path = csv_path or folder / "compare.csv"
+    ui = UI()
+    for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
+        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
+    fs = [reporting.facts(r, n) for r, n in zip(loaded, reporting.labels(loaded, names or None), strict=True)]
+    ui.out.print(reporting.compare_headline(loaded, fs, [f.label for f in fs]), highlight=False)
+
+
+@cli.command("plan")
+@click.option("--gpu", required=True, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
+@click.option("--gpus", "gpus_", type=int, required=True, help="How many GPUs train at once.")
+@click.option("--model", required=True, help="Model they train (see `iobench gpus`).")
+@click.option("--dataset-files", type=int, default=1_281_167, show_default=True,
+              help="Samples in the dataset (ImageNet-1k train).")
+@click.option("--mean-kb", type=float, default=None,
+              help="Mean sample size in kB (1,000 B) [default: the result's dataset mean, else ImageNet's 110].")
+@click.option("--au-target", type=float, default=0.9, show_default=True, help="AU a GPU must reach to count as fed.")
+@click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
+@click.option("--result", "result_path", type=Path, default=None,
+              help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
+                   "and what-ifs (part of the dataset cached, more readers).")
+def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
+             rate: float | None, gpus_per_node: int, result_path: Path | None) -> None:
+    """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
+    from iobench.plan import format_plan, plan
+    from iobench.report import load_results
+
+    result = load_results([result_path])[0] if result_path is not None else None
+    try:
+        p = plan(gpu, gpus_, model, dataset_files=dataset_files, mean_kb=mean_kb, au_target=au_target, rate=rate,
+                 result=result, gpus_per_node=gpus_per_node)
+    except ValueError as exc:
+        raise UserError(f"plan: {exc}") from None
+    ui = UI()
+    click.echo(format_plan(p, width=ui.out.width), nl=False)
 
 
 @cli.command()

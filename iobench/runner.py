@@ -242,6 +242,7 @@ def _warn_on(run: Run, result: Result, ui: UI) -> None:
 
 
 MAX_LOADER_PROCESSES = 32  # a confirmation run needs gpus x workers processes on this client
+MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a training run to count
 
 
 def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
@@ -263,6 +264,13 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
         n = min(n, torch.cuda.device_count())  # one real GPU per emulated one
     passed: dict[int, bool] = {}  # GPUs -> reached the AU target
     while n >= 1 and len(passed) < 4:
+        steps = len(manifest) // (n * plan.batch_size)
+        if steps < MIN_TRAIN_STEPS + 1:
+            result.warnings.append(
+                f"GPUs fed not confirmed at {n}: each GPU would take {steps} batches of {plan.batch_size}, fewer than "
+                f"the {MIN_TRAIN_STEPS + 1} that make AU mean anything (the loader's prefetch would hold most of an "
+                "epoch): use more --files or a smaller --batch-size")
+            break
         if n * max(workers, 1) > MAX_LOADER_PROCESSES:
             result.warnings.append(f"GPUs fed not confirmed at {n}: {n} GPUs x {workers} workers would need more "
                                    f"than {MAX_LOADER_PROCESSES} loader processes on this client")

@@ -119,13 +119,16 @@ def _gpus_fed(result: Result) -> dict:
         return {}
     tau, rate = s.au_target, s.rate_per_gpu
     train = [r for r in result.runs if r.gpus and r.au is not None]
-    if train:
-        fed = max((r.gpus for r in train if r.au >= tau), default=0)  # type: ignore[operator]
-        confirmed = any(r.gpus == fed + 1 and r.au < tau for r in train)  # type: ignore[operator]
+    fed_measured = max((r.gpus for r in train if r.au >= tau), default=0)  # type: ignore[operator]
+    # confirmed: a run at that count reached the target and one with one more GPU did not
+    confirmed = any(r.gpus == fed_measured + 1 and r.au < tau for r in train)  # type: ignore[operator]
+    if confirmed:
+        fed, how = fed_measured, "measured with training runs"
     else:
-        fed, confirmed = int(supply.samples_per_s // (tau * rate)), False
+        fed = max(fed_measured, int(supply.samples_per_s // (tau * rate)))
+        how = "predicted from the sustained rate" + (
+            f"; training runs confirmed {fed_measured}" if fed_measured else ", not confirmed by training runs")
     limit = _limit(result, supply, fed)
-    how = "measured with training runs" if confirmed else "predicted from the sustained rate, not confirmed"
     gpu = (s.gpu or "").upper()
     sentence = (f"This storage keeps {fed} {gpu} GPU{'' if fed == 1 else 's'} training {s.model} at >= "
                 f"{tau:.0%} busy ({rate:,.0f} samples/s each; {how}); beyond that the limit is the "

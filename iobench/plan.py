@@ -1,0 +1,395 @@
+"""Capacity arithmetic: what N GPUs training a model ask of the storage, and what a measured result says it gives.
+
+Pure functions over numbers (and, optionally, a `Result`); no IO. The conventions, stated once:
+
+- *demand* = GPUs x per-GPU rate: the samples/s that keep every GPU busy all the time (AU 1.0).
+- *minimum* = AU target x demand. With a prefetching input pipeline, IO overlaps compute, so a GPU that receives a
+  fraction f of the samples it could consume computes f of the time: AU = min(1, supply / demand). AU >= target
+  therefore needs supply >= target x demand. This is how iobench's verdict counts GPUs fed
+  (`rate // (target x per-GPU rate)`) and how MLPerf Storage passes a run. It is an ideal-overlap bound:
+  jitter and stalls need more, so plan for *demand* to leave no idle time, and treat *minimum* as the floor.
+- MB/s = samples/s x mean sample size (1 MB = 10^6 B; `mean_kb` in kB = 1,000 B). Default mean: ImageNet-1k,
+  110,000 B (iobench.sizes.IMAGENET_MEAN), or the measured dataset's mean when a result is given.
+- File opens/s = samples/s: the files source opens one file per sample (LMDB or tar shards open far fewer).
+- Start-up metadata: torchvision's ImageFolder lists every class folder with scandir before the first batch:
+  one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
+  predicted by scaling its measured list time linearly.
+- CPU cores for decode: `gpus.cpu_cores_for_decode` (Pillow decode + RandomResizedCrop + flip, measured per core).
+
+What-ifs (each a prediction, never a measurement):
+
+- *cache*: a fraction x of the dataset served from a cache at rate C (the best warm rate read from the page
+  cache) and the rest from storage at rate S (the cold rate): F = 1 / (x/C + (1-x)/S), the harmonic mix DS-Analyzer uses
+  (Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021).
+- *concurrency*: Little's law, L = X x W. At the reference run's c0 readers, X0 samples/s at the median
+  per-sample latency W (p50) means L = X0 x W requests were at the storage at once. With c readers and W
+  unchanged, L x c / c0 are in flight, so X(c) = (L x c / c0) / W = X0 x c / c0. Latency does not stay flat
+  under load for ever, so the prediction is capped by what was seen: at the best cold rate when the measured
+  sweep had already stopped rising (more readers then bought nothing); else at the best warm rate from the page
+  cache (what this client's readers reached from RAM: the client's own ceiling); else, where no run read from
+  RAM, at the highest rate of any run or fio job in the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from io import StringIO
+
+from iobench.gpus import cpu_cores_for_decode, per_gpu_rate
+from iobench.result import Result, Run
+from iobench.sizes import IMAGENET_MEAN
+from iobench.verdict import replay_runs
+
+IMAGENET_FILES = 1_281_167
+CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+CONCURRENCY_STEPS = (1, 2, 4, 8, 16)  # multiples of the reference run's readers for the Little's-law what-if
+RISING = 1.1  # the sweep is still rising when its last step gained more than 10% (as the verdict says)
+
+
+def minimum_rate(gpus: int, rate_per_gpu: float, au_target: float) -> float:
+    """Samples/s the storage must sustain to keep `gpus` GPUs at AU >= au_target: au_target x gpus x rate."""
+    return au_target * gpus * rate_per_gpu
+
+
+def gpus_supported(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
+    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate)), as the verdict."""
+    need = au_target * rate_per_gpu
+    return int(math.floor(samples_per_s / need + 1e-9)) if need > 0 else 0
+
+
+def cache_mix_rate(x: float, cached: float, storage: float) -> float:
+    """Prediction: samples/s when a fraction x of samples come from a cache at `cached`/s and the rest from
+    storage at `storage`/s: 1 / (x/cached + (1-x)/storage) (DS-Analyzer)."""
+    if not 0.0 <= x <= 1.0:
+        raise ValueError("x must be within [0, 1]")
+    if cached <= 0 or storage <= 0:
+        raise ValueError("rates must be > 0")
+    return 1.0 / (x / cached + (1.0 - x) / storage)
+
+
+def littles_law(in_flight: float, latency_s: float) -> float:
+    """Throughput X = L / W (Little's law): `in_flight` requests at once, each `latency_s` long."""
+    if latency_s <= 0:
+        raise ValueError("latency must be > 0")
+    return in_flight / latency_s
+
+
+@dataclass(frozen=True)
+class CacheWhatIf:
+    """Prediction: rate with a fraction of the dataset cached."""
+
+    fraction: float  # of samples served from the cache
+    samples_per_s: float
+    gpus: int  # GPUs that rate keeps at the AU target
+    label: str = ""  # what the fraction stands for, e.g. "this client's RAM"
+
+
+@dataclass(frozen=True)
+class ConcurrencyWhatIf:
+    """Prediction: rate with `readers` readers (Little's law), beside what was measured at that count."""
+
+    readers: int
+    samples_per_s: float  # the prediction, capped
+    uncapped: float  # X0 x readers / c0 before the cap
+    measured: float | None  # measured cold rate at this many readers, when the sweep has one
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a result says the storage gives, set against the plan's demand."""
+
+    label: str  # "ext4 at /mnt/x"
+    samples_per_s: float  # S: best cold (storage) rate; the warm rate only when no cold run exists
+    cache: str  # "cold" or "warm"
+    readers: int
+    engine: str
+    p50_ms: float
+    dataset_mean_bytes: float
+    gpus_supported: int  # floor(S / (target x per-GPU rate)): prediction from the sustained rate
+    nodes_supported: int  # gpus_supported // gpus_per_node
+    headroom: float  # S / minimum: >= 1 means enough
+    spare_samples_per_s: float  # S - minimum (negative: shortfall)
+    verdict_gpus_fed: int | None  # the result's own verdict, when for the same GPU, model and rate
+    verdict_confirmed: bool
+    warm_samples_per_s: float | None  # C: best warm rate from the page cache, the cache what-if's cache rate
+    startup_list_s: float | None  # prediction: measured list time scaled to dataset_files
+    cache_whatif: list[CacheWhatIf] = field(default_factory=list)
+    concurrency_whatif: list[ConcurrencyWhatIf] = field(default_factory=list)
+    in_flight: float | None = None  # L = X0 x W at the reference run
+    cap: float | None = None
+    cap_reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """What `gpus` GPUs of a kind training a model ask of the storage (and, with a result, what it gives)."""
+
+    gpu: str
+    gpus: int
+    model: str
+    rate_per_gpu: float
+    rate_source: str
+    au_target: float
+    gpus_per_node: int
+    dataset_files: int
+    mean_bytes: float
+    mean_source: str
+    demand_samples_per_s: float  # gpus x rate: every GPU busy all the time
+    minimum_samples_per_s: float  # au_target x demand: the least that keeps AU >= target
+    demand_mb_per_s: float
+    minimum_mb_per_s: float
+    demand_opens_per_s: float  # one open per sample (files source)
+    minimum_opens_per_s: float
+    startup_entries: int  # directory entries listed before the first batch (one per file)
+    cpu_cores_demand: float  # decode + augment at demand
+    cpu_cores_minimum: float
+    epoch_s_demand: float  # dataset_files / demand
+    epoch_s_minimum: float
+    dataset_bytes: float
+    measured: Measured | None = None
+
+    @property
+    def nodes(self) -> int:
+        """Client nodes the GPUs sit in."""
+        return math.ceil(self.gpus / self.gpus_per_node)
+
+
+def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, mean_kb: float | None = None,
+         au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
+         gpus_per_node: int = 8) -> CapacityPlan:
+    """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
+
+    rate: samples/s one GPU consumes (default: `gpus.per_gpu_rate(model, gpu)`, the table's row).
+    mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean, else ImageNet's 110 kB.
+    result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs.
+    """
+    if gpus < 1:
+        raise ValueError("gpus must be >= 1")
+    if gpus_per_node < 1:
+        raise ValueError("gpus_per_node must be >= 1")
+    if dataset_files < 1:
+        raise ValueError("dataset_files must be >= 1")
+    if not 0 < au_target <= 1:
+        raise ValueError("au_target must be within (0, 1]")
+    per_gpu, source = per_gpu_rate(model, gpu, rate)
+    if mean_kb is not None:
+        if mean_kb <= 0:
+            raise ValueError("mean_kb must be > 0")
+        mean, mean_source = mean_kb * 1000.0, "given"
+    elif result is not None:
+        mean, mean_source = result.dataset.mean_bytes, f"the measured dataset's mean ({result.dataset.files:,} files)"
+    else:
+        mean, mean_source = float(IMAGENET_MEAN), "ImageNet-1k's mean (iobench.sizes.IMAGENET_MEAN)"
+    demand = gpus * per_gpu
+    minimum = minimum_rate(gpus, per_gpu, au_target)
+    p = CapacityPlan(
+        gpu=gpu, gpus=gpus, model=model, rate_per_gpu=per_gpu, rate_source=source, au_target=au_target,
+        gpus_per_node=gpus_per_node, dataset_files=dataset_files, mean_bytes=mean, mean_source=mean_source,
+        demand_samples_per_s=demand, minimum_samples_per_s=minimum,
+        demand_mb_per_s=demand * mean / 1e6, minimum_mb_per_s=minimum * mean / 1e6,
+        demand_opens_per_s=demand, minimum_opens_per_s=minimum, startup_entries=dataset_files,
+        cpu_cores_demand=cpu_cores_for_decode(demand), cpu_cores_minimum=cpu_cores_for_decode(minimum),
+        epoch_s_demand=dataset_files / demand, epoch_s_minimum=dataset_files / minimum,
+        dataset_bytes=dataset_files * mean)
+    if result is None:
+        return p
+    return CapacityPlan(**{**p.__dict__, "measured": _measured(p, result)})
+
+
+def _measured(p: CapacityPlan, result: Result) -> Measured | None:
+    runs = replay_runs(result)
+    cold = [r for r in runs if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    shuffled = [r for r in cold if r.order == "shuffled"]
+    pool = shuffled or cold
+    warm = [r for r in runs if r.cache == "warm"]
+    notes: list[str] = []
+    if pool:
+        ref = max(pool, key=lambda r: r.samples_per_s)
+        cache = "cold"
+    elif warm:
+        ref = max(warm, key=lambda r: r.samples_per_s)
+        cache = "warm"
+        notes.append("no cold (storage) run in the result: the figures below are the warm rate, from the page "
+                     "cache, not the storage")
+    else:
+        return None
+    s = ref.samples_per_s
+    # C, the cache rate: warm runs that really read from the page cache (a FUSE or NFS client may not keep it)
+    c_rate = max((r.samples_per_s for r in warm if r.measures == "page-cache"), default=None)
+    if cache == "cold" and warm and c_rate is None:
+        notes.append("no warm run read from the page cache (this client does not cache this mount's data): no cache "
+                     "rate C was measured, so there is no cache what-if")
+    supported = gpus_supported(s, p.rate_per_gpu, p.au_target)
+    v = result.verdict
+    same = (v is not None and v.gpus_fed is not None and v.rate_per_gpu is not None
+            and math.isclose(v.rate_per_gpu, p.rate_per_gpu) and math.isclose(v.au_target or 0, p.au_target))
+    if abs(result.dataset.mean_bytes - p.mean_bytes) > 0.1 * p.mean_bytes:
+        notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
+                     f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
+    if result.remote:
+        notes.append("network/FUSE mount: cold runs evicted this client's cache only; the server's cache may have "
+                     "served part of the cold rate")
+    notes.append("measured from one client: whether the storage gives each of several client nodes this rate at "
+                 "once was not measured")
+    startup = None
+    if result.metadata:
+        per_file = max(m.list_s / m.files for m in result.metadata if m.files)
+        startup = per_file * p.dataset_files
+    m = Measured(
+        label=f"{result.mount.fstype} at {result.mount.path}", samples_per_s=s, cache=cache,
+        readers=ref.concurrency, engine=ref.engine, p50_ms=ref.latency_ms.p50,
+        dataset_mean_bytes=result.dataset.mean_bytes, gpus_supported=supported,
+        nodes_supported=supported // p.gpus_per_node, headroom=s / p.minimum_samples_per_s,
+        spare_samples_per_s=s - p.minimum_samples_per_s,
+        verdict_gpus_fed=v.gpus_fed if same and v is not None else None,
+        verdict_confirmed=bool(same and v is not None and v.gpus_fed_confirmed),
+        warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes)
+    extra: dict = {}
+    if cache == "cold" and c_rate:
+        extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
+    if cache == "cold":
+        extra.update(_concurrency_whatif(p, ref, pool, c_rate, _highest_seen(result)))
+    return Measured(**{**m.__dict__, **extra})
+
+
+def _cache_whatif(p: CapacityPlan, result: Result, storage: float, cached: float) -> list[CacheWhatIf]:
+    rows = [CacheWhatIf(x, cache_mix_rate(x, cached, storage),
+                        gpus_supported(cache_mix_rate(x, cached, storage), p.rate_per_gpu, p.au_target))
+            for x in CACHE_FRACTIONS]
+    ram = result.host.ram_bytes
+    if ram and p.dataset_bytes:
+        x = min(1.0, ram / p.dataset_bytes)
+        f = cache_mix_rate(x, cached, storage)
+        rows.append(CacheWhatIf(x, f, gpus_supported(f, p.rate_per_gpu, p.au_target),
+                                label=f"this client's RAM ({ram / 1e9:,.0f} GB) over the dataset "
+                                      f"({p.dataset_bytes / 1e9:,.0f} GB)"))
+        rows.sort(key=lambda r: (r.fraction, r.label))
+    return rows
+
+
+def _highest_seen(result: Result) -> tuple[float, str] | None:
+    """The highest rate of any complete run or fio job in the result, and what it was."""
+    seen = [(r.samples_per_s, f"{r.cache} {r.mitigation or r.source}, {r.concurrency} readers")
+            for r in result.runs if r.complete and r.gpus is None]
+    seen += [(b.files_per_s, f"fio {b.cache}, {b.concurrency} jobs") for b in (result.baseline.fio if result.baseline
+                                                                              else [])]
+    return max(seen) if seen else None
+
+
+def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float | None,
+                        seen: tuple[float, str] | None = None) -> dict:
+    """Little's law from the reference (best cold) run, capped by what was seen (see the module docstring)."""
+    same = [r for r in pool if r.order == ref.order]
+    by_c: dict[int, list[float]] = defaultdict(list)
+    for r in same:
+        by_c[r.concurrency].append(r.samples_per_s)
+    means = {c: sum(v) / len(v) for c, v in sorted(by_c.items())}
+    concs = list(means)
+    rising = len(concs) < 2 or (ref.concurrency == concs[-1] and means[concs[-1]] > RISING * means[concs[-2]])
+    if not rising:
+        cap, reason = ref.samples_per_s, (f"capped at the best cold rate: the sweep ({', '.join(map(str, concs))} "
+                                          f"readers) stopped rising, so more readers bought nothing there")
+    elif warm:
+        cap, reason = warm, "capped at the best warm rate: what this client's readers reached from RAM"
+    elif seen:
+        cap, reason = seen[0], (f"capped at the highest rate this client reached in any run of the result "
+                                f"({seen[1]}): no run read from RAM to show the client's own ceiling")
+    else:
+        cap, reason = None, "not capped: no run measured this client's own ceiling"
+    w = ref.latency_ms.p50 / 1000.0
+    in_flight = ref.samples_per_s * w if w > 0 else None
+    rows = []
+    for k in CONCURRENCY_STEPS:
+        c = ref.concurrency * k
+        if in_flight is None:
+            break
+        uncapped = littles_law(in_flight * c / ref.concurrency, w)
+        pred = min(uncapped, cap) if cap is not None else uncapped
+        rows.append(ConcurrencyWhatIf(c, pred, uncapped, means.get(c), gpus_supported(pred, p.rate_per_gpu,
+                                                                                      p.au_target)))
+    return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason}
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:,.1f}"
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:,.1f} s"
+    if s < 7200:
+        return f"{s / 60:,.1f} min"
+    return f"{s / 3600:,.1f} h"
+
+
+def format_plan(p: CapacityPlan, width: int = 120) -> str:
+    """The plan as terminal text (rich tables, no colour codes): demand, measured storage, what-ifs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = StringIO()
+    con = Console(file=buf, width=width, force_terminal=False, color_system=None, soft_wrap=False)
+    gpu = p.gpu.upper()
+    nodes = f"{p.nodes} node{'s' if p.nodes != 1 else ''} of {p.gpus_per_node}"
+    con.print(f"{p.gpus} x {gpu} ({nodes}) training {p.model} at {p.rate_per_gpu:,.1f} samples/s per GPU; dataset "
+              f"{p.dataset_files:,} files x {p.mean_bytes / 1000:,.1f} kB mean ({p.mean_source}) = "
+              f"{p.dataset_bytes / 1e9:,.1f} GB", highlight=False)
+    con.print(f"per-GPU rate: {p.rate_source}", highlight=False)
+    t = Table(title="what the storage must sustain (MB = 10^6 B)")
+    t.add_column("")
+    t.add_column(f"minimum: AU >= {p.au_target:.0%}", justify="right")
+    t.add_column("full speed: AU 100%", justify="right")
+    t.add_row("samples/s", _n(p.minimum_samples_per_s), _n(p.demand_samples_per_s))
+    t.add_row("MB/s", _n(p.minimum_mb_per_s), _n(p.demand_mb_per_s))
+    t.add_row("file opens/s (one per sample)", _n(p.minimum_opens_per_s), _n(p.demand_opens_per_s))
+    t.add_row("CPU cores for decode + augment", _n(p.cpu_cores_minimum), _n(p.cpu_cores_demand))
+    t.add_row("  per node", _n(p.cpu_cores_minimum / p.nodes), _n(p.cpu_cores_demand / p.nodes))
+    t.add_row("epoch time", _duration(p.epoch_s_minimum), _duration(p.epoch_s_demand))
+    con.print(t)
+    con.print(f"start-up: {p.startup_entries:,} directory entries to list (ImageFolder scans every file) before the "
+              "first batch.", highlight=False)
+    con.print(f"minimum = {p.au_target:.2f} x demand: with IO overlapping compute, AU = supply / demand (as the "
+              "verdict and MLPerf Storage count); plan for full speed to leave no idle time.", highlight=False)
+    m = p.measured
+    if m is None:
+        return buf.getvalue()
+    t = Table(title=f"measured: {m.label} ({m.cache}, {m.readers} readers, {m.engine})")
+    t.add_column("")
+    t.add_column("value", justify="right")
+    t.add_row(f"sustained samples/s ({m.cache})", _n(m.samples_per_s))
+    t.add_row(f"MB/s at the plan's mean ({p.mean_bytes / 1000:,.0f} kB)", _n(m.samples_per_s * p.mean_bytes / 1e6))
+    t.add_row(f"{gpu} GPUs it keeps at AU >= {p.au_target:.0%} (predicted)", str(m.gpus_supported))
+    if m.verdict_gpus_fed is not None:
+        how = "confirmed by training runs" if m.verdict_confirmed else "predicted"
+        t.add_row("GPUs fed in the result's own verdict", f"{m.verdict_gpus_fed} ({how})")
+    t.add_row(f"client nodes of {p.gpus_per_node} GPUs (predicted)", str(m.nodes_supported))
+    t.add_row(f"headroom over the minimum for {p.gpus} GPUs", f"{m.headroom:.2f}x")
+    t.add_row("spare (shortfall if negative) samples/s", _n(m.spare_samples_per_s))
+    if m.startup_list_s is not None:
+        t.add_row(f"listing {p.dataset_files:,} files (predicted)", _duration(m.startup_list_s))
+    con.print(t)
+    if m.cache_whatif:
+        t = Table(title=f"prediction: part of the dataset cached, F = 1 / (x/C + (1-x)/S), "
+                        f"C = {_n(m.warm_samples_per_s or 0)} warm, S = {_n(m.samples_per_s)} cold")
+        for col in ("cached fraction x", "samples/s (predicted)", "GPUs fed (predicted)", ""):
+            t.add_column(col, justify="left" if not col else "right")
+        for w in m.cache_whatif:
+            t.add_row(f"{w.fraction:.0%}", _n(w.samples_per_s), str(w.gpus), w.label)
+        con.print(t)
+    if m.concurrency_whatif:
+        t = Table(title=f"prediction: more readers, Little's law: L = {m.in_flight or 0:.2f} in flight at "
+                        f"{m.readers} readers, p50 {m.p50_ms:.3f} ms")
+        for col in ("readers", "L/W (uncapped)", "samples/s (predicted)", "measured", "GPUs fed (predicted)"):
+            t.add_column(col, justify="right")
+        for w in m.concurrency_whatif:
+            t.add_row(str(w.readers), _n(w.uncapped), _n(w.samples_per_s),
+                      _n(w.measured) if w.measured is not None else "-", str(w.gpus))
+        con.print(t)
+        con.print(m.cap_reason, highlight=False)
+    for note in m.notes:
+        con.print(f"note: {note}", highlight=False)
+    return buf.getvalue()

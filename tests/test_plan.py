@@ -1,0 +1,177 @@
+"""Capacity arithmetic (iobench.plan) against hand arithmetic."""
+
+import math
+
+import pytest
+
+from iobench.errors import UserError
+from iobench.gpus import lookup
+from iobench.plan import (
+    IMAGENET_FILES,
+    cache_mix_rate,
+    format_plan,
+    gpus_supported,
+    littles_law,
+    minimum_rate,
+    plan,
+)
+from iobench.result import Cpu, Dataset, Host, Latency, Mount, Result, Run, Settings, Verdict
+
+H100_RN50 = 400 / 0.224  # MLPerf Storage's emulated H100 on ResNet-50: batch 400 per 0.224 s step
+
+
+def test_32_h100_resnet50_by_hand():
+    assert lookup("resnet50", "h100").samples_per_s == pytest.approx(H100_RN50)
+    p = plan("h100", 32, "resnet50")
+    demand = 32 * H100_RN50  # 57,142.86 samples/s: every GPU busy all the time
+    assert p.rate_per_gpu == pytest.approx(1785.714, abs=1e-3)
+    assert p.demand_samples_per_s == pytest.approx(demand) == pytest.approx(57_142.857, abs=1e-3)
+    assert p.minimum_samples_per_s == pytest.approx(0.9 * demand) == pytest.approx(51_428.571, abs=1e-3)
+    # MB/s at ImageNet's mean sample, 110,000 B
+    assert p.mean_bytes == 110_000
+    assert p.demand_mb_per_s == pytest.approx(demand * 0.11) == pytest.approx(6_285.714, abs=1e-3)
+    assert p.minimum_mb_per_s == pytest.approx(5_657.143, abs=1e-3)
+    # one file open per sample
+    assert p.minimum_opens_per_s == p.minimum_samples_per_s and p.demand_opens_per_s == p.demand_samples_per_s
+    # CPU: 335.2 images/s per core decode + augment
+    assert p.cpu_cores_demand == pytest.approx(demand / 335.2) == pytest.approx(170.47, abs=0.01)
+    assert p.cpu_cores_minimum == pytest.approx(153.42, abs=0.01)
+    # epoch of ImageNet-1k train
+    assert p.dataset_files == IMAGENET_FILES == 1_281_167
+    assert p.epoch_s_demand == pytest.approx(1_281_167 / demand) == pytest.approx(22.42, abs=0.01)
+    assert p.epoch_s_minimum == pytest.approx(24.91, abs=0.01)
+    assert p.startup_entries == 1_281_167
+    assert p.nodes == 4 and p.dataset_bytes == pytest.approx(140.93e9, rel=1e-4)
+    assert p.measured is None
+
+
+def test_given_rate_mean_and_target():
+    p = plan("h100", 8, "resnet50", dataset_files=100_000, mean_kb=150, au_target=0.7, rate=1000)
+    assert p.rate_source == "given with --rate" and p.mean_bytes == 150_000
+    assert p.minimum_samples_per_s == pytest.approx(5600)  # 0.7 x 8 x 1000
+    assert p.minimum_mb_per_s == pytest.approx(840)  # x 150 kB
+    assert p.epoch_s_demand == pytest.approx(12.5)  # 100,000 / 8,000
+
+
+def test_h200_measured_rate_is_the_default_row():
+    p = plan("H200", 1, "ResNet-50")
+    assert p.rate_per_gpu == 4677.3 and p.rate_source.startswith("measured")
+    assert p.cpu_cores_demand == pytest.approx(4677.3 / 335.2)  # ~14 cores per H200
+
+
+def test_helpers():
+    assert minimum_rate(32, H100_RN50, 0.9) == pytest.approx(51_428.571, abs=1e-3)
+    assert gpus_supported(5000, 1000, 0.9) == 5  # 5000 / 900 = 5.6
+    assert gpus_supported(900, 1000, 0.9) == 1  # exactly one GPU's need
+    assert gpus_supported(899, 1000, 0.9) == 0
+    # DS-Analyzer's mix: half the samples at 10,000/s from cache, half at 1,000/s from storage
+    assert cache_mix_rate(0.5, 10_000, 1_000) == pytest.approx(1 / (0.5 / 10_000 + 0.5 / 1_000))
+    assert cache_mix_rate(0.5, 10_000, 1_000) == pytest.approx(1818.18, abs=0.01)
+    assert cache_mix_rate(0.0, 10_000, 1_000) == pytest.approx(1_000)
+    assert cache_mix_rate(1.0, 10_000, 1_000) == pytest.approx(10_000)
+    # Little's law: 4 requests in flight, 2 ms each -> 2,000/s
+    assert littles_law(4, 0.002) == pytest.approx(2000)
+    with pytest.raises(ValueError):
+        cache_mix_rate(1.5, 1, 1)
+    with pytest.raises(ValueError):
+        littles_law(1, 0)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        plan("h100", 0, "resnet50")
+    with pytest.raises(ValueError):
+        plan("h100", 1, "resnet50", mean_kb=0)
+    with pytest.raises(UserError, match="no consumption rate"):
+        plan("h100", 1, "vgg16")  # no H100 row for VGG-16: give --rate
+
+
+LAT = Latency(p50=2.0, p90=3, p99=5, p999=8, max=10, mean=2.5)
+
+
+def _run(conc: int, rate: float, cache: str = "cold", p50: float = 2.0) -> Run:
+    lat = LAT.model_copy(update={"p50": p50})
+    return Run(source="files", order="shuffled", engine="threads", concurrency=conc, cache=cache, epoch=1,
+               complete=True, eviction="drop_caches", resident_before=0.0 if cache == "cold" else 1.0,
+               measures="storage" if cache == "cold" else "page-cache", samples=1000, bytes=110_000_000,
+               seconds=1000 / rate, samples_per_s=rate, mb_per_s=rate * 0.11, latency_ms=lat, open_ms=lat,
+               cpu=Cpu(system_busy_pct=50, iowait_pct=10, iobench_cores=0.5), disk=None, timeline=[])
+
+
+def _result(runs: list[Run], ram: int = 16 * 10**9, verdict: Verdict | None = None) -> Result:
+    return Result(
+        created="2026-11-29T00:00:00+0000", command=["iobench", "run"],
+        host=Host(hostname="h", kernel="6", cpus=2, ram_bytes=ram, ram_available_bytes=ram, python="3.11",
+                  iobench="0", root=True),
+        mount=Mount(path="/mnt/x", source="srv:/x", fstype="nfs4", options="rw", family="nfs", device=None,
+                    read_ahead_kb=128, bdi="0:50", details={}, unread=[]),
+        dataset=Dataset(path="/mnt/x/d", files=1000, bytes=110_000_000, mean_bytes=110_000, median_bytes=97_000,
+                        made_by_iobench=True, params=None, fits_in_ram=True),
+        settings=Settings(orders=["shuffled"], concurrency=[1, 4, 16], cache=["cold", "warm"], epochs=1, seed=0),
+        remote=True, runs=runs, verdict=verdict)
+
+
+def test_plan_against_a_measured_result_still_rising():
+    # cold: 500/s at 1 reader, 1,800 at 4, 6,000 at 16 (still rising); warm 20,000/s from RAM
+    r = _result([_run(1, 500), _run(4, 1800), _run(16, 6000, p50=2.0), _run(16, 20_000, "warm", p50=0.1)])
+    p = plan("h100", 32, "resnet50", result=r)
+    m = p.measured
+    assert m is not None and m.cache == "cold" and m.samples_per_s == 6000 and m.readers == 16
+    assert m.gpus_supported == math.floor(6000 / (0.9 * H100_RN50)) == 3  # 6000 / 1607.1 = 3.7
+    assert m.nodes_supported == 0  # 3 GPUs < one node of 8
+    assert m.headroom == pytest.approx(6000 / (0.9 * 32 * H100_RN50))
+    assert m.spare_samples_per_s == pytest.approx(6000 - 0.9 * 32 * H100_RN50)
+    # cache what-if: C = 20,000 warm, S = 6,000 cold
+    by_x = {w.fraction: w for w in m.cache_whatif if not w.label}
+    assert by_x[0.0].samples_per_s == pytest.approx(6000) and by_x[1.0].samples_per_s == pytest.approx(20_000)
+    assert by_x[0.5].samples_per_s == pytest.approx(1 / (0.5 / 20_000 + 0.5 / 6000))
+    ram_row = next(w for w in m.cache_whatif if w.label)
+    assert ram_row.fraction == pytest.approx(16e9 / (IMAGENET_FILES * 110_000))  # RAM over the dataset
+    # Little's law: 6,000/s x 2 ms = 12 in flight at 16 readers; 32 readers -> 24 in flight / 2 ms = 12,000/s
+    assert m.in_flight == pytest.approx(12.0)
+    rows = {w.readers: w for w in m.concurrency_whatif}
+    assert rows[16].samples_per_s == pytest.approx(6000) and rows[16].measured == pytest.approx(6000)
+    assert rows[32].uncapped == pytest.approx(12_000) and rows[32].samples_per_s == pytest.approx(12_000)
+    # capped at what the client reached from RAM (20,000/s): 64 readers would give 24,000
+    assert rows[64].uncapped == pytest.approx(24_000) and rows[64].samples_per_s == pytest.approx(20_000)
+    assert "warm" in m.cap_reason
+    assert any("server's cache" in n for n in m.notes)
+    text = format_plan(p)
+    for needle in ("51,429", "57,143", "5,657", "prediction", "Little's law", "F = 1 / (x/C + (1-x)/S)",
+                   "headroom", "12,000"):
+        assert needle in text, needle
+
+
+def test_plan_caps_at_the_best_cold_rate_when_the_sweep_stopped_rising():
+    r = _result([_run(1, 1000), _run(4, 3000), _run(16, 3100), _run(16, 20_000, "warm")])
+    m = plan("h100", 1, "resnet50", result=r).measured
+    assert m is not None and m.samples_per_s == 3100 and m.cap == 3100
+    assert all(w.samples_per_s <= 3100 for w in m.concurrency_whatif)
+    assert "stopped rising" in m.cap_reason
+    assert m.headroom == pytest.approx(3100 / (0.9 * H100_RN50))
+
+
+def test_plan_without_a_page_cache_rate_caps_at_the_highest_rate_seen():
+    # a FUSE mount whose client keeps no page cache: the warm re-read measured the storage again
+    warm = _run(16, 2500, "warm").model_copy(update={"measures": "storage"})
+    r = _result([_run(1, 500), _run(4, 1800), _run(16, 2400), warm])
+    m = plan("h100", 1, "resnet50", result=r).measured
+    assert m is not None and m.warm_samples_per_s is None and m.cache_whatif == []
+    assert m.cap == 2500 and "highest rate" in m.cap_reason
+    assert [w.samples_per_s for w in m.concurrency_whatif][:2] == pytest.approx([2400, 2500])  # 4,800 capped
+    assert any("no cache rate C" in n for n in m.notes)
+
+
+def test_plan_uses_the_verdict_only_for_the_same_consumer():
+    v = Verdict(text="t", gpus_fed=2, gpus_fed_confirmed=True, rate_per_gpu=H100_RN50, au_target=0.9,
+                best_samples_per_s=3100, best_mb_per_s=341, best_concurrency=16, saturates_at=4, order="shuffled")
+    r = _result([_run(1, 1000), _run(16, 3100)], verdict=v)
+    assert plan("h100", 4, "resnet50", result=r).measured.verdict_gpus_fed == 2
+    assert plan("h200", 4, "resnet50", result=r).measured.verdict_gpus_fed is None
+
+
+def test_plan_with_only_warm_runs_says_so():
+    m = plan("h100", 1, "resnet50", result=_result([_run(4, 20_000, "warm")])).measured
+    assert m is not None and m.cache == "warm" and not m.cache_whatif and not m.concurrency_whatif
+    assert any("page cache" in n for n in m.notes)
+    assert plan("h100", 1, "resnet50", result=_result([])).measured is None
