@@ -31,7 +31,8 @@ def verdict(result: Result) -> Verdict:
     warm_note = ""
     if warm:
         w = max(warm, key=lambda r: r.samples_per_s)
-        kind = "from the page cache" if w.measures == "page-cache" else "warm"
+        kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
+                "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
         w_unit = "threads" if w.workers is None else "DataLoader workers"
         warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} {w_unit}."
     if not pool:
@@ -92,23 +93,25 @@ def supply_run(result: Result) -> Run | None:
     return max(best, key=lambda r: r.samples_per_s) if best else None
 
 
-def _limit(result: Result, supply: Run, fed: int) -> str:
-    """storage, cpu or gpu, in the manner of DS-Analyzer: with decode, compare what cold data gives (fetch and
-    prep together) with what cached data gives (prep alone): when cold is no slower, the CPU limits."""
+def _limit(result: Result, supply: Run, fed: int, predicted: int) -> tuple[str, str]:
+    """storage, cpu or gpu, with the words for it, in the manner of DS-Analyzer: with decode, compare what cold
+    data gives (fetch and prep together) with what cached data gives (prep alone): when cold is no slower, the
+    CPU limits. Without decode, training runs that feed fewer GPUs than the storage's sustained rate should
+    point at this client's CPU: the input pipeline's own work (handing batches over), not the storage."""
     asked = result.settings.gpus
     if asked is not None and fed >= asked:
-        return "gpu"
+        return "gpu", "GPUs themselves: storage and CPU keep up"
+    decode_words = "CPU (decoding and augmenting on this host)"
     if supply.decode:
         if supply.measures == "page-cache":
-            return "cpu"  # data came from RAM, yet the GPUs waited: preprocessing is the limit
+            return "cpu", decode_words  # data came from RAM, yet the GPUs waited: preprocessing is the limit
         warm = [r.samples_per_s for r in replay_runs(result) if r.decode and r.cache == "warm"]
         if warm and supply.samples_per_s >= 0.9 * max(warm):
-            return "cpu"
-    return "storage"
-
-
-_LIMIT_WORDS = {"storage": "storage (fetching the files)", "cpu": "CPU (decoding and augmenting on this host)",
-                "gpu": "GPUs themselves: storage and CPU keep up"}
+            return "cpu", decode_words
+    if fed < predicted:
+        return "cpu", (f"CPU of this client: the storage sustained {supply.samples_per_s:,.0f} samples/s, enough for "
+                       f"{predicted}, but the input pipeline's own per-batch work kept the GPUs waiting")
+    return "storage", "storage (fetching the files)"
 
 
 def _gpus_fed(result: Result) -> dict:
@@ -128,11 +131,10 @@ def _gpus_fed(result: Result) -> dict:
         fed = max(fed_measured, int(supply.samples_per_s // (tau * rate)))
         how = "predicted from the sustained rate" + (
             f"; training runs confirmed {fed_measured}" if fed_measured else ", not confirmed by training runs")
-    limit = _limit(result, supply, fed)
+    limit, words = _limit(result, supply, fed, int(supply.samples_per_s // (tau * rate)))
     gpu = (s.gpu or "").upper()
     sentence = (f"This storage keeps {fed} {gpu} GPU{'' if fed == 1 else 's'} training {s.model} at >= "
-                f"{tau:.0%} busy ({rate:,.0f} samples/s each; {how}); beyond that the limit is the "
-                f"{_LIMIT_WORDS[limit]}.")
+                f"{tau:.0%} busy ({rate:,.0f} samples/s each; {how}); beyond that the limit is the {words}.")
     return {"limit": limit, "model": s.model, "gpu": s.gpu, "rate_per_gpu": rate, "au_target": tau,
             "gpus_fed": fed, "gpus_fed_confirmed": confirmed, "sentence": sentence}
 

@@ -64,3 +64,30 @@ def test_start_up_cost_is_mentioned_past_a_minute():
     assert "Start-up" not in verdict(_result([_run(1, 1000)], metadata=[_meta(30)])).text
     v = verdict(_result([_run(1, 1000)], metadata=[_meta(180)]))
     assert "Start-up: listing 1,281,167 files as ImageFolder does would take ~3.0 min" in v.text
+
+
+def _training(gpus: int, au: float) -> Run:
+    return _run(4, 4000).model_copy(update={"gpus": gpus, "au": au, "au_min": au, "engine": "dataloader",
+                                            "workers": 4})
+
+
+def _with_consumer(runs: list[Run], rate: float = 1000.0) -> Result:
+    r = _result(runs)
+    r.settings = r.settings.model_copy(update={"rate_per_gpu": rate, "model": "resnet50", "gpu": "h200"})
+    return r
+
+
+def test_gpus_fed_confirmed_by_training_runs_and_storage_named():
+    v = verdict(_with_consumer([_run(4, 2500), _training(2, 0.95), _training(3, 0.80)]))
+    assert (v.gpus_fed, v.gpus_fed_confirmed, v.limit) == (2, True, "storage")
+    assert v.text.startswith("This storage keeps 2 H200 GPUs training resnet50") and "limit is the storage" in v.text
+
+
+def test_gpus_fed_below_what_the_storage_sustains_names_the_client_cpu():
+    v = verdict(_with_consumer([_run(4, 5000), _training(1, 0.70)]))  # 5000/s would feed 5, one GPU starved
+    assert (v.gpus_fed, v.gpus_fed_confirmed, v.limit) == (0, True, "cpu") and "CPU of this client" in v.text
+
+
+def test_gpus_fed_predicted_without_training_runs():
+    v = verdict(_with_consumer([_run(4, 2000)]))
+    assert (v.gpus_fed, v.gpus_fed_confirmed) == (2, False) and "predicted from the sustained rate" in v.text
