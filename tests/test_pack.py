@@ -345,3 +345,27 @@ def test_read_only_destination_is_one_line(own_dataset, tmp_path):
             subprocess.run(["umount", str(ro)], check=True)
         else:
             ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("fmt", ["lmdb", "tar"])
+def test_packs_through_the_dataloader_engine_byte_identical_once_per_epoch(small_dataset, lmdb_pack, tar_pack, fmt):
+    """Real DataLoader workers (the engine iobench runs), two epochs: every sample once, equal to its file."""
+    pytest.importorskip("torch")
+    from iobench.engines.dataloader import DataLoaderEngine
+
+    src = LmdbSource(lmdb_pack.path) if fmt == "lmdb" else TarSource(tar_pack.path)
+    files = [Path(p).read_bytes() for p in small_dataset.paths]
+    with DataLoaderEngine(2, batch_size=32) as engine:
+        for epoch in (1, 2):
+            order = epoch_order("shuffled", len(small_dataset), 0, epoch)
+            seen = np.zeros(len(small_dataset), dtype=np.int64)
+
+            def check(batch, order=order, seen=seen) -> None:
+                for i, pos in enumerate(batch.positions.tolist()):
+                    index = int(order[pos])
+                    seen[index] += 1
+                    assert bytes(batch.sample(i)) == files[index]
+
+            rec = EpochRecorder(len(small_dataset), 2)
+            engine.epoch(src, order, rec, on_batch=check)
+            assert np.all(seen == 1) and int(rec.nbytes.sum()) == small_dataset.total_bytes
