@@ -353,7 +353,7 @@ def test_packs_through_the_dataloader_engine_byte_identical_once_per_epoch(small
     pytest.importorskip("torch")
     from iobench.engines.dataloader import DataLoaderEngine
 
-    src = LmdbSource(lmdb_pack.path) if fmt == "lmdb" else TarSource(tar_pack.path)
+    src = LmdbSource(lmdb_pack[0].path) if fmt == "lmdb" else TarSource(tar_pack.path)
     files = [Path(p).read_bytes() for p in small_dataset.paths]
     with DataLoaderEngine(2, batch_size=32) as engine:
         for epoch in (1, 2):
