@@ -143,7 +143,8 @@ def _run_options(f):
                      help="Dataset size when generating [default: the workload's, 10,000 for ImageNet-like]."),
         lambda f: _gen_options(f, size_dist=None),
         click.option("--threads", "threads_", default=None,
-                     help="Reader threads (fio jobs); a comma list is a sweep [default: 1,4,16,64]."),
+                     help="Reader threads (fio jobs); a comma list is a sweep [default: the workload's; fio: "
+                          "1,4,16,64]."),
         click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both"),
         click.option("--json", "json_path", type=Path, default=None, help="Also write the result JSON here."),
         click.option("--out", type=Path, default=None,
@@ -205,11 +206,12 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         threads=_int_list(threads_, "--threads") if threads_ else None)
     p = wl.pattern
     engine_name = p.engine
+    notes: list[str] = []
     if engine_name == "dataloader" and importlib.util.find_spec("torch") is None:
         if engine == "dataloader":
             raise UserError("--engine dataloader needs PyTorch: pip install torch (a CPU build is enough)")
-        ui.warn("PyTorch is not installed: replaying with the thread engine, and GPUs fed is predicted, not "
-                "confirmed (pip install torch for DataLoader workers and training runs)")
+        notes.append("PyTorch is not installed: replayed with the thread engine, and GPUs fed is predicted, not "
+                     "confirmed (pip install torch for DataLoader workers and training runs)")
         engine_name = "threads"
     if p.decode and engine_name != "dataloader":
         raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
@@ -225,7 +227,8 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         model=wl.consumer.model, gpu=wl.consumer.gpu, rate_per_gpu=per_gpu, rate_source=rate_source,
         au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
     shape = wl.dataset
-    _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui)
+    _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui,
+             notes)
 
 
 @cli.command("fio")
@@ -244,8 +247,9 @@ def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str
 
 
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-             json_path: Path | None, out: Path | None, ui: UI) -> None:
-    """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome."""
+             json_path: Path | None, out: Path | None, ui: UI, notes: list[str] | None = None) -> None:
+    """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome.
+    `notes` are caveats the command found before measuring; they go into the result's warnings."""
     if dataset is not None:
         manifest, made, params = scan(dataset), False, None
         marker = read_marker(manifest.root)
@@ -264,7 +268,7 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
                         mean_bytes=round(float(manifest.sizes.mean()), 1),
                         median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
                         fits_in_ram=fits),
-        settings=plan, remote=mount_info.family != "local",
+        settings=plan, remote=mount_info.family != "local", warnings=list(notes or []),
     )
     if fits:
         result.warnings.append(
