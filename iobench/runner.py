@@ -135,7 +135,7 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0
-    for conc in (c for c in plan.concurrency if c <= n):
+    for conc in sorted({max(c, 1) for c in plan.concurrency if c <= n}):  # workers=0 reads like one job
         for state in plan.cache:
             cold = state == "cold"
             if cold:

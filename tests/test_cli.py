@@ -186,12 +186,15 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "out"
     iobench("run", "--mount", str(tmp_path), "--files", "120", "--size-dist", "fixed:40kB", "--engine", "dataloader",
-            "--workers", "0,2", "--batch-size", "8", "--no-fio", "--no-metadata", "--out", str(out), check=True)
+            "--workers", "0,2", "--batch-size", "8", "--no-metadata", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
     assert [(x.engine, x.workers, x.concurrency, x.batch_size) for x in r.runs if x.gpus is None] == [
         ("dataloader", 0, 1, 8), ("dataloader", 0, 1, 8), ("dataloader", 2, 2, 8), ("dataloader", 2, 2, 8)]
     assert all(x.samples == 120 and x.bytes == 120 * 40_000 and x.decode_ms is None for x in r.runs)
     assert any(x.gpus for x in r.runs) and r.verdict.gpus_fed is not None  # the workload's consumer ran
+    if r.baseline.fio_version:  # workers=0 reads in one process: compared with one fio job
+        assert {(b.concurrency, b.cache) for b in r.baseline.fio} == {(1, "cold"), (1, "warm"), (2, "cold"),
+                                                                        (2, "warm")}
     dec = tmp_path / "dec"
     iobench("run", "--mount", str(tmp_path), "--engine", "dataloader", "--workers", "1", "--batch-size", "16",
             "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(dec), check=True)
