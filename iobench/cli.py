@@ -161,6 +161,8 @@ def _run_options(f):
               help="Named workload or a .toml file: dataset shape, read pattern, GPU consumer "
                    "[default: imagenet-resnet50]; options given here override it. See `iobench workloads`.")
 @click.option("--order", "order_", default=None, help="sequential | shuffled | both [default: the workload's]")
+@click.option("--source", "source_", default="files", show_default=True,
+              help="files | lmdb | tar, or a list: the same sweep on each layout (packed beside the dataset once).")
 @click.option("--epochs", type=int, default=None, help="Epochs per (order, concurrency, cache state).")
 @click.option("--fio/--no-fio", "fio_", default=True, show_default=True,
               help="Raw fio baseline on the same files (when fio is installed).")
@@ -189,7 +191,8 @@ def _run_options(f):
                    "beside it once).")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
         threads_: str | None, cache_: str, json_path: Path | None, out: Path | None, quiet: bool,
-        workload: str | None, order_: str | None, epochs: int | None, fio_: bool, metadata_: bool, scale_files: int,
+        workload: str | None, order_: str | None, source_: str, epochs: int | None, fio_: bool, metadata_: bool,
+        scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
         consumer: str, mitigations_: bool) -> None:
@@ -219,6 +222,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         _check_cuda(engine_name)
     per_gpu, rate_source = wl.per_gpu_rate()
     plan = Settings(
+        sources=list(_choices(source_, ("files", "lmdb", "tar"), "--source", ("files", "lmdb", "tar"))),
         orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
         concurrency=list(p.workers if engine_name == "dataloader" else p.threads),
         cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),

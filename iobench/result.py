@@ -198,6 +198,9 @@ class Host(_Model):
 
 
 class Settings(_Model):
+    sources: list[Literal["files", "lmdb", "tar"]] = Field(
+        ["files"], description="sources the sweep ran on (--source): the same pattern on each, packed beside "
+                               "the dataset when needed")
     orders: list[str] = Field(description="orders replayed")
     concurrency: list[int] = Field(description="thread counts (thread engine) or worker counts (DataLoader) swept")
     engine: Literal["threads", "dataloader"] = Field("threads", description="replay engine")

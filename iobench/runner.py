@@ -93,25 +93,35 @@ def make_engine(plan: Settings, conc: int) -> Engine:
 
 
 def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
-    source = FileSource(manifest)
+    """The sweep: per source, order, concurrency, cache state and epoch, one measured epoch."""
+    from iobench.mitigations import Variant, open_source, source_files
+
     epoch = 0
-    for order in plan.orders:
-        for conc in plan.concurrency:
-            engine = make_engine(plan, conc)
-            try:
-                for state in plan.cache:
-                    for _ in range(plan.epochs):
-                        epoch += 1
-                        _one_epoch(engine, source, manifest, order, state, epoch, plan, result, result_path, ui)
-            finally:
-                if hasattr(engine, "close"):
-                    engine.close()
+    for source_name in plan.sources:
+        source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
+        files = source_files(source, manifest)
+        try:
+            for order in plan.orders:
+                for conc in plan.concurrency:
+                    engine = make_engine(plan, conc)
+                    try:
+                        for state in plan.cache:
+                            for _ in range(plan.epochs):
+                                epoch += 1
+                                _one_epoch(engine, source, manifest, order, state, epoch, plan, result,
+                                           result_path, ui, files)
+                    finally:
+                        if hasattr(engine, "close"):
+                            engine.close()
+        finally:
+            if hasattr(source, "close"):
+                source.close()
 
 
 def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
-               plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
+               plan: Settings, result: Result, result_path: Path, ui: UI, files: list[str]) -> None:
     run, error = measure_epoch(engine, source, manifest, order, state, epoch, plan.seed,
-                               result.mount.device, result.dataset.fits_in_ram, ui)
+                               result.mount.device, result.dataset.fits_in_ram, ui, cache_paths=files)
     result.runs.append(run)
     result.save(result_path)
     kept = f"kept {len(result.runs)} measured epochs in {result_path}"
@@ -277,7 +287,7 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
             break
         epoch += 1
         run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui,
-                          state="cold" if "cold" in plan.cache else "warm")
+                          state="cold" if "cold" in plan.cache else "warm", source_name=supply.source)
         result.runs.append(run)
         result.save(result_path)
         passed[n] = run.au is not None and run.au >= plan.au_target
@@ -287,13 +297,14 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
 
 
 def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
-                fits_in_ram: bool, ui: UI, state: str = "cold") -> Run:
+                fits_in_ram: bool, ui: UI, state: str = "cold", source_name: str = "files") -> Run:
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
     own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer."""
     from iobench.consumer import CudaConsumer, SleepConsumer
     from iobench.engines.dataloader import DataLoaderEngine
+    from iobench.mitigations import Variant, open_source, source_files
 
-    source = FileSource(manifest)
+    source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
     order = epoch_order("shuffled", len(manifest), plan.seed, epoch)
     shards = [order[r::gpus] for r in range(gpus)]
     engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
@@ -303,7 +314,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
                  if plan.consumer == "cuda" else [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)])
     recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
     errors: list[BaseException] = []
-    eviction, resident = _prepare_cache(state, manifest.paths, source, max(workers, 1), epoch, fits_in_ram, ui)
+    eviction, resident = _prepare_cache(state, source_files(source, manifest), source, max(workers, 1), epoch,
+                                        fits_in_ram, ui)
     counters = Counters(device)
 
     def gpu(r: int) -> None:
@@ -328,6 +340,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
         raise explain_oserror(errors[0], "reading the dataset failed during a training run")
     if errors:
         raise errors[0]
+    if hasattr(source, "close"):
+        source.close()
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
     delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]

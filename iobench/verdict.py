@@ -47,7 +47,8 @@ def verdict(result: Result) -> Verdict:
     top = max(means.values())
     saturates = next(c for c, v in means.items() if v >= SATURATION * top) if len(means) > 1 else None
     unit = "threads" if best.workers is None else "DataLoader workers"
-    text = (f"{where} delivers {best.samples_per_s:,.0f} files/s ({best.mb_per_s:,.0f} MB/s) cold, "
+    what = "files/s" if best.source == "files" else f"samples/s from {best.source}"
+    text = (f"{where} delivers {best.samples_per_s:,.0f} {what} ({best.mb_per_s:,.0f} MB/s) cold, "
             f"{best.order}, at {best.concurrency} {unit} (p99 {best.latency_ms.p99:.2f} ms)")
     if saturates is not None:
         concs = list(means)
