@@ -123,7 +123,7 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
     if not os.access(mount, os.R_OK | os.X_OK):
         raise UserError(f"mount {mount} is not readable (permission denied)")
     if writable and os.statvfs(mount).f_flag & os.ST_RDONLY:
-        raise UserError(f"mount {mount} is read-only: gen needs a writable mount")
+        raise UserError(f"mount {mount} is read-only: iobench needs to write there")
     if writable and not os.access(mount, os.W_OK):
         raise UserError(f"mount {mount} is not writable (permission denied)")
     return mount.resolve()

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import Manifest, read_marker, write_json_atomic
+from iobench.dataset import Manifest, check_mount, read_marker, write_json_atomic
 from iobench.errors import UserError, explain_oserror
 
 PACK_MARKER = "iobench-pack.json"
@@ -377,11 +377,8 @@ def _stat_check(dest: Path, marker: dict) -> bool:
 
 
 def _check_writable(dest: Path) -> None:
-    where = _existing(dest)
-    if os.statvfs(where).f_flag & os.ST_RDONLY:
-        raise UserError(f"{where} is on a read-only file system: pack needs a writable destination")
-    if not os.access(where, os.W_OK | os.X_OK):
-        raise UserError(f"{where} is not writable (permission denied): pick another destination")
+    """The destination, or the nearest folder above it that exists, must take writes."""
+    check_mount(_existing(dest), writable=True)
 
 
 def _existing(path: Path) -> Path:

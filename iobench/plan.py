@@ -40,7 +40,7 @@ from io import StringIO
 from iobench.gpus import cpu_cores_for_decode, per_gpu_rate
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
-from iobench.verdict import replay_runs
+from iobench.verdict import replay_runs, storage_runs
 
 IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -202,9 +202,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
 
 def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     runs = replay_runs(result)
-    cold = [r for r in runs if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    shuffled = [r for r in cold if r.order == "shuffled"]
-    pool = shuffled or cold
+    pool = storage_runs(result)
     warm = [r for r in runs if r.cache == "warm"]
     notes: list[str] = []
     if pool:

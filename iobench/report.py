@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from iobench.errors import UserError
 from iobench.plan import Measured, plan
 from iobench.result import FioBaseline, Latency, Result, Run, Verdict
-from iobench.verdict import replay_runs, supply_run, verdict
+from iobench.verdict import replay_runs, storage_runs, supply_run, verdict
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
@@ -114,9 +114,7 @@ def facts(result: Result, label: str | None = None) -> Facts:
         except (ValueError, StopIteration, ZeroDivisionError):
             v = None
     done = replay_runs(result)
-    cold = [r for r in done if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    shuffled = [r for r in cold if r.order == "shuffled"]
-    pool = shuffled or cold
+    pool = storage_runs(result)
     best_cold = max(pool, key=lambda r: r.samples_per_s) if pool else None
     warm = [r for r in done if r.cache == "warm"]
     best_warm = max(warm, key=lambda r: r.samples_per_s) if warm else None
@@ -1077,10 +1075,8 @@ class Metric:
 
 
 def _fio_best(result: Result) -> float | None:
-    if not result.baseline or not result.baseline.fio:
-        return None
-    cold = [b.files_per_s for b in result.baseline.fio if b.cache == "cold"]
-    return max(cold) if cold else None
+    best = _fio_best_run(result)
+    return best.files_per_s if best else None
 
 
 def _meta(result: Result, attr: str) -> float | None:

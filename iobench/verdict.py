@@ -14,6 +14,13 @@ def replay_runs(result: Result) -> list[Run]:
     return [r for r in result.runs if r.complete and r.samples and r.gpus is None and r.mitigation is None]
 
 
+def storage_runs(result: Result) -> list[Run]:
+    """Replay runs that measured the storage: cold, and the eviction took (or could not be checked); the shuffled
+    ones when there are any, as training reads."""
+    cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    return [r for r in cold if r.order == "shuffled"] or cold
+
+
 def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
     rates: dict[int, list[float]] = defaultdict(list)
     for r in runs:
@@ -23,9 +30,7 @@ def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
 
 def verdict(result: Result) -> Verdict:
     done = replay_runs(result)
-    storage = [r for r in done if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    shuffled = [r for r in storage if r.order == "shuffled"]
-    pool = shuffled or storage
+    pool = storage_runs(result)
     where = f"{result.mount.fstype} at {result.mount.path}"
     warm = [r for r in done if r.cache == "warm"]
     warm_note = ""
@@ -88,9 +93,8 @@ def _startup_note(result: Result) -> str:
 def supply_run(result: Result) -> Run | None:
     """The replay run that stands for what the storage sustains for training: the best complete cold (storage)
     shuffled run; else the best warm one (the data then came from RAM)."""
-    pool = [r for r in replay_runs(result) if r.order == "shuffled"]
-    cold = [r for r in pool if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    best = cold or [r for r in pool if r.cache == "warm"]
+    cold = [r for r in storage_runs(result) if r.order == "shuffled"]
+    best = cold or [r for r in replay_runs(result) if r.order == "shuffled" and r.cache == "warm"]
     return max(best, key=lambda r: r.samples_per_s) if best else None
 
 
