@@ -1,37 +1,82 @@
-"""Per-GPU training consumption rates: model x GPU -> samples/s, each row with its source.
+"""Per-GPU training consumption rates: model x GPU -> samples/s, each row with its source and its kind.
 
 The GPU consumer of a replay computes for `batch / rate` seconds per batch; this table says what `rate` is.
-Every row names where its figure comes from and what kind of figure it is:
+Every row names where its figure comes from and what kind of figure it is (`KINDS`):
 
-- "measured": trained here, on a real GPU (one NVIDIA H200, `shared/anchors/gpu_rates_h200.json`): eager
-  PyTorch, bf16 autocast, channels_last, synthetic data already on the GPU. A compute ceiling: no loading.
+- "measured": trained on a real GPU (one NVIDIA H200): eager PyTorch, bf16 autocast, channels_last, synthetic
+  data already on the GPU; a compute ceiling, no loading. The figures and the conditions they were taken under
+  ship with the package, in `iobench/data/gpu_rates_h200.json` (`H200_FILE`), and the rows are read from it.
 - "published": NVIDIA's DeepLearningExamples READMEs (PyTorch ResNet50 v1.5, mixed precision), the 1-GPU
   figure (the 8-GPU figure / 8 is given in the source text beside it).
-- "mlperf-storage-emulated": the sleep per step that MLPerf Storage (DLIO) uses to stand for an accelerator,
+- "mlperf-storage": the sleep per step that MLPerf Storage (DLIO) uses to stand for an accelerator,
   batch / computation_time from mlcommons/storage `configs/dlio/workload/*.yaml`. Use it to compare with
-  published MLPerf Storage results; it is not a measurement of a GPU.
+  published MLPerf Storage results; it is not a measurement of a GPU. (Called "mlperf-storage-emulated" before;
+  `normalise_kind` still reads that name.)
+
+One kind is used throughout unless the user asks for another: `lookup` takes `DEFAULT_KIND` ("measured") when
+told no kind, and a model and GPU with no row of that kind is an error that says which kinds they do have, never
+a silent fall-back to another kind (the kinds differ by up to 2.7x for the same GPU). A rate given with --rate
+has the kind "given" (`GIVEN`).
 
 Names are matched case-insensitively, ignoring "-", "_", "/", "." and spaces, and a leading "nvidia"; a few
 aliases are known (`MODEL_ALIASES`, `GPU_ALIASES`): "ResNet-50", "rn50" and "resnet50v1.5" are `resnet50`,
 "ViT-B/16" is `vit_b_16`, "H100-SXM" is `h100`, "A100-80GB" is `a100`, "V100-16GB" is `v100`.
-When a model and GPU have rows of several kinds, `lookup` takes the first of `KINDS` unless told a kind.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from iobench.errors import UserError
 
-KINDS = ("measured", "published", "mlperf-storage-emulated")
-"""Kinds of rows, in the order `lookup` prefers them when a model and GPU have several."""
+KINDS = ("measured", "published", "mlperf-storage")
+"""Kinds of table rows, in the order `iobench gpus` lists them."""
 
-CPU_PREPROCESS_PER_CORE = 335.2
+DEFAULT_KIND = "measured"
+"""The kind `lookup` (and `iobench run` / `iobench plan`) uses when told none."""
+
+GIVEN = "given"
+"""The kind of a rate given with --rate (or `rate` in a workload file): not from the table."""
+
+KIND_ALIASES = {"mlperf-storage-emulated": "mlperf-storage"}
+"""Old names of kinds, still read (workload files, results written before the rename)."""
+
+H200_FILE_SHOWN = "iobench/data/gpu_rates_h200.json in the installed package"
+"""How sources name the shipped H200 measurement (`H200_FILE` is where it is on this host)."""
+
+H200_FILE = Path(str(files("iobench") / "data" / "gpu_rates_h200.json"))
+"""The shipped H200 measurement: training images/s of ten torchvision models, the date, torch version and
+conditions, and the CPU decode + augment rate per core."""
+
+
+def normalise_kind(kind: str) -> str:
+    """A kind's current name ("mlperf-storage-emulated" -> "mlperf-storage"); UserError for an unknown one."""
+    name = KIND_ALIASES.get(kind, kind)
+    if name not in KINDS:
+        raise UserError(f"unknown kind of rate {kind!r} (known: {', '.join(KINDS)})")
+    return name
+
+
+@cache
+def h200_measurement() -> dict:
+    """The shipped H200 measurement (`H200_FILE`), parsed."""
+    try:
+        return json.loads(H200_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"iobench is installed without its H200 measurement {H200_FILE}: {exc}") from None
+
+
+CPU_PREPROCESS_PER_CORE: float = float(h200_measurement()["cpu_preprocess_img_per_s_per_core"]["value"])
 """Images/s one CPU core decodes and augments: Pillow decode of a ~86 KB 500x375 JPEG + RandomResizedCrop(224)
-+ flip + PILToTensor, one thread, measured on the 16-core H200 host on 2026-11-29
-(shared/anchors/gpu_rates_h200.json, `cpu_preprocess_img_per_s_per_core`)."""
++ flip + PILToTensor, one thread, measured on the 16-core H200 host (335.2 on 2026-11-29); read from `H200_FILE`,
+`cpu_preprocess_img_per_s_per_core`."""
 
 
 class GpuRate(BaseModel):
@@ -45,26 +90,33 @@ class GpuRate(BaseModel):
     batch: int = Field(gt=0, description="per-GPU batch size the figure was taken at")
     precision: str = Field(description="numeric precision / emulation the figure was taken with")
     source: str = Field(description="where the figure comes from, precisely enough to check it")
-    kind: str = Field(description='"measured", "published" or "mlperf-storage-emulated" (see KINDS)')
+    kind: str = Field(description='"measured", "published" or "mlperf-storage" (see KINDS)')
 
 
-_H200_SOURCE = ("measured on one NVIDIA H200, 2026-11-29, eager PyTorch 2.11 bf16 channels_last, synthetic data "
-                "(shared/anchors/gpu_rates_h200.json, train.{model}, image size {size})")
+class PerGpuRate(NamedTuple):
+    """The per-GPU rate a run or plan uses: samples/s, where it comes from, and its kind (KINDS or "given")."""
 
-# Transcribed from shared/anchors/gpu_rates_h200.json "train": model -> (img_per_s, batch, image size).
-# tests/test_gpus.py checks these against the JSON wherever the anchors folder is at hand.
-_H200_TRAIN: dict[str, tuple[float, int, int]] = {
-    "resnet50": (4677.3, 256, 224),
-    "resnet18": (13148.9, 256, 224),
-    "resnet101": (3095.4, 256, 224),
-    "vgg16": (3466.6, 128, 224),
-    "googlenet": (6654.1, 256, 224),
-    "inception_v3": (2274.0, 128, 299),
-    "efficientnet_b0": (5074.7, 256, 224),
-    "mobilenet_v3_large": (8100.8, 256, 224),
-    "vit_b_16": (2206.2, 128, 224),
-    "convnext_tiny": (2737.2, 128, 224),
-}
+    samples_per_s: float
+    source: str
+    kind: str
+
+
+def _h200_rows() -> list[GpuRate]:
+    """The measured rows, read from the shipped H200 measurement (not transcribed)."""
+    data = h200_measurement()
+    gpu_name = data["gpu"]  # "NVIDIA H200"
+    gpu = _key(gpu_name)
+    what = data["what"]
+    conditions = what.partition(f"on one {gpu_name}, ")[2] or what
+    rows = []
+    for model, fig in data["train"].items():
+        source = (f"measured on one {gpu_name}, {data['measured']}, torch {data['torch']}, torchvision "
+                  f"{data['torchvision']}, {conditions}: train.{model} = {fig['img_per_s']:,} img/s at batch "
+                  f"{fig['batch']}, image size {fig['size']} ({H200_FILE_SHOWN})")
+        rows.append(GpuRate(model=model, gpu=gpu, samples_per_s=float(fig["img_per_s"]), batch=int(fig["batch"]),
+                            precision="bf16 autocast, channels_last", source=source, kind="measured"))
+    return rows
+
 
 _DLE_README = "NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md"
 _DLE_BATCH = ("batch 256 per GPU: PyTorch/Classification/ConvNets/configs.yml, models.resnet50.{platform}.AMP."
@@ -84,9 +136,7 @@ def _mlperf(path: str, commit: str, batch: int, step_s: float, au: float) -> str
 
 
 def _rows() -> tuple[GpuRate, ...]:
-    rows = [GpuRate(model=m, gpu="h200", samples_per_s=rate, batch=batch, precision="bf16 autocast, channels_last",
-                    source=_H200_SOURCE.format(model=m, size=size), kind="measured")
-            for m, (rate, batch, size) in _H200_TRAIN.items()]
+    rows = _h200_rows()
     amp = "mixed precision (AMP)"
     rows += [
         GpuRate(model="resnet50", gpu="v100", samples_per_s=1200.0, batch=256, precision=amp, kind="published",
@@ -99,22 +149,20 @@ def _rows() -> tuple[GpuRate, ...]:
     emulated = "emulated (a sleep per batch)"
     rows += [
         GpuRate(model="resnet50", gpu="a100", samples_per_s=400 / 0.435, batch=400, precision=emulated,
-                kind="mlperf-storage-emulated",
+                kind="mlperf-storage",
                 source=_mlperf("configs/dlio/workload/resnet50_a100.yaml", "be18c3e", 400, 0.435, 0.90)),
         GpuRate(model="resnet50", gpu="h100", samples_per_s=400 / 0.224, batch=400, precision=emulated,
-                kind="mlperf-storage-emulated",
+                kind="mlperf-storage",
                 source=_mlperf("configs/dlio/workload/resnet50_h100.yaml", "ac0424f", 400, 0.224, 0.90)),
         GpuRate(model="retinanet", gpu="a100", samples_per_s=16 / 0.210, batch=16, precision=emulated,
-                kind="mlperf-storage-emulated",
+                kind="mlperf-storage",
                 source=_mlperf("configs/dlio/workload/retinanet_a100.yaml", "c8d70b6", 16, 0.210, 0.85)),
         GpuRate(model="retinanet", gpu="h100", samples_per_s=16 / 0.180, batch=16, precision=emulated,
-                kind="mlperf-storage-emulated",
+                kind="mlperf-storage",
                 source=_mlperf("configs/dlio/workload/retinanet_h100.yaml", "fa24012", 16, 0.180, 0.85)),
     ]
     return tuple(rows)
 
-
-_TABLE = _rows()
 
 MODEL_ALIASES = {
     "rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50",
@@ -142,6 +190,9 @@ def _canonical(name: str, known: set[str], aliases: dict[str, str]) -> str | Non
     return by_key.get(key) or aliases.get(key)
 
 
+_TABLE = _rows()
+
+
 def canonical_model(name: str) -> str | None:
     """The table's name for a model ("ResNet-50" -> "resnet50"), or None when the table has no such model."""
     return _canonical(name, {r.model for r in _TABLE}, MODEL_ALIASES)
@@ -152,52 +203,89 @@ def canonical_gpu(name: str) -> str | None:
     return _canonical(name, {r.gpu for r in _TABLE}, GPU_ALIASES)
 
 
-def rates() -> list[GpuRate]:
-    """Every row of the table: measured H200 rows first, then published, then MLPerf Storage's emulated ones."""
-    return list(_TABLE)
+def rates(kind: str | None = None) -> list[GpuRate]:
+    """Rows of the table (of `kind` only, when given): measured H200 rows first, then published, then MLPerf
+    Storage's emulated ones."""
+    want = normalise_kind(kind) if kind is not None else None
+    return [r for r in _TABLE if want is None or r.kind == want]
 
 
-def known_pairs() -> str:
-    """'resnet50 on a100, h100, h200, v100, v100-32gb; vit_b_16 on h200; ...' for error messages."""
-    by_model: dict[str, list[str]] = {}
-    for r in _TABLE:
-        gpus = by_model.setdefault(r.model, [])
-        if r.gpu not in gpus:
-            gpus.append(r.gpu)
-    return "; ".join(f"{m} on {', '.join(sorted(g))}" for m, g in by_model.items())
+def known_pairs(kind: str | None = None) -> str:
+    """'resnet50 on a100, h100, h200, v100, v100-32gb; resnet18, resnet101, ... on h200; ...' for error messages:
+    the model/GPU pairs of the table, or of one kind."""
+    by_model: dict[str, set[str]] = {}
+    for r in rates(kind):
+        by_model.setdefault(r.model, set()).add(r.gpu)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for model, gpu_set in by_model.items():
+        groups.setdefault(tuple(sorted(gpu_set)), []).append(model)
+    return "; ".join(f"{', '.join(models)} on {', '.join(g)}" for g, models in groups.items()) or "none"
 
 
-def _rank(kind: str) -> int:
-    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+def kinds_of(model: str, gpu: str) -> list[str]:
+    """The kinds of rows the table has for `model` on `gpu`, in KINDS order (empty when none)."""
+    m, g = canonical_model(model), canonical_gpu(gpu)
+    have = {r.kind for r in _TABLE if r.model == m and r.gpu == g}
+    return [k for k in KINDS if k in have]
 
 
 def lookup(model: str, gpu: str, kind: str | None = None) -> GpuRate:
-    """The row for `model` on `gpu` (names as in the module docstring); of several, the first kind in KINDS,
-    or the row of `kind` when given. Raises UserError listing the known pairs when there is none."""
+    """The row of `kind` (default DEFAULT_KIND, "measured") for `model` on `gpu` (names as in the module
+    docstring). Never falls back to another kind: UserError (one line) when the pair has no row of that kind,
+    naming the kinds it has and the known rows of the asked kind, or when it has no row at all."""
+    if kind is not None and KIND_ALIASES.get(kind, kind) not in KINDS:
+        raise UserError(f"unknown kind of rate {kind!r} for {model} on {gpu} (known: {', '.join(KINDS)})")
+    want = normalise_kind(kind) if kind is not None else DEFAULT_KIND
     m, g = canonical_model(model), canonical_gpu(gpu)
     rows = [r for r in _TABLE if r.model == m and r.gpu == g]
-    if kind is not None:
-        if kind not in KINDS:
-            raise UserError(f"unknown kind of rate {kind!r} for {model} on {gpu} (use {', '.join(KINDS)})")
-        found = [r for r in rows if r.kind == kind]
-        if not found:
-            have = f" (have: {', '.join(sorted({r.kind for r in rows}))})" if rows else ""
-            raise UserError(f"no {kind} rate for {model} on {gpu}{have}; known pairs: {known_pairs()}")
-        rows = found
     if not rows:
-        raise UserError(f"no consumption rate for {model} on {gpu}: give one with --rate SAMPLES_PER_S, "
-                        f"or use a known pair: {known_pairs()}")
-    return min(rows, key=lambda r: _rank(r.kind))
+        raise UserError(f"no consumption rate for {model} on {gpu} (of any kind): give one with --rate "
+                        f"SAMPLES_PER_S, or use a known pair: {known_pairs()}")
+    found = [r for r in rows if r.kind == want]
+    if not found:
+        have = kinds_of(model, gpu)
+        raise UserError(f"no {want} rate for {model} on {gpu} ({m} on {g} has: {', '.join(have)}); use --rate-kind "
+                        f"{'|'.join(have)} or --rate N; {want} rows: {known_pairs(want)}")
+    return found[0]
+
+
+def rate_for(model: str, gpu: str, rate: float | None = None, kind: str | None = None) -> PerGpuRate:
+    """The per-GPU rate to use: `rate` when given (kind "given"), else the table's row of `kind` (default
+    "measured"; see `lookup`). A given rate has no kind, so `rate` with `kind` is a UserError."""
+    if rate is not None:
+        check_rate_and_kind(rate, kind)
+        if not rate > 0:
+            raise UserError(f"--rate must be > 0 samples/s, got {rate}")
+        return PerGpuRate(float(rate), "given with --rate", GIVEN)
+    row = lookup(model, gpu, kind)
+    source = row.source if row.source.startswith(row.kind) else f"{row.kind}: {row.source}"
+    return PerGpuRate(row.samples_per_s, source, row.kind)
+
+
+def check_rate_and_kind(rate: float | None, kind: str | None) -> None:
+    """UserError when both a rate (--rate) and a kind (--rate-kind) are given: a given rate has no kind."""
+    if rate is not None and kind is not None:
+        raise UserError(f"--rate and --rate-kind do not go together: a given rate ({rate:g} samples/s) has no kind; "
+                        f"drop --rate-kind {kind}, or drop --rate to take the table's {kind} row")
 
 
 def per_gpu_rate(model: str, gpu: str, rate: float | None, kind: str | None = None) -> tuple[float, str]:
-    """(samples/s one GPU consumes, where that figure comes from). An explicit `rate` wins over the table."""
-    if rate is not None:
-        if not rate > 0:
-            raise UserError(f"--rate must be > 0 samples/s, got {rate}")
-        return float(rate), "given with --rate"
-    row = lookup(model, gpu, kind)
-    return row.samples_per_s, row.source if row.source.startswith(row.kind) else f"{row.kind}: {row.source}"
+    """(samples/s one GPU consumes, where that figure comes from): `rate_for` without the kind."""
+    found = rate_for(model, gpu, rate, kind)
+    return found.samples_per_s, found.source
+
+
+def kind_of_source(source: str | None) -> str | None:
+    """The kind of a rate from its source text (for results written before `Settings.rate_kind`): "given",
+    a kind of KINDS, or None when the text does not say."""
+    if not source:
+        return None
+    if source.startswith("given"):
+        return GIVEN
+    for name in sorted([*KINDS, *KIND_ALIASES], key=len, reverse=True):
+        if source.startswith(name):
+            return KIND_ALIASES.get(name, name)
+    return None
 
 
 def cpu_cores_for_decode(samples_per_s: float, per_core: float = CPU_PREPROCESS_PER_CORE) -> float:

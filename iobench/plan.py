@@ -15,6 +15,12 @@ Pure functions over numbers (and, optionally, a `Result`); no IO. The convention
   one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
   predicted by scaling its measured list time linearly.
 - CPU cores for decode: `gpus.cpu_cores_for_decode` (Pillow decode + RandomResizedCrop + flip, measured per core).
+- Per-GPU rate: one kind of rate throughout (`gpus.KINDS`; default "measured"), never a silent mix: a GPU with no
+  row of the asked kind is an error. A rate given with --rate has the kind "given" and is described as "a GPU
+  consuming N samples/s", not as a GPU model. A result measured with a rate of another kind is compared with a
+  warning (`mixed_kinds`): its verdict and training runs counted GPUs at its own rate.
+- The plan's dataset (`dataset_files`, default ImageNet-1k's 1,281,167 files) is the one planned for, not the
+  (usually much smaller) dataset a result measured; labels say which.
 
 What-ifs (each a prediction, never a measurement):
 
@@ -34,13 +40,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from io import StringIO
 
-from iobench.gpus import cpu_cores_for_decode, per_gpu_rate
+from iobench.gpus import GIVEN, KIND_ALIASES, KINDS, cpu_cores_for_decode, kind_of_source, rate_for
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
-from iobench.verdict import replay_runs, storage_runs
+from iobench.verdict import gpus_for, replay_runs, storage_runs
 
 IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -54,9 +61,8 @@ def minimum_rate(gpus: int, rate_per_gpu: float, au_target: float) -> float:
 
 
 def gpus_supported(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
-    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate)), as the verdict."""
-    need = au_target * rate_per_gpu
-    return int(math.floor(samples_per_s / need + 1e-9)) if need > 0 else 0
+    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate)), the verdict's rule."""
+    return gpus_for(samples_per_s, rate_per_gpu, au_target) if au_target * rate_per_gpu > 0 else 0
 
 
 def cache_mix_rate(x: float, cached: float, storage: float) -> float:
@@ -122,6 +128,7 @@ class Measured:
     cap: float | None = None
     cap_reason: str = ""
     notes: list[str] = field(default_factory=list)
+    kind_warning: str | None = None  # `mixed_kinds` of the plan's rate and the result's
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ class CapacityPlan:
     model: str
     rate_per_gpu: float
     rate_source: str
+    rate_kind: str  # "measured", "published", "mlperf-storage" (gpus.KINDS) or "given" (--rate)
     au_target: float
     gpus_per_node: int
     dataset_files: int
@@ -158,12 +166,48 @@ class CapacityPlan:
         return math.ceil(self.gpus / self.gpus_per_node)
 
 
+def rate_kind_of(result: Result) -> str | None:
+    """The kind of per-GPU rate a result ran with: `settings.rate_kind`, or for results written before that field,
+    what `settings.rate_source` says ("given with --rate", "measured on ...", "published: ...",
+    "mlperf-storage-emulated: ..."); None when the result has no rate or the source does not say."""
+    s = result.settings
+    if s.rate_kind:
+        return KIND_ALIASES.get(s.rate_kind, s.rate_kind)
+    return kind_of_source(s.rate_source) if s.rate_per_gpu or s.rate_source else None
+
+
+def _rate(x: float) -> str:
+    """4677.3 -> "4,677.3", 100.0 -> "100"."""
+    text = f"{x:,.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def mixed_kinds(figures: Iterable[tuple[str, float | None, str | None]]) -> str | None:
+    """A warning when figures set side by side rest on per-GPU rates of different kinds, else None.
+
+    figures: (what the figure is, e.g. "this plan (h100, resnet50)" or a result's label; its per-GPU samples/s;
+    its kind: a `gpus.KINDS` name or "given", e.g. from `rate_kind_of`). Figures without a rate or a kind are left
+    out; kinds that differ on the same samples/s mix nothing (e.g. a result's own rate passed back as --rate).
+    """
+    known = [(what, float(rate), KIND_ALIASES.get(kind, kind)) for what, rate, kind in figures if rate and kind]
+    kinds = {k for _, _, k in known}
+    if len(kinds) < 2 or all(math.isclose(r, known[0][1], rel_tol=1e-6) for _, r, _ in known):
+        return None
+    order = [*KINDS, GIVEN]
+    names = ", ".join(sorted(kinds, key=lambda k: order.index(k) if k in order else len(order)))
+    listed = "; ".join(f"{what}: {_rate(r)} samples/s per GPU ({k})" for what, r, k in known)
+    return (f"this comparison mixes kinds of per-GPU rate ({names}): {listed}; GPU counts taken at one rate do not "
+            "compare with counts taken at the other (use one --rate-kind for both)")
+
+
 def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, mean_kb: float | None = None,
          au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
-         gpus_per_node: int = 8) -> CapacityPlan:
+         gpus_per_node: int = 8, kind: str | None = None) -> CapacityPlan:
     """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
 
-    rate: samples/s one GPU consumes (default: `gpus.per_gpu_rate(model, gpu)`, the table's row).
+    rate: samples/s one GPU consumes, kind "given" (default: the table's row of `kind`, see `gpus.rate_for`).
+    kind: the kind of table rate, "measured" (default), "published" or "mlperf-storage"; not with `rate`
+    (UserError). A model and GPU without a row of that kind is a UserError naming the kinds they have.
     mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean, else ImageNet's 110 kB.
     result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs.
     """
@@ -175,7 +219,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         raise ValueError("dataset_files must be >= 1")
     if not 0 < au_target <= 1:
         raise ValueError("au_target must be within (0, 1]")
-    per_gpu, source = per_gpu_rate(model, gpu, rate)
+    per_gpu, source, rate_kind = rate_for(model, gpu, rate, kind)
     if mean_kb is not None:
         if mean_kb <= 0:
             raise ValueError("mean_kb must be > 0")
@@ -187,7 +231,8 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     demand = gpus * per_gpu
     minimum = minimum_rate(gpus, per_gpu, au_target)
     p = CapacityPlan(
-        gpu=gpu, gpus=gpus, model=model, rate_per_gpu=per_gpu, rate_source=source, au_target=au_target,
+        gpu=gpu, gpus=gpus, model=model, rate_per_gpu=per_gpu, rate_source=source, rate_kind=rate_kind,
+        au_target=au_target,
         gpus_per_node=gpus_per_node, dataset_files=dataset_files, mean_bytes=mean, mean_source=mean_source,
         demand_samples_per_s=demand, minimum_samples_per_s=minimum,
         demand_mb_per_s=demand * mean / 1e6, minimum_mb_per_s=minimum * mean / 1e6,
@@ -246,7 +291,11 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
         verdict_gpus_fed=v.gpus_fed if same and v is not None else None,
         verdict_confirmed=bool(same and v is not None and v.gpus_fed_confirmed),
         warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes)
-    extra: dict = {}
+    s_rate = result.settings.rate_per_gpu or (v.rate_per_gpu if v is not None else None)
+    extra: dict = {"kind_warning": mixed_kinds([
+        (f"this plan ({_who(p)})", p.rate_per_gpu, p.rate_kind),
+        (f"the result ({m.label}, {result.settings.gpu or '?'} on {result.settings.model or '?'})", s_rate,
+         rate_kind_of(result))])}
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
     if cache == "cold":
@@ -263,8 +312,7 @@ def _cache_whatif(p: CapacityPlan, result: Result, storage: float, cached: float
         x = min(1.0, ram / p.dataset_bytes)
         f = cache_mix_rate(x, cached, storage)
         rows.append(CacheWhatIf(x, f, gpus_supported(f, p.rate_per_gpu, p.au_target),
-                                label=f"this client's RAM ({ram / 1e9:,.0f} GB) over the dataset "
-                                      f"({p.dataset_bytes / 1e9:,.0f} GB)"))
+                                label=f"this client's RAM ({_n(ram / 1e9)} GB) over {_planned(p, result)}"))
         rows.sort(key=lambda r: (r.fraction, r.label))
     return rows
 
@@ -324,6 +372,27 @@ def _duration(s: float) -> str:
     return f"{s / 3600:,.1f} h"
 
 
+def _who(p: CapacityPlan) -> str:
+    """What the plan's GPUs are: "H100 training resnet50 at 1,785.7 samples/s (mlperf-storage rate)", or, for a
+    rate given with --rate, "a GPU consuming 100 samples/s (given rate)" (not a GPU model: the rate is the user's)."""
+    if p.rate_kind == GIVEN:
+        return f"a GPU consuming {_rate(p.rate_per_gpu)} samples/s (given rate)"
+    return f"{p.gpu.upper()} training {p.model} at {_rate(p.rate_per_gpu)} samples/s ({p.rate_kind} rate)"
+
+
+def _planned(p: CapacityPlan, result: Result | None = None) -> str:
+    """The plan's dataset by name and size: "ImageNet-scale (1,281,167 files, 141 GB)", set apart from the dataset
+    a result measured (usually far smaller)."""
+    size = f"{p.dataset_files:,} files, {_n(p.dataset_bytes / 1e9)} GB"
+    if result is not None and p.dataset_files == result.dataset.files:
+        return f"the measured dataset ({size})"
+    name = "ImageNet-scale" if p.dataset_files == IMAGENET_FILES else "the planned dataset"
+    if result is None:
+        return f"{name} ({size})"
+    return (f"{name} ({size}), not the measured dataset ({result.dataset.files:,} files, "
+            f"{_n(result.dataset.bytes / 1e9)} GB)")
+
+
 def format_plan(p: CapacityPlan, width: int = 120) -> str:
     """The plan as terminal text (rich tables, no colour codes): demand, measured storage, what-ifs."""
     from rich.console import Console
@@ -331,13 +400,20 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
 
     buf = StringIO()
     con = Console(file=buf, width=width, force_terminal=False, color_system=None, soft_wrap=False)
-    gpu = p.gpu.upper()
+    kind = f"{p.rate_kind} rate"
     nodes = f"{p.nodes} node{'s' if p.nodes != 1 else ''} of {p.gpus_per_node}"
-    con.print(f"{p.gpus} x {gpu} ({nodes}) training {p.model} at {p.rate_per_gpu:,.1f} samples/s per GPU; dataset "
-              f"{p.dataset_files:,} files x {p.mean_bytes / 1000:,.1f} kB mean ({p.mean_source}) = "
-              f"{p.dataset_bytes / 1e9:,.1f} GB", highlight=False)
-    con.print(f"per-GPU rate: {p.rate_source}", highlight=False)
-    t = Table(title="what the storage must sustain (MB = 10^6 B)")
+    each = (f"each {_who(p)}" if p.rate_kind == GIVEN else
+            f"{p.gpu.upper()} training {p.model} at {_rate(p.rate_per_gpu)} samples/s per GPU ({kind})")
+    name = "ImageNet-scale" if p.dataset_files == IMAGENET_FILES else "planned"
+    con.print(f"{p.gpus} GPUs ({nodes}), {each}; {name} dataset {p.dataset_files:,} files x "
+              f"{p.mean_bytes / 1000:,.1f} kB mean ({p.mean_source}) = {p.dataset_bytes / 1e9:,.1f} GB",
+              highlight=False)
+    con.print(f"per-GPU rate ({p.rate_kind}): {_rate(p.rate_per_gpu)} samples/s, "
+              f"{p.rate_source.removeprefix(f'{p.rate_kind}: ')}", highlight=False)
+    if p.measured is not None and p.measured.kind_warning:
+        con.print(f"warning: {p.measured.kind_warning}", highlight=False)
+    t = Table(title=f"what the storage must sustain for {p.gpus} GPUs at {_rate(p.rate_per_gpu)} samples/s each "
+                    f"({kind}; MB = 10^6 B)")
     t.add_column("")
     t.add_column(f"minimum: AU >= {p.au_target:.0%}", justify="right")
     t.add_column("full speed: AU 100%", justify="right")
@@ -360,20 +436,22 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     t.add_column("value", justify="right")
     t.add_row(f"sustained samples/s ({m.cache})", _n(m.samples_per_s))
     t.add_row(f"MB/s at the plan's mean ({p.mean_bytes / 1000:,.0f} kB)", _n(m.samples_per_s * p.mean_bytes / 1e6))
-    t.add_row(f"{gpu} GPUs it keeps at AU >= {p.au_target:.0%} (predicted)", str(m.gpus_supported))
+    fed = f"GPUs consuming {_rate(p.rate_per_gpu)} samples/s" if p.rate_kind == GIVEN else f"{p.gpu.upper()} GPUs"
+    t.add_row(f"{fed} it keeps at AU >= {p.au_target:.0%} (predicted, {kind})", str(m.gpus_supported))
     if m.verdict_gpus_fed is not None:
         how = "confirmed by training runs" if m.verdict_confirmed else "predicted"
-        t.add_row("GPUs fed in the result's own verdict", f"{m.verdict_gpus_fed} ({how})")
-    t.add_row(f"client nodes of {p.gpus_per_node} GPUs (predicted)", str(m.nodes_supported))
+        t.add_row(f"GPUs fed in the result's own verdict (same {_rate(p.rate_per_gpu)} samples/s)",
+                  f"{m.verdict_gpus_fed} ({how})")
+    t.add_row(f"client nodes of {p.gpus_per_node} GPUs (predicted, {kind})", str(m.nodes_supported))
     t.add_row(f"headroom over the minimum for {p.gpus} GPUs", f"{m.headroom:.2f}x")
     t.add_row("spare (shortfall if negative) samples/s", _n(m.spare_samples_per_s))
     if m.startup_list_s is not None:
         t.add_row(f"listing {p.dataset_files:,} files (predicted)", _duration(m.startup_list_s))
     con.print(t)
     if m.cache_whatif:
-        t = Table(title=f"prediction: part of the dataset cached, F = 1 / (x/C + (1-x)/S), "
+        t = Table(title=f"prediction: part of the {name} dataset cached, F = 1 / (x/C + (1-x)/S), "
                         f"C = {_n(m.warm_samples_per_s or 0)} warm, S = {_n(m.samples_per_s)} cold")
-        for col in ("cached fraction x", "samples/s (predicted)", "GPUs fed (predicted)", ""):
+        for col in ("cached fraction x", "samples/s (predicted)", f"GPUs fed (predicted, {kind})", ""):
             t.add_column(col, justify="left" if not col else "right")
         for w in m.cache_whatif:
             t.add_row(f"{w.fraction:.0%}", _n(w.samples_per_s), str(w.gpus), w.label)
@@ -381,7 +459,7 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     if m.concurrency_whatif:
         t = Table(title=f"prediction: more readers, Little's law: L = {m.in_flight or 0:.2f} in flight at "
                         f"{m.readers} readers, p50 {m.p50_ms:.3f} ms")
-        for col in ("readers", "L/W (uncapped)", "samples/s (predicted)", "measured", "GPUs fed (predicted)"):
+        for col in ("readers", "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"):
             t.add_column(col, justify="right")
         for w in m.concurrency_whatif:
             t.add_row(str(w.readers), _n(w.uncapped), _n(w.samples_per_s),

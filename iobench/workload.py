@@ -23,12 +23,15 @@ is installed as the `iobench.workloads` package data (see `shipped_dir`). A file
     [consumer]
     model = "resnet50"
     gpu = "h200"
-    kind = "measured"        # optional: which row of iobench.gpus when several match
+    kind = "measured"        # optional: the kind of iobench.gpus row: measured (default) | published | mlperf-storage
     au_target = 0.90         # pass when the GPUs are busy at least this fraction of the time
-    rate = 2000.0            # optional: samples/s per GPU; wins over the table
+    # rate = 2000.0          # optional, instead of kind: samples/s per GPU; wins over the table
 
 Every field is checked: unknown fields, wrong types and unknown values are one-line errors naming the file
-and the field.
+and the field. The kind of rate is the file's `kind` (the old name "mlperf-storage-emulated" is read as
+"mlperf-storage"), else "measured"; a model and GPU with no row of that kind is an error, never a silent switch
+to another kind. `iobench run --rate-kind` overrides the file's kind; a rate (in the file or --rate) has the
+kind "given", so a file with both `rate` and `kind`, or --rate with --rate-kind, is an error.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from iobench import gpus
 from iobench.errors import UserError
@@ -117,11 +120,30 @@ class Consumer(_Model):
     model: str = Field(description="model the GPUs train (iobench.gpus names: resnet50, vit_b_16, ...)")
     gpu: str = Field(description="kind of GPU: v100, a100, h100, h200, ...")
     kind: str | None = Field(
-        None, description='which row of the rate table when several match: "measured", "published" or '
-                          '"mlperf-storage-emulated"; unset: the first of those')
+        None, description='the kind of rate table row: "measured", "published" or "mlperf-storage" (the old name '
+                          '"mlperf-storage-emulated" is read too); unset: "measured"; not with `rate`')
     au_target: float = Field(0.90, gt=0, le=1, description="accelerator utilisation a GPU must reach to count "
                                                            "as fed (MLPerf Storage: 0.90 for ResNet-50)")
-    rate: float | None = Field(None, gt=0, description="samples/s one GPU consumes; wins over the table")
+    rate: float | None = Field(None, gt=0, description="samples/s one GPU consumes; wins over the table; its kind "
+                                                       'is "given", so not with `kind`')
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            return gpus.normalise_kind(v)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_has_no_kind(cls, v: float | None, info: ValidationInfo) -> float | None:
+        kind = info.data.get("kind")
+        if v is not None and kind is not None:
+            raise ValueError(f"a given rate has no kind: set rate ({v:g} samples/s) or kind ({kind!r}), not both")
+        return v
 
     @model_validator(mode="after")
     def _known(self) -> Consumer:
@@ -139,6 +161,15 @@ class Consumer(_Model):
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "gpu", gpu)
         return self
+
+    @property
+    def rate_kind(self) -> str:
+        """The kind of the rate this consumer uses: "given" with a rate, else its kind, else "measured"."""
+        return gpus.GIVEN if self.rate is not None else self.kind or gpus.DEFAULT_KIND
+
+    def rate_of(self) -> gpus.PerGpuRate:
+        """(samples/s per GPU, its source, its kind)."""
+        return gpus.rate_for(self.model, self.gpu, self.rate, self.kind)
 
     def per_gpu_rate(self) -> tuple[float, str]:
         """(samples/s per GPU, its source)."""
@@ -158,9 +189,16 @@ class Workload(_Model):
 
         Keys are the field names of the three sections (files, size_dist, classes, engine, workers, threads,
         batch_size, decode, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
-        A rate in the file still wins over the table when only --model or --gpu is given.
+        A rate in the file still wins over the table when only --model or --gpu is given. A `kind` (--rate-kind)
+        replaces the file's kind and its rate (it asks for the table's row of that kind); a `rate` (--rate)
+        replaces the file's kind (a given rate has none); both at once is a UserError.
         """
+        gpus.check_rate_and_kind(overrides.get("rate"), overrides.get("kind"))
         data = self.model_dump()
+        if overrides.get("kind") is not None:
+            data["consumer"]["rate"] = None
+        if overrides.get("rate") is not None:
+            data["consumer"]["kind"] = None
         for key, value in overrides.items():
             section = _SECTION_OF.get(key)
             if section is None:
@@ -172,6 +210,11 @@ class Workload(_Model):
     def per_gpu_rate(self) -> tuple[float, str]:
         """(samples/s per GPU, its source): the consumer's rate, or the table's for its model and GPU."""
         return self.consumer.per_gpu_rate()
+
+    def rate(self) -> gpus.PerGpuRate:
+        """(samples/s per GPU, its source, its kind: "measured", "published", "mlperf-storage" or "given"), as
+        `iobench run` records them in Settings.rate_per_gpu, rate_source and rate_kind."""
+        return self.consumer.rate_of()
 
 
 _SECTION_OF = {key: section for section, model in

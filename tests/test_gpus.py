@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -33,43 +34,74 @@ def test_rows_are_frozen():
         row.samples_per_s = 1.0  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("model", "gpu", "want"), [
-    ("resnet50", "h200", ("resnet50", "h200")),
-    ("ResNet-50", "NVIDIA H200", ("resnet50", "h200")),
-    ("rn50", "a100-80gb", ("resnet50", "a100")),
-    ("resnet50v1.5", "V100-16GB", ("resnet50", "v100")),
-    ("RESNET_50", "h100-sxm", ("resnet50", "h100")),
-    ("ViT-B/16", "h200", ("vit_b_16", "h200")),
-    ("vit-b16", "H200-SXM", ("vit_b_16", "h200")),
-    ("Inception-v3", "h200", ("inception_v3", "h200")),
+@pytest.mark.parametrize(("model", "gpu", "kind", "want"), [
+    ("resnet50", "h200", None, ("resnet50", "h200")),
+    ("ResNet-50", "NVIDIA H200", None, ("resnet50", "h200")),
+    ("rn50", "a100-80gb", "published", ("resnet50", "a100")),
+    ("resnet50v1.5", "V100-16GB", "published", ("resnet50", "v100")),
+    ("RESNET_50", "h100-sxm", "mlperf-storage", ("resnet50", "h100")),
+    ("ViT-B/16", "h200", None, ("vit_b_16", "h200")),
+    ("vit-b16", "H200-SXM", "measured", ("vit_b_16", "h200")),
+    ("Inception-v3", "h200", None, ("inception_v3", "h200")),
 ])
-def test_lookup_accepts_aliases(model, gpu, want):
-    row = gpus.lookup(model, gpu)
+def test_lookup_accepts_aliases(model, gpu, kind, want):
+    row = gpus.lookup(model, gpu, kind)
     assert (row.model, row.gpu) == want
 
 
-def test_lookup_prefers_published_over_emulated_unless_told():
-    assert gpus.lookup("resnet50", "a100").kind == "published"
-    assert gpus.lookup("resnet50", "a100", "mlperf-storage-emulated").batch == 400
+def test_kinds_and_the_default_kind():
+    assert gpus.KINDS == ("measured", "published", "mlperf-storage")
+    assert gpus.DEFAULT_KIND == "measured" and gpus.GIVEN == "given"
+    assert gpus.normalise_kind("mlperf-storage-emulated") == "mlperf-storage"  # the old name is still read
+    assert [r.kind for r in gpus.rates("measured")] == ["measured"] * 10
+    assert {r.gpu for r in gpus.rates("mlperf-storage-emulated")} == {"a100", "h100"}
+    assert gpus.kinds_of("rn50", "A100-80GB") == ["published", "mlperf-storage"]
+    assert gpus.kinds_of("resnet50", "t4") == []
 
 
-@pytest.mark.parametrize(("model", "gpu", "kind"), [
-    ("resnet50", "t4", None), ("bert", "h100", None), ("resnet50", "h200", "mlperf-storage-emulated"),
-    ("resnet50", "h200", "guessed"),
+def test_lookup_takes_one_kind_and_never_falls_back():
+    """The bug: --gpu h100 took MLPerf Storage's emulated rate, --gpu a100 NVIDIA's published one (2.7x apart)."""
+    assert gpus.lookup("resnet50", "h200").kind == "measured"
+    for gpu, has in (("h100", "mlperf-storage"), ("a100", "published, mlperf-storage"), ("v100", "published")):
+        with pytest.raises(UserError) as info:
+            gpus.lookup("resnet50", gpu)
+        msg = str(info.value)
+        assert msg.startswith(f"no measured rate for resnet50 on {gpu} (resnet50 on {gpu} has: {has}); "
+                              f"use --rate-kind {has.replace(', ', '|')} or --rate N; measured rows: "), msg
+        assert "resnet50, resnet18, resnet101" in msg and msg.endswith("on h200") and "\n" not in msg
+    published = gpus.lookup("resnet50", "a100", "published")
+    emulated = gpus.lookup("resnet50", "a100", "mlperf-storage")
+    assert published.samples_per_s / emulated.samples_per_s == pytest.approx(2.69, abs=0.01)
+    assert emulated.batch == 400 and gpus.lookup("resnet50", "a100", "mlperf-storage-emulated") == emulated
+    # within one kind the H100 is the faster GPU, so it asks more of the storage than the A100
+    assert gpus.lookup("resnet50", "h100", "mlperf-storage").samples_per_s > emulated.samples_per_s
+
+
+@pytest.mark.parametrize(("model", "gpu", "kind", "says"), [
+    ("resnet50", "t4", None, "no consumption rate for resnet50 on t4 (of any kind): give one with --rate"),
+    ("bert", "h100", None, "no consumption rate for bert on h100 (of any kind)"),
+    ("resnet50", "t4", "published", "no consumption rate for resnet50 on t4 (of any kind)"),
+    ("resnet50", "h200", "mlperf-storage", "no mlperf-storage rate for resnet50 on h200 (resnet50 on h200 has: "
+                                           "measured); use --rate-kind measured or --rate N; mlperf-storage rows: "
+                                           "resnet50, retinanet on a100, h100"),
+    ("resnet50", "h200", "mlperf-storage-emulated", "no mlperf-storage rate for resnet50 on h200"),
+    ("retinanet", "a100", "published", "published rows: resnet50 on a100, v100, v100-32gb"),
+    ("resnet50", "h200", "guessed", "unknown kind of rate 'guessed' for resnet50 on h200 (known: measured, "
+                                    "published, mlperf-storage)"),
 ])
-def test_missing_pair_is_a_one_line_error_listing_known_pairs(model, gpu, kind):
+def test_missing_pair_or_kind_is_a_one_line_error_listing_known_rows(model, gpu, kind, says):
     with pytest.raises(UserError) as info:
         gpus.lookup(model, gpu, kind)
     msg = str(info.value)
     assert "\n" not in msg
-    assert model in msg and gpu in msg
-    if kind != "guessed":
+    assert says in msg, msg
+    if "of any kind" in msg:
         assert "resnet50 on a100, h100, h200, v100, v100-32gb" in msg
 
 
-def test_mlperf_storage_emulated_rates_are_batch_over_step_time():
-    a100 = gpus.lookup("resnet50", "a100", "mlperf-storage-emulated")
-    h100 = gpus.lookup("resnet50", "h100", "mlperf-storage-emulated")
+def test_mlperf_storage_rates_are_batch_over_step_time():
+    a100 = gpus.lookup("resnet50", "a100", "mlperf-storage")
+    h100 = gpus.lookup("resnet50", "h100", "mlperf-storage")
     assert a100.samples_per_s == 400 / 0.435 and round(a100.samples_per_s, 1) == 919.5
     assert h100.samples_per_s == 400 / 0.224 and round(h100.samples_per_s, 1) == 1785.7
     assert "resnet50_a100.yaml" in a100.source and "resnet50_h100.yaml" in h100.source
@@ -80,8 +112,8 @@ def test_published_rows_name_the_readme():
     assert {r.gpu for r in published} >= {"v100", "a100"}
     for r in published:
         assert "DeepLearningExamples" in r.source and "resnet50v1.5/README.md" in r.source
-    assert gpus.lookup("resnet50", "a100").samples_per_s == 2470.0
-    assert gpus.lookup("resnet50", "v100").samples_per_s == 1200.0
+    assert gpus.lookup("resnet50", "a100", "published").samples_per_s == 2470.0
+    assert gpus.lookup("resnet50", "v100", "published").samples_per_s == 1200.0
 
 
 def test_h200_rows_cover_all_ten_models():
@@ -91,17 +123,32 @@ def test_h200_rows_cover_all_ten_models():
     assert measured["vit_b_16"].samples_per_s == 2206.2 and measured["vit_b_16"].batch == 128
 
 
+def test_h200_rows_are_read_from_the_shipped_measurement():
+    assert gpus.H200_FILE == REPO / "iobench" / "data" / "gpu_rates_h200.json"  # inside the package
+    shipped = json.loads(gpus.H200_FILE.read_text())
+    measured = {r.model: r for r in gpus.rates("measured")}
+    assert set(measured) == set(shipped["train"])
+    for model, fig in shipped["train"].items():
+        assert measured[model].samples_per_s == fig["img_per_s"] and measured[model].batch == fig["batch"]
+        source = measured[model].source
+        # every condition the figure was taken under, and where to check it in what was installed
+        for needle in (shipped["measured"], shipped["torch"], "bf16 autocast", "channels_last", "synthetic data",
+                       f"train.{model}", f"batch {fig['batch']}", "iobench/data/gpu_rates_h200.json in the installed "
+                                                                  "package"):
+            assert needle in source, (needle, source)
+        assert measured[model].precision in shipped["what"]
+    assert gpus.CPU_PREPROCESS_PER_CORE == shipped["cpu_preprocess_img_per_s_per_core"]["value"] == 335.2
+
+
+def test_the_h200_measurement_is_package_data():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "data/*.json" in project["package-data"]["iobench"] and "iobench" in project["packages"]
+
+
 @pytest.mark.skipif(ANCHORS is None, reason="shared/anchors/gpu_rates_h200.json is not beside this checkout")
-def test_h200_rows_equal_the_anchors_json():
+def test_shipped_h200_measurement_equals_the_anchor():
     assert ANCHORS is not None
-    train = json.loads(ANCHORS.read_text())["train"]
-    measured = {r.model: r for r in gpus.rates() if r.kind == "measured"}
-    assert set(measured) == set(train)
-    for model, fig in train.items():
-        assert measured[model].samples_per_s == fig["img_per_s"]
-        assert measured[model].batch == fig["batch"]
-    per_core = json.loads(ANCHORS.read_text())["cpu_preprocess_img_per_s_per_core"]["value"]
-    assert per_core == gpus.CPU_PREPROCESS_PER_CORE
+    assert gpus.H200_FILE.read_bytes() == ANCHORS.read_bytes()
 
 
 def test_explicit_rate_wins():
@@ -109,10 +156,29 @@ def test_explicit_rate_wins():
     assert gpus.per_gpu_rate("anything", "t4", 10) == (10.0, "given with --rate")
     rate, source = gpus.per_gpu_rate("resnet50", "h200", None)
     assert rate == 4677.3 and source.startswith("measured on one NVIDIA H200")
-    rate, source = gpus.per_gpu_rate("resnet50", "h100", None)
-    assert rate == 400 / 0.224 and source.startswith("mlperf-storage-emulated: mlcommons/storage")
+    rate, source = gpus.per_gpu_rate("resnet50", "h100", None, "mlperf-storage")
+    assert rate == 400 / 0.224 and source.startswith("mlperf-storage: mlcommons/storage")
     with pytest.raises(UserError, match="--rate"):
         gpus.per_gpu_rate("resnet50", "h200", 0.0)
+
+
+def test_rate_for_names_the_kind_and_refuses_a_kind_for_a_given_rate():
+    assert gpus.rate_for("resnet50", "h200") == (4677.3, gpus.rate_for("resnet50", "h200").source, "measured")
+    assert gpus.rate_for("resnet50", "a100", kind="published").kind == "published"
+    assert gpus.rate_for("anything", "t4", 100) == (100.0, "given with --rate", "given")
+    with pytest.raises(UserError, match=r"^--rate and --rate-kind do not go together: a given rate \(100 samples/s\) "
+                                        r"has no kind"):
+        gpus.rate_for("resnet50", "h200", 100, "measured")
+
+
+@pytest.mark.parametrize(("source", "kind"), [
+    ("given with --rate", "given"), ("measured on one NVIDIA H200, 2026-11-29", "measured"),
+    ("published: NVIDIA/DeepLearningExamples ...", "published"),
+    ("mlperf-storage-emulated: mlcommons/storage ...", "mlperf-storage"),
+    ("mlperf-storage: mlcommons/storage ...", "mlperf-storage"), ("somewhere", None), (None, None),
+])
+def test_kind_of_source_reads_old_and_new_sources(source, kind):
+    assert gpus.kind_of_source(source) == kind
 
 
 def test_cpu_cores_for_decode():

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from conftest import iobench
 
 from iobench.errors import UserError
 from iobench.gpus import lookup
@@ -13,16 +14,20 @@ from iobench.plan import (
     gpus_supported,
     littles_law,
     minimum_rate,
+    mixed_kinds,
     plan,
+    rate_kind_of,
 )
 from iobench.result import Cpu, Dataset, Host, Latency, Mount, Result, Run, Settings, Verdict
 
 H100_RN50 = 400 / 0.224  # MLPerf Storage's emulated H100 on ResNet-50: batch 400 per 0.224 s step
+MLPERF = "mlperf-storage"  # the only kind of rate the table has for an H100
 
 
 def test_32_h100_resnet50_by_hand():
-    assert lookup("resnet50", "h100").samples_per_s == pytest.approx(H100_RN50)
-    p = plan("h100", 32, "resnet50")
+    assert lookup("resnet50", "h100", MLPERF).samples_per_s == pytest.approx(H100_RN50)
+    p = plan("h100", 32, "resnet50", kind=MLPERF)
+    assert p.rate_kind == MLPERF
     demand = 32 * H100_RN50  # 57,142.86 samples/s: every GPU busy all the time
     assert p.rate_per_gpu == pytest.approx(1785.714, abs=1e-3)
     assert p.demand_samples_per_s == pytest.approx(demand) == pytest.approx(57_142.857, abs=1e-3)
@@ -47,7 +52,7 @@ def test_32_h100_resnet50_by_hand():
 
 def test_given_rate_mean_and_target():
     p = plan("h100", 8, "resnet50", dataset_files=100_000, mean_kb=150, au_target=0.7, rate=1000)
-    assert p.rate_source == "given with --rate" and p.mean_bytes == 150_000
+    assert p.rate_source == "given with --rate" and p.rate_kind == "given" and p.mean_bytes == 150_000
     assert p.minimum_samples_per_s == pytest.approx(5600)  # 0.7 x 8 x 1000
     assert p.minimum_mb_per_s == pytest.approx(840)  # x 150 kB
     assert p.epoch_s_demand == pytest.approx(12.5)  # 100,000 / 8,000
@@ -55,7 +60,7 @@ def test_given_rate_mean_and_target():
 
 def test_h200_measured_rate_is_the_default_row():
     p = plan("H200", 1, "ResNet-50")
-    assert p.rate_per_gpu == 4677.3 and p.rate_source.startswith("measured")
+    assert p.rate_per_gpu == 4677.3 and p.rate_source.startswith("measured") and p.rate_kind == "measured"
     assert p.cpu_cores_demand == pytest.approx(4677.3 / 335.2)  # ~14 cores per H200
 
 
@@ -81,7 +86,7 @@ def test_bad_input():
     with pytest.raises(ValueError):
         plan("h100", 0, "resnet50")
     with pytest.raises(ValueError):
-        plan("h100", 1, "resnet50", mean_kb=0)
+        plan("h100", 1, "resnet50", mean_kb=0, kind=MLPERF)
     with pytest.raises(UserError, match="no consumption rate"):
         plan("h100", 1, "vgg16")  # no H100 row for VGG-16: give --rate
 
@@ -114,7 +119,7 @@ def _result(runs: list[Run], ram: int = 16 * 10**9, verdict: Verdict | None = No
 def test_plan_against_a_measured_result_still_rising():
     # cold: 500/s at 1 reader, 1,800 at 4, 6,000 at 16 (still rising); warm 20,000/s from RAM
     r = _result([_run(1, 500), _run(4, 1800), _run(16, 6000, p50=2.0), _run(16, 20_000, "warm", p50=0.1)])
-    p = plan("h100", 32, "resnet50", result=r)
+    p = plan("h100", 32, "resnet50", kind=MLPERF, result=r)
     m = p.measured
     assert m is not None and m.cache == "cold" and m.samples_per_s == 6000 and m.readers == 16
     assert m.gpus_supported == math.floor(6000 / (0.9 * H100_RN50)) == 3  # 6000 / 1607.1 = 3.7
@@ -127,6 +132,9 @@ def test_plan_against_a_measured_result_still_rising():
     assert by_x[0.5].samples_per_s == pytest.approx(1 / (0.5 / 20_000 + 0.5 / 6000))
     ram_row = next(w for w in m.cache_whatif if w.label)
     assert ram_row.fraction == pytest.approx(16e9 / (IMAGENET_FILES * 110_000))  # RAM over the dataset
+    # the projection is ImageNet-scale, not the 1,000-file dataset the result measured
+    assert ram_row.label == ("this client's RAM (16 GB) over ImageNet-scale (1,281,167 files, 141 GB), not the "
+                             "measured dataset (1,000 files, 0.1 GB)")
     # Little's law: 6,000/s x 2 ms = 12 in flight at 16 readers; 32 readers -> 24 in flight / 2 ms = 12,000/s
     assert m.in_flight == pytest.approx(12.0)
     rows = {w.readers: w for w in m.concurrency_whatif}
@@ -136,15 +144,16 @@ def test_plan_against_a_measured_result_still_rising():
     assert rows[64].uncapped == pytest.approx(24_000) and rows[64].samples_per_s == pytest.approx(20_000)
     assert "warm" in m.cap_reason
     assert any("server's cache" in n for n in m.notes)
-    text = format_plan(p)
+    text = " ".join(format_plan(p, width=300).split())  # wrapped lines joined
     for needle in ("51,429", "57,143", "5,657", "prediction", "Little's law", "F = 1 / (x/C + (1-x)/S)",
-                   "headroom", "12,000"):
+                   "headroom", "12,000", "ImageNet-scale (1,281,167 files, 141 GB), not the measured dataset"):
         assert needle in text, needle
+    assert "over the dataset" not in text
 
 
 def test_plan_caps_at_the_best_cold_rate_when_the_sweep_stopped_rising():
     r = _result([_run(1, 1000), _run(4, 3000), _run(16, 3100), _run(16, 20_000, "warm")])
-    m = plan("h100", 1, "resnet50", result=r).measured
+    m = plan("h100", 1, "resnet50", kind=MLPERF, result=r).measured
     assert m is not None and m.samples_per_s == 3100 and m.cap == 3100
     assert all(w.samples_per_s <= 3100 for w in m.concurrency_whatif)
     assert "stopped rising" in m.cap_reason
@@ -155,7 +164,7 @@ def test_plan_without_a_page_cache_rate_caps_at_the_highest_rate_seen():
     # a FUSE mount whose client keeps no page cache: the warm re-read measured the storage again
     warm = _run(16, 2500, "warm").model_copy(update={"measures": "storage"})
     r = _result([_run(1, 500), _run(4, 1800), _run(16, 2400), warm])
-    m = plan("h100", 1, "resnet50", result=r).measured
+    m = plan("h100", 1, "resnet50", kind=MLPERF, result=r).measured
     assert m is not None and m.warm_samples_per_s is None and m.cache_whatif == []
     assert m.cap == 2500 and "highest rate" in m.cap_reason
     assert [w.samples_per_s for w in m.concurrency_whatif][:2] == pytest.approx([2400, 2500])  # 4,800 capped
@@ -166,12 +175,120 @@ def test_plan_uses_the_verdict_only_for_the_same_consumer():
     v = Verdict(text="t", gpus_fed=2, gpus_fed_confirmed=True, rate_per_gpu=H100_RN50, au_target=0.9,
                 best_samples_per_s=3100, best_mb_per_s=341, best_concurrency=16, saturates_at=4, order="shuffled")
     r = _result([_run(1, 1000), _run(16, 3100)], verdict=v)
-    assert plan("h100", 4, "resnet50", result=r).measured.verdict_gpus_fed == 2
+    assert plan("h100", 4, "resnet50", kind=MLPERF, result=r).measured.verdict_gpus_fed == 2
     assert plan("h200", 4, "resnet50", result=r).measured.verdict_gpus_fed is None
 
 
 def test_plan_with_only_warm_runs_says_so():
-    m = plan("h100", 1, "resnet50", result=_result([_run(4, 20_000, "warm")])).measured
+    m = plan("h100", 1, "resnet50", kind=MLPERF, result=_result([_run(4, 20_000, "warm")])).measured
     assert m is not None and m.cache == "warm" and not m.cache_whatif and not m.concurrency_whatif
     assert any("page cache" in n for n in m.notes)
-    assert plan("h100", 1, "resnet50", result=_result([])).measured is None
+    assert plan("h100", 1, "resnet50", kind=MLPERF, result=_result([])).measured is None
+
+
+def test_cache_whatif_of_the_measured_dataset_says_so():
+    r = _result([_run(16, 6000), _run(16, 20_000, "warm")])
+    m = plan("h200", 1, "resnet50", dataset_files=1000, result=r).measured
+    assert next(w for w in m.cache_whatif if w.label).label == ("this client's RAM (16 GB) over the measured dataset "
+                                                                "(1,000 files, 0.1 GB)")
+
+
+@pytest.mark.parametrize(("gpu", "has"), [("h100", "mlperf-storage"), ("a100", "published, mlperf-storage"),
+                                          ("v100", "published")])
+def test_default_kind_is_measured_and_other_gpus_need_a_kind(gpu, has):
+    """The bug: --gpu h100 took MLPerf Storage's emulated rate and --gpu a100 NVIDIA's published one."""
+    assert plan("h200", 8, "resnet50").rate_kind == "measured"
+    with pytest.raises(UserError, match=rf"^no measured rate for resnet50 on {gpu} \(resnet50 on {gpu} has: {has}\); "
+                                        r"use --rate-kind .* or --rate N; measured rows: "):
+        plan(gpu, 8, "resnet50")
+
+
+def test_one_kind_keeps_faster_gpus_asking_more():
+    a100 = plan("a100", 32, "resnet50", kind=MLPERF)
+    h100 = plan("h100", 32, "resnet50", kind=MLPERF)
+    assert h100.minimum_samples_per_s > a100.minimum_samples_per_s
+    assert plan("a100", 32, "resnet50", kind="published").rate_per_gpu == 2470.0
+    with pytest.raises(UserError, match="no published rate for resnet50 on h100"):
+        plan("h100", 32, "resnet50", kind="published")
+
+
+def test_a_given_rate_is_a_gpu_consuming_it_and_has_no_kind():
+    text = format_plan(plan("h200", 32, "resnet50", rate=100))
+    assert "each a GPU consuming 100 samples/s (given rate)" in text and "per-GPU rate (given)" in text
+    r = _result([_run(16, 6000)])
+    fed = " ".join(format_plan(plan("h200", 32, "resnet50", rate=100, result=r), width=300).split())
+    assert "GPUs consuming 100 samples/s it keeps at AU >= 90% (predicted, given rate)" in fed and "H200" not in fed
+    assert "H200" not in text and "training resnet50" not in text
+    with pytest.raises(UserError, match=r"^--rate and --rate-kind do not go together"):
+        plan("h200", 32, "resnet50", rate=100, kind="measured")
+
+
+def test_the_kind_is_printed_beside_every_rate():
+    r = _result([_run(1, 500), _run(16, 6000), _run(16, 20_000, "warm", p50=0.1)])
+    text = " ".join(format_plan(plan("h100", 32, "resnet50", kind=MLPERF, result=r), width=300).split())
+    for needle in ("H100 training resnet50 at 1,785.7 samples/s per GPU (mlperf-storage rate)",
+                   "per-GPU rate (mlperf-storage): 1,785.7 samples/s, mlcommons/storage",
+                   "at 1,785.7 samples/s each (mlperf-storage rate;",
+                   "H100 GPUs it keeps at AU >= 90% (predicted, mlperf-storage rate)",
+                   "GPUs fed (predicted, mlperf-storage rate)"):
+        assert needle in text, needle
+    assert "warning" not in text  # the result has no per-GPU rate of its own
+
+
+def _with_rate(r: Result, rate: float, source: str, kind: str | None) -> Result:
+    settings = r.settings.model_copy(update={"gpu": "h200", "model": "resnet50", "rate_per_gpu": rate,
+                                             "rate_source": source, "rate_kind": kind})
+    return r.model_copy(update={"settings": settings})
+
+
+def test_rate_kind_of_a_result_new_and_old():
+    r = _result([])
+    assert rate_kind_of(r) is None
+    assert rate_kind_of(_with_rate(r, 4677.3, "measured on one NVIDIA H200", "measured")) == "measured"
+    assert rate_kind_of(_with_rate(r, 100, "given with --rate", None)) == "given"
+    assert rate_kind_of(_with_rate(r, H100_RN50, "mlperf-storage-emulated: mlcommons/storage ...", None)) == MLPERF
+
+
+def test_mixed_kinds():
+    assert mixed_kinds([]) is None
+    assert mixed_kinds([("a", 4677.3, "measured"), ("b", 2206.2, "measured")]) is None  # one kind
+    assert mixed_kinds([("a", 1000.0, "given"), ("b", 1000.0, "measured")]) is None  # the same figure
+    assert mixed_kinds([("a", H100_RN50, MLPERF), ("b", None, None), ("c", 10.0, None)]) is None  # unknown left out
+    text = mixed_kinds([("this plan", H100_RN50, MLPERF), ("the result", 4677.3, "measured")])
+    assert text == ("this comparison mixes kinds of per-GPU rate (measured, mlperf-storage): this plan: 1,785.7 "
+                    "samples/s per GPU (mlperf-storage); the result: 4,677.3 samples/s per GPU (measured); GPU counts "
+                    "taken at one rate do not compare with counts taken at the other (use one --rate-kind for both)")
+
+
+def test_plan_warns_when_its_kind_differs_from_the_results():
+    r = _with_rate(_result([_run(1, 500), _run(16, 6000)]), 4677.3, "measured on one NVIDIA H200", "measured")
+    m = plan("h100", 32, "resnet50", kind=MLPERF, result=r).measured
+    assert m.kind_warning is not None
+    assert "this plan (H100 training resnet50 at 1,785.7 samples/s (mlperf-storage rate)): 1,785.7" in m.kind_warning
+    assert "the result (nfs4 at /mnt/x, h200 on resnet50): 4,677.3 samples/s per GPU (measured)" in m.kind_warning
+    text = " ".join(format_plan(plan("h100", 32, "resnet50", kind=MLPERF, result=r)).split())
+    assert "warning: this comparison mixes kinds" in text
+    assert plan("h200", 32, "resnet50", result=r).measured.kind_warning is None  # measured on both sides
+    assert plan("h200", 1, "resnet50", rate=4677.3, result=r).measured.kind_warning is None  # its own figure back
+    old = _with_rate(r, H100_RN50, "mlperf-storage-emulated: mlcommons/storage ...", None)  # before rate_kind
+    assert "(mlperf-storage)" in plan("h200", 32, "resnet50", result=old).measured.kind_warning
+
+
+def test_plan_cli_kinds(tmp_path):
+    """The real CLI: one kind by default, an error naming the kinds a GPU has, the warning with a result."""
+    proc = iobench("plan", "--gpu", "a100", "--gpus", "32", "--model", "resnet50")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "no measured rate for resnet50 on a100 (resnet50 on a100 has: published, mlperf-storage)" in proc.stderr
+    proc = iobench("plan", "--gpu", "h100", "--gpus", "32", "--model", "resnet50", "--rate", "100",
+                   "--rate-kind", "measured")
+    assert proc.returncode == 2 and "--rate and --rate-kind do not go together" in proc.stderr
+    r = _with_rate(_result([_run(1, 500), _run(16, 6000)]), 4677.3, "measured on one NVIDIA H200", "measured")
+    r.save(tmp_path / "result.json")
+    out = iobench("plan", "--gpu", "h100", "--gpus", "32", "--model", "resnet50", "--rate-kind", "mlperf-storage",
+                  "--result", str(tmp_path), check=True, env={**__import__("os").environ, "COLUMNS": "200"}).stdout
+    assert "(mlperf-storage rate)" in out and "warning: this comparison mixes kinds of per-GPU rate" in out
+    out = iobench("plan", "--gpu", "h200", "--gpus", "32", "--model", "resnet50", "--result", str(tmp_path),
+                  check=True).stdout
+    assert "(measured rate)" in out and "warning" not in out
+    g = iobench("gpus", "--rate-kind", "published", check=True).stdout
+    assert "│ published" in g and "│ measured" not in g and "│ mlperf-storage" not in g and "gpu_rates_h200.json" in g

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import iobench
 
 from iobench import gpus, workload
 from iobench.errors import UserError
@@ -51,14 +52,28 @@ def test_default_is_imagenet_resnet50_on_a_sourced_gpu():
     assert w.dataset.size_dist == "imagenet"
     assert (w.consumer.model, w.consumer.au_target, w.consumer.rate) == ("resnet50", 0.90, None)
     assert w.per_gpu_rate()[0] == gpus.lookup("resnet50", w.consumer.gpu).samples_per_s
+    assert w.rate() == (4677.3, w.per_gpu_rate()[1], "measured") and w.consumer.rate_kind == "measured"
+
+
+def test_every_shipped_workload_names_its_kind():
+    kinds = {name: workload.load(name).rate().kind for name, _ in workload.available()}
+    assert kinds["mlperf-storage-resnet50"] == kinds["coco-detection"] == "mlperf-storage"
+    assert kinds["imagenet-resnet50"] == kinds["imagenet-vit-b16"] == kinds["small-files-4k"] == "measured"
+    for name in kinds:
+        assert workload.load(name).consumer.kind == kinds[name], f"{name}.toml should say its kind"
 
 
 def test_mlperf_storage_workload_mirrors_its_settings():
     w = workload.load("mlperf-storage-resnet50")
     assert w.dataset.size_dist == "fixed:114660"
     assert w.pattern.batch_size == 400 and w.consumer.au_target == 0.90
-    assert w.per_gpu_rate()[0] == 400 / 0.224
-    assert w.merged(gpu="a100").per_gpu_rate()[0] == 400 / 0.435
+    assert w.rate()[0] == 400 / 0.224 and w.rate().kind == "mlperf-storage"
+    assert w.merged(gpu="a100").rate()[::2] == (400 / 0.435, "mlperf-storage"), "the file's kind holds for --gpu"
+    assert w.merged(gpu="a100", kind="published").rate()[::2] == (2470.0, "published"), "--rate-kind overrides it"
+    with pytest.raises(UserError, match=r"^workload mlperf-storage-resnet50: --model/--gpu: no mlperf-storage rate "
+                                        r"for resnet50 on h200 \(resnet50 on h200 has: measured\); use --rate-kind "
+                                        r"measured or --rate N"):
+        w.merged(gpu="h200")
 
 
 def test_small_files_and_coco_shapes():
@@ -81,13 +96,14 @@ def test_a_path_works_and_names_are_normalised(tmp_path):
 
 def test_overrides_win_and_none_keeps_the_file(tmp_path):
     w = workload.load(str(write(tmp_path, GOOD)))
-    m = w.merged(files=None, workers=(2, 4), batch_size=64, decode=True, gpu="a100", au_target=0.8, rate=None)
+    m = w.merged(files=None, workers=(2, 4), batch_size=64, decode=True, gpu="a100", au_target=0.8, rate=None,
+                 kind="published")
     assert m.dataset.files == 100 and m.pattern.workers == [2, 4] and m.pattern.batch_size == 64
     assert m.pattern.decode is True and m.consumer.gpu == "a100" and m.consumer.au_target == 0.8
-    assert m.per_gpu_rate()[0] == 2470.0
+    assert m.per_gpu_rate()[0] == 2470.0 and m.rate().kind == "published"
     assert w.pattern.batch_size == 32, "the original is unchanged"
     r = w.merged(rate=1000.0, gpu="t4")  # an explicit rate needs no table row
-    assert r.per_gpu_rate() == (1000.0, "given with --rate")
+    assert r.per_gpu_rate() == (1000.0, "given with --rate") and r.rate().kind == "given"
     with pytest.raises(TypeError):
         w.merged(colour="red")
 
@@ -98,6 +114,24 @@ def test_bad_override_names_the_option(tmp_path):
         w.merged(au_target=1.5)
     with pytest.raises(UserError, match=r"^workload mine: --model/--gpu: no consumption rate for resnet50 on t4"):
         w.merged(gpu="t4")
+    # no kind in the file: measured, and an A100 has none (no silent switch to its published rate)
+    with pytest.raises(UserError, match=r"^workload mine: --model/--gpu: no measured rate for resnet50 on a100 "
+                                        r"\(resnet50 on a100 has: published, mlperf-storage\)"):
+        w.merged(gpu="a100")
+
+
+def test_kind_in_a_file_the_old_name_and_overrides(tmp_path):
+    old = workload.load(str(write(tmp_path, GOOD.replace('gpu = "h200"', 'gpu = "h100"\nkind = "mlperf-storage-'
+                                                                          'emulated"'))))
+    assert old.consumer.kind == "mlperf-storage" and old.rate()[::2] == (400 / 0.224, "mlperf-storage")
+    assert old.merged(gpu="h200", kind="measured").rate()[::2] == (4677.3, "measured")
+    given = old.merged(rate=500.0)  # --rate replaces the file's kind: a given rate has none
+    assert given.consumer.kind is None and given.rate() == (500.0, "given with --rate", "given")
+    rated = workload.load(str(write(tmp_path, GOOD.replace('gpu = "h200"', 'gpu = "h200"\nrate = 750.0'), "r.toml")))
+    assert rated.rate().kind == "given"
+    assert rated.merged(kind="measured").rate()[::2] == (4677.3, "measured"), "--rate-kind asks for the table's row"
+    with pytest.raises(UserError, match=r"^--rate and --rate-kind do not go together"):
+        old.merged(rate=500.0, kind="measured")
 
 
 @pytest.mark.parametrize(("old", "new", "field", "says"), [
@@ -110,6 +144,8 @@ def test_bad_override_names_the_option(tmp_path):
     ('size_dist = "fixed:8KiB"', 'size_dist = "gaussian:8KiB"', "dataset.size_dist", "unknown size distribution"),
     ('gpu = "h200"', 'gpu = "t4"', "consumer.model/gpu", "no consumption rate for ResNet-50 on t4"),
     ('gpu = "h200"', 'gpu = "h200"\nkind = "mlperf-storage-emulated"', "consumer.model/gpu", "no mlperf-storage"),
+    ('gpu = "h200"', 'gpu = "h200"\nkind = "guessed"', "consumer.kind", "unknown kind of rate 'guessed'"),
+    ('gpu = "h200"', 'gpu = "h200"\nkind = "measured"\nrate = 10.0', "consumer.rate", "a given rate has no kind"),
     ('gpu = "h200"', 'gpu = "h200"\nau_target = 0', "consumer.au_target", "greater than 0"),
     ('model = "ResNet-50"\n', "", "consumer.model", "missing"),
     ('description = "a test workload"\n', "", "description", "missing"),
@@ -139,3 +175,36 @@ def test_bad_toml_missing_file_and_unknown_name(tmp_path):
 
 def test_shipped_dir_is_the_source_tree_folder():
     assert workload.shipped_dir() == Path(__file__).resolve().parents[1] / "workloads"
+
+
+def _one_line_error(proc, says: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], proc.stderr
+
+
+def test_run_takes_one_kind_and_refuses_rate_with_rate_kind(tmp_path):
+    """The real CLI: these fail before any dataset is made."""
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--rate", "100", "--rate-kind", "measured"),
+                    "--rate and --rate-kind do not go together")
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--gpu", "h100"),
+                    "no measured rate for resnet50 on h100 (resnet50 on h100 has: mlperf-storage); use --rate-kind "
+                    "mlperf-storage")
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--workload", "mlperf-storage-resnet50", "--gpu", "h200"),
+                    "no mlperf-storage rate for resnet50 on h200")
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--rate-kind", "published"),
+                    "no published rate for resnet50 on h200 (resnet50 on h200 has: measured)")
+    assert not (tmp_path / "iobench-data").exists()
+
+
+def test_run_records_the_kind_the_command_line_asked_for(tmp_path):
+    """--rate-kind overrides the workload file's kind, and the result says which kind its rate is."""
+    from iobench.result import Result
+
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "40", "--engine", "threads", "--threads", "2", "--cache",
+            "warm", "--no-fio", "--no-metadata", "--workload", "mlperf-storage-resnet50", "--gpu", "a100",
+            "--rate-kind", "published", "--out", str(out), "--quiet", check=True)
+    s = Result.load(out / "result.json").settings
+    assert (s.gpu, s.rate_per_gpu, s.rate_kind) == ("a100", 2470.0, "published")
+    assert s.rate_source.startswith("published: NVIDIA/DeepLearningExamples")
