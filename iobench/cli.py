@@ -34,7 +34,7 @@ from iobench.runner import Interrupted, execute, now_iso
 from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
 
-DEFAULT_FILES = 10_000
+DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
 
 
 def _int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -182,6 +182,8 @@ def _run_options(f):
 @click.option("--model", default=None, help="Model the GPUs train (see `iobench gpus`).")
 @click.option("--gpu", default=None, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
+@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+              help="Kind of table rate (see `iobench gpus`) [default: the workload's, else measured]; not with --rate.")
 @click.option("--gpus", "gpus_", type=int, default=None, help="GPUs to ask about: is the storage the limit for them?")
 @click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
 @click.option("--consumer", type=click.Choice(["sleep", "cuda"]), default="sleep", show_default=True,
@@ -195,7 +197,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
-        consumer: str, mitigations_: bool) -> None:
+        consumer: str, mitigations_: bool, rate_kind: str | None) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
@@ -204,7 +206,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         raise UserError("--prefetch-factor and --gpus must be >= 1")
     wl = load(workload or DEFAULT).merged(
         files=files, size_dist=size_dist, classes=classes, engine=engine, batch_size=batch_size, decode=decode,
-        epochs=epochs, model=model, gpu=gpu, rate=rate, au_target=au_target,
+        epochs=epochs, model=model, gpu=gpu, rate=rate, kind=rate_kind, au_target=au_target,
         workers=_int_list(workers_, "--workers", minimum=0) if workers_ else None,
         threads=_int_list(threads_, "--threads") if threads_ else None)
     p = wl.pattern
@@ -218,9 +220,11 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         engine_name = "threads"
     if p.decode and engine_name != "dataloader":
         raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
+    _refuse_inapplicable(click.get_current_context(), engine_name, fallback=bool(notes))
     if consumer == "cuda":
         _check_cuda(engine_name)
-    per_gpu, rate_source = wl.per_gpu_rate()
+    per_gpu, rate_source, rate_kind = wl.rate()
+    rate_only = rate is not None and model is None and gpu is None
     plan = Settings(
         sources=list(_choices(source_, ("files", "lmdb", "tar"), "--source", ("files", "lmdb", "tar"))),
         orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
@@ -228,11 +232,46 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
         epochs=p.epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files, engine=engine_name,
         batch_size=p.batch_size, prefetch_factor=prefetch_factor, decode=p.decode, workload=wl.path or wl.name,
-        model=wl.consumer.model, gpu=wl.consumer.gpu, rate_per_gpu=per_gpu, rate_source=rate_source,
-        au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
+        # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
+        model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
+        rate_per_gpu=per_gpu, rate_source=rate_source,
+        rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
     shape = wl.dataset
     _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui,
              notes)
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    """The user typed this option (not its default, not the workload's)."""
+    return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+
+
+def _refuse_inapplicable(ctx: click.Context, engine: str, fallback: bool) -> None:
+    """Every option given is honoured or refused: one line for each pair that does not apply."""
+    p = ctx.params
+    why_threads = " (PyTorch is not installed, so the thread engine replays)" if fallback else ""
+    if engine == "dataloader" and _given(ctx, "threads_"):
+        raise UserError("--threads sets the thread engine's readers; the DataLoader engine takes --workers "
+                        "(or give --engine threads)")
+    if engine == "threads":
+        for name, opt in (("workers_", "--workers"), ("batch_size", "--batch-size"),
+                          ("prefetch_factor", "--prefetch-factor")):
+            if _given(ctx, name):
+                raise UserError(f"{opt} applies to the DataLoader engine; the thread engine takes --threads"
+                                + why_threads)
+    if p.get("dataset") is not None:
+        for name, opt in (("mount", "--mount"), ("files", "--files"), ("size_dist", "--size-dist"),
+                          ("classes", "--classes")):
+            if _given(ctx, name):
+                raise UserError(f"{opt} shapes or places a generated dataset; --dataset reads an existing one: "
+                                "give one or the other")
+    if not p.get("metadata_") and _given(ctx, "scale_files"):
+        raise UserError("--scale-files projects the metadata phase's listing; it does not apply with --no-metadata")
+    if p.get("rate") is not None and p.get("consumer") == "cuda":
+        raise UserError("--consumer cuda trains the real model on a local GPU, whose rate is measured: --rate does "
+                        "not apply")
+    if p.get("mitigations_") and p.get("cache_") == "warm":
+        raise UserError("--mitigations are measured cold: they do not apply with --cache warm")
 
 
 @cli.command("fio")
@@ -391,12 +430,14 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
               help="Mean sample size in kB (1,000 B) [default: the result's dataset mean, else ImageNet's 110].")
 @click.option("--au-target", type=float, default=0.9, show_default=True, help="AU a GPU must reach to count as fed.")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
+@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+              help="Kind of table rate (see `iobench gpus`) [default: measured]; not with --rate.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
 @click.option("--result", "result_path", type=Path, default=None,
               help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
                    "and what-ifs (part of the dataset cached, more readers).")
 def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
-             rate: float | None, gpus_per_node: int, result_path: Path | None) -> None:
+             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_path: Path | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     from iobench.plan import format_plan, plan
     from iobench.report import load_results
@@ -404,7 +445,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: floa
     result = load_results([result_path])[0] if result_path is not None else None
     try:
         p = plan(gpu, gpus_, model, dataset_files=dataset_files, mean_kb=mean_kb, au_target=au_target, rate=rate,
-                 result=result, gpus_per_node=gpus_per_node)
+                 result=result, gpus_per_node=gpus_per_node, kind=rate_kind)
     except ValueError as exc:
         raise UserError(f"plan: {exc}") from None
     ui = UI()
@@ -412,17 +453,21 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: floa
 
 
 @cli.command()
-def gpus() -> None:
-    """Per-GPU training consumption rates iobench knows, each with its source."""
-    from iobench.gpus import rates
+@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+              help="List rows of this kind only [default: all].")
+def gpus(rate_kind: str | None) -> None:
+    """Per-GPU training consumption rates iobench knows, each with its kind and source."""
+    from iobench.gpus import H200_FILE, rates
 
     ui = UI()
-    t = Table(title="training samples/s per GPU (--model, --gpu)")
+    t = Table(title="training samples/s per GPU (--model, --gpu; --rate-kind picks the kind, default measured)")
     for col in ("model", "gpu", "samples/s", "batch", "kind", "source"):
         t.add_column(col, justify="right" if col in ("samples/s", "batch") else "left", overflow="fold")
-    for r in rates():
+    for r in rates(rate_kind):
         t.add_row(r.model, r.gpu, f"{r.samples_per_s:,.1f}", str(r.batch), r.kind, r.source)
     ui.out.print(t)
+    ui.out.print(f"the H200 measurement behind the measured rows ships with iobench: {H200_FILE}", highlight=False,
+                 soft_wrap=True)
 
 
 @cli.command("gpu-rate")

@@ -104,12 +104,59 @@ def host_info() -> dict:
         "hostname": platform.node(),
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
+        "cpus_usable": usable_cpus(),
         "ram_bytes": mem.total,
         "ram_available_bytes": mem.available,
         "python": sys.version.split()[0],
         "iobench": __version__,
         "root": os.geteuid() == 0,
     }
+
+
+def usable_cpus() -> float:
+    """Cores this process may use: its CPU affinity (taskset, cpusets), capped by its cgroup's CPU quota
+    (cgroup v2 cpu.max, v1 cpu.cfs_quota_us), as a container's limit. Not the host's core count."""
+    cores = float(len(os.sched_getaffinity(0)))
+    quota = _cgroup_quota()
+    return min(cores, quota) if quota else cores
+
+
+def _cgroup_quota() -> float | None:
+    """The CPU quota of this process's cgroup and its ancestors, in cores; None when unlimited or unreadable."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    limits: list[float] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: cpu.max is "QUOTA PERIOD" or "max PERIOD"
+            base, name = Path("/sys/fs/cgroup"), "cpu.max"
+        elif "cpu" in controllers.split(","):
+            base, name = Path("/sys/fs/cgroup/cpu"), None
+            if not base.is_dir():
+                base = Path("/sys/fs/cgroup/cpu,cpuacct")
+        else:
+            continue
+        node = base / path.lstrip("/")
+        while True:
+            limits += _quota_at(node, name)
+            if node == base or base not in node.parents:
+                break
+            node = node.parent
+    return min(limits) if limits else None
+
+
+def _quota_at(node: Path, v2_file: str | None) -> list[float]:
+    try:
+        if v2_file:
+            quota, period = (node / v2_file).read_text().split()[:2]
+            return [] if quota == "max" else [int(quota) / int(period)]
+        quota = int((node / "cpu.cfs_quota_us").read_text())
+        period = int((node / "cpu.cfs_period_us").read_text())
+        return [quota / period] if quota > 0 and period > 0 else []
+    except (OSError, ValueError):
+        return []
 
 
 NFS_KEYS = ("vers", "proto", "rsize", "wsize", "nconnect", "timeo", "retrans", "hard", "soft", "ac", "noac",

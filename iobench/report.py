@@ -25,16 +25,24 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from iobench.errors import UserError
-from iobench.plan import Measured, plan
+from iobench.plan import Measured, mixed_kinds, plan, rate_kind_of
 from iobench.result import FioBaseline, Latency, Result, Run, Verdict
-from iobench.verdict import replay_runs, storage_runs, supply_run, verdict
+from iobench.verdict import (
+    CPU_SATURATED,
+    au_cell,
+    replay_runs,
+    storage_runs,
+    supply_run,
+    times,
+    usable_cores,
+    verdict,
+)
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
 COLD, WARM, FIO = "#1f77b4", "#ff7f0e", "#7f7f7f"
 SMALL_CLIENT_CPUS = 4
 SMALL_DATASET = 100_000
-MIN_TRAIN_STEPS = 10  # batches per emulated GPU below which a training run's AU says little
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -164,12 +172,13 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
     if any(r.cache == "warm" and r.measures == "page-cache" for r in result.runs):
         out.append("Warm figures were read from this client's RAM (page cache), not from the storage.")
     cpus = result.host.cpus or 0
+    usable = usable_cores(result) or 0
     if cpus and cpus <= SMALL_CLIENT_CPUS:
         out.append(f"Small client: {cpus} CPU cores. iobench's readers share them, so this client may cap the "
                    "rates before the storage does; a training node has many more cores.")
-    if best is not None and best.cpu.iobench_cores and cpus and best.cpu.iobench_cores >= 0.85 * cpus:
-        out.append(f"During the best cold run iobench used {best.cpu.iobench_cores:.1f} of {cpus} cores: the "
-                   "client CPU, not the storage, set that pace.")
+    if best is not None and best.cpu.iobench_cores and usable and best.cpu.iobench_cores >= CPU_SATURATED * usable:
+        out.append(f"During the best cold run iobench used {best.cpu.iobench_cores:.2f} of the {usable:g} cores it "
+                   "may use: the client CPU, not the storage, set that pace.")
     if not result.host.root and any(r.cache == "cold" for r in result.runs):
         out.append("Not run as root: cold runs evicted file pages with posix_fadvise(DONTNEED); the dentry and "
                    "attribute caches were not dropped.")
@@ -178,12 +187,11 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
                    f"datasets (ImageNet: {result.settings.scale_files:,} files) stress metadata and caches more.")
     if v is not None and v.gpus_fed is not None and not v.gpus_fed_confirmed:
         out.append("GPUs fed is predicted from the sustained rate; no training run with emulated GPUs confirmed it.")
-    short = sorted({r.gpus for r in result.runs if r.gpus and _steps_per_gpu(result, r) < MIN_TRAIN_STEPS})
-    if short:
-        worst = min(_steps_per_gpu(result, r) for r in result.runs if r.gpus in short)
-        out.append(f"Training runs with {', '.join(map(str, short))} GPUs had as few as {worst} batch(es) per GPU: "
-                   "AU over so few steps (the first is excluded, and prefetched batches hide the storage) says little, "
-                   "so GPUs fed may be overstated. Use more files or a smaller --batch-size.")
+    invalid = [r for r in result.runs if not r.valid]
+    if invalid:
+        out.append(f"{len(invalid)} run(s) are marked invalid and left out of the verdict: "
+                   + "; ".join(f"epoch {r.epoch}, {r.invalid_reason}" for r in invalid[:3])
+                   + ("; ..." if len(invalid) > 3 else "") + ".")
     if result.baseline and result.baseline.note:
         out.append(f"fio baseline: {result.baseline.note}")
     return out
@@ -688,52 +696,19 @@ def headline(result: Result, f: Facts) -> str:
 
 
 def _headline(result: Result, f: Facts) -> str:
-    v, best = f.verdict, f.best_cold
-    if v is None or v.gpus_fed is None:
-        fio = _fio_best_run(result)
-        if best is None and fio is not None:
-            return (f"fio baseline only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} MB/s) "
-                    f"cold at {fio.concurrency} jobs.")
-        if best is None:
-            return "No storage figure: no cold (storage) run completed."
-        return (f"This storage delivers {best.samples_per_s:,.0f} samples/s ({best.mb_per_s:,.0f} MB/s) cold, "
-                f"at {_readers(best)}.")
-    gpu, model, fed = _gpu_name(v, result), _model_name(v, result), v.gpus_fed
-    tau = f"≥ {(v.au_target or result.settings.au_target):.0%} busy"
-    asked = result.settings.gpus
-    if asked:
-        if fed >= asked:
-            return f"Yes: this storage keeps the {asked} {gpu} GPUs asked about {tau} training {model}."
-        return f"No: of the {asked} {gpu} GPUs asked about, it keeps {fed} {tau} training {model}."
-    supply = best.samples_per_s if best else (f.main.samples_per_s if f.main else None)
-    if v.limit == "cpu":
-        why = "this client's CPU (decode and augment), not the storage, is the limit"
-    else:
-        why = "more GPUs would wait for storage"
-    if fed == 0:
-        if v.limit == "cpu":
-            return f"No: not even one {gpu} stays {tau} training {model}; {why}."
-        parts = [f"it delivers {supply / f.need_per_gpu:.0%} of what one GPU needs"] if supply and f.need_per_gpu \
-            else []
-        one = [r for r in result.runs if r.gpus == 1 and r.au is not None]
-        if one:
-            parts.append(f"a training run with one emulated GPU reached AU {one[-1].au:.0%}")
-        return f"No: this storage cannot keep even one {gpu} {tau} training {model}" + \
-            (": " + ", and ".join(parts) if parts else "") + "."
-    return f"This storage keeps {fed} {gpu} GPU{'' if fed == 1 else 's'} {tau} training {model}; {why}."
+    v = f.verdict
+    if v is not None and v.answer:
+        return v.answer
+    fio = _fio_best_run(result)
+    if fio is not None:
+        return (f"fio baseline only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} MB/s) "
+                f"cold at {fio.concurrency} jobs.")
+    return "No storage figure: no valid cold (storage) run completed."
 
 
 def _fio_best_run(result: Result) -> FioBaseline | None:
     runs = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
     return max(runs, key=lambda b: b.files_per_s) if runs else None
-
-
-def few_steps(result: Result, v: Verdict | None) -> bool:
-    """The training runs that decided GPUs fed had too few batches per GPU for AU to say much."""
-    if v is None or v.gpus_fed is None or not v.gpus_fed_confirmed:
-        return False
-    return any(r.gpus in (v.gpus_fed, v.gpus_fed + 1) and _steps_per_gpu(result, r) < MIN_TRAIN_STEPS
-               for r in result.runs if r.gpus)
 
 
 def _hero(result: Result, f: Facts) -> str:
@@ -747,14 +722,12 @@ def _hero(result: Result, f: Facts) -> str:
         left.append(f'<div class="big {cls}" id="gpus-fed">{fed}</div>')
         left.append(f'<div class="bigsub">{_esc(gpu)} GPU{"" if fed == 1 else "s"} fed, training {_esc(model)} '
                     f"at ≥ {tau:.0%} busy</div>")
-        if v.gpus_fed_confirmed and few_steps(result, v):
-            left.append('<span class="badge warn">training runs too short to be sure (see the caveats)</span>')
-        elif v.gpus_fed_confirmed and getattr(result.settings, "consumer", "sleep") == "cuda":
+        if v.gpus_fed_confirmed and getattr(result.settings, "consumer", "sleep") == "cuda":
             left.append('<span class="badge ok">measured with training runs on a real GPU</span>')
         elif v.gpus_fed_confirmed:
             left.append('<span class="badge ok">measured with emulated-GPU training runs</span>')
         else:
-            left.append('<span class="badge warn">predicted from the sustained rate</span>')
+            left.append('<span class="badge warn">predicted from the measured rates</span>')
         if f.provisional:
             left.append('<span class="badge warn">provisional: run unfinished</span>')
     elif best is not None:
@@ -768,16 +741,21 @@ def _hero(result: Result, f: Facts) -> str:
         left.append('<div class="big bad" id="gpus-fed">–</div><div class="bigsub">no storage (cold) figure</div>')
     tiles = []
     if v is not None and v.limit:
-        words = {"storage": ("Storage", "fetching the files is the bottleneck"),
-                 "cpu": ("Client CPU", "decoding and augmenting on this host"),
-                 "gpu": ("The GPUs", "storage and CPU keep up with the GPUs asked for")}[v.limit]
+        words = {"storage": ("Storage", "the loaders reach what the storage gives, and more readers give no more"),
+                 "client-cpu": ("Client CPU", "iobench used nearly all the cores it may use"),
+                 "input-pipeline": ("Input pipeline", "the storage gives more than the loader delivers"),
+                 "gpu": ("The GPUs", "storage and pipeline keep up with the GPUs asked about")}[v.limit]
         tiles.append(("Limit", words[0], words[1]))
-    if best is not None:
-        tiles.append(("Storage delivers (cold)", f"{best.samples_per_s:,.0f} samples/s",
-                      f"{best.mb_per_s:,.0f} MB/s at {_readers(best)}, {best.order}"))
+    if v is not None and v.storage_samples_per_s is not None:
+        tiles.append(("Storage gives (cold)", ("at least " if v.storage_is_lower_bound else "")
+                      + f"{v.storage_samples_per_s:,.0f} samples/s", v.storage_from or ""))
+    if v is not None and v.pipeline_samples_per_s is not None:
+        tiles.append(("Pipeline delivers", f"{v.pipeline_samples_per_s:,.0f} samples/s", v.pipeline_from or ""))
     if f.need_per_gpu is not None:
         rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
-        share = f"; storage gives {best.samples_per_s / f.need_per_gpu:.2f}x that" if best else ""
+        cap = min((x for x in (v.storage_samples_per_s, v.pipeline_samples_per_s) if x is not None), default=None) \
+            if v else None
+        share = f"; storage and pipeline give {times(cap / f.need_per_gpu)} that" if cap else ""
         tiles.append((f"One {gpu} needs", f"{f.need_per_gpu:,.0f} samples/s",
                       f"{tau:.0%} AU target x {rate:,.0f} samples/s per GPU{share}"))
     if best is not None:
@@ -873,7 +851,7 @@ def _runs_table(runs: Sequence[Run]) -> str:
                      _ms(r.latency_ms.p999), _ms(r.latency_ms.max),
                      _num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
                      _num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-",
-                     _num(r.au, 2) if r.au is not None else "-"))
+                     au_cell(r.au)))
     return _table(head, rows, left=2)
 
 
@@ -942,9 +920,10 @@ def _training_section(result: Result) -> str:
                 "sustained rate.</p>")
     tau = result.settings.au_target
     rows = [(r.gpus, _num(r.consumer_rate), _readers(r), r.cache, _steps_per_gpu(result, r),
-             _num(r.au, 2) if r.au is not None else "-",
-             _num(r.au_min, 2) if r.au_min is not None else "-", _num(r.delivered_per_s),
-             ("fed" if r.au is not None and r.au >= tau else "starved") + ("" if r.complete else " (interrupted)"))
+             au_cell(r.au),
+             au_cell(r.au_min), _num(r.delivered_per_s),
+             ("fed" if r.au is not None and r.au >= tau else "starved") + ("" if r.complete else " (interrupted)")
+             + ("" if r.valid else " (invalid)"))
             for r in train]
     return ("<p>Each emulated GPU has its own DataLoader over its shard of the epoch; "
             f"{_consumer_words(result)}. AU = compute time ÷ wall time (first step excluded); a GPU counts as fed at "
@@ -1192,7 +1171,7 @@ def _cards(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str],
                 if f.best_cold else "no cold figure")
         limit = f"limit: {v.limit}" if v and v.limit else ""
         if f.need_per_gpu and f.best_cold:
-            rate += f"; {f.best_cold.samples_per_s / f.need_per_gpu:.2f}x one {gpu}'s need"
+            rate += f"; {times(f.best_cold.samples_per_s / f.need_per_gpu)} one {gpu}'s need"
         badge = '<span class="badge ok">best</span>' if i in top else ""
         part = "" if r.complete else '<span class="badge warn">unfinished</span>'
         cls = "bad" if big == "0" else ("ok" if i in top else "")
@@ -1240,7 +1219,9 @@ def compare_headline(results: Sequence[Result], fs: Sequence[Facts], names: Sequ
     text = "; ".join(out)
     if text.startswith("none"):
         text = "N" + text[1:]
-    return text + "." if text else "No storage figures to compare."
+    text = text + "." if text else "No storage figures to compare."
+    mixed = mixed_kinds([(n, r.settings.rate_per_gpu, rate_kind_of(r)) for r, n in zip(results, names, strict=True)])
+    return f"{text} Warning: {mixed}" if mixed else text
 
 
 def _compare_html(results: Sequence[Result], names: Sequence[str]) -> str:
@@ -1361,7 +1342,7 @@ def _md_sections(result: Result, f: Facts, h: str = "##") -> list[str]:
               r.cache + ("" if r.complete else " (interrupted)"), r.measures, _num(r.samples_per_s),
               _num(r.mb_per_s, 1), _ms(r.latency_ms.p50), _ms(r.latency_ms.p99), _ms(r.latency_ms.p999),
               _ms(r.latency_ms.max), _num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-",
-              _num(r.au, 2) if r.au is not None else "-") for r in result.runs]), ""]
+              au_cell(r.au)) for r in result.runs]), ""]
     b = result.baseline
     out += [f"{h} fio baseline", ""]
     if b and b.fio:
@@ -1395,8 +1376,8 @@ def _md_sections(result: Result, f: Facts, h: str = "##") -> list[str]:
         out += [_md_table(("GPUs", "samples/s per GPU", "batches per GPU", "AU", "lowest AU", "delivered samples/s",
                            "outcome"),
                           [(r.gpus, _num(r.consumer_rate), _steps_per_gpu(result, r),
-                            _num(r.au, 2) if r.au is not None else "-",
-                            _num(r.au_min, 2) if r.au_min is not None else "-", _num(r.delivered_per_s),
+                            au_cell(r.au),
+                            au_cell(r.au_min), _num(r.delivered_per_s),
                             "fed" if r.au is not None and r.au >= tau else "starved") for r in train]), ""]
     else:
         out += ["No training runs: GPUs fed is predicted from the sustained rate.", ""]

@@ -104,6 +104,10 @@ class Run(_Model):
                           "iobench, set the pace (see docs/performance.md)")
     timeline: list[tuple[float, int]] = Field(
         description="[seconds since start, samples done] every ~0.2 s: samples/s over time")
+    valid: bool = Field(True, description="the run can mean something and may enter the verdict (the rules are in "
+                                          "iobench/verdict.py: enough batches per reader, long enough, a cold run "
+                                          "whose eviction took); invalid runs are shown, marked, and left out")
+    invalid_reason: str | None = Field(None, description="why the run is not valid, with its figures; null when valid")
 
 
 class Metadata(_Model):
@@ -136,6 +140,8 @@ class FioBaseline(_Model):
     latency_ms: Latency = Field(description="fio's completion latency of each whole-file pread() (not open/close)")
     setup_s: float = Field(description="fio's time outside the timed reads (parsing its logs, stat of every file)")
     job: str = Field(description="the fio job file (each job replays an iolog: open, one read of the file, close)")
+    cpu: Cpu | None = Field(None, description="CPU use while fio ran (iobench_cores counts fio's processes): near "
+                                              "the usable cores, fio's figure is a lower bound of the storage's")
 
 
 class Mitigation(_Model):
@@ -189,7 +195,10 @@ class Dataset(_Model):
 class Host(_Model):
     hostname: str = Field(description="client host name")
     kernel: str = Field(description="kernel release")
-    cpus: int | None = Field(description="logical CPUs")
+    cpus: int | None = Field(description="logical CPUs of the host")
+    cpus_usable: float | None = Field(
+        None, description="cores iobench may use: its CPU affinity (taskset, cpuset) capped by its cgroup's CPU "
+                          "quota, as in a container; the verdict's client-CPU test compares with this, not `cpus`")
     ram_bytes: int = Field(description="total RAM")
     ram_available_bytes: int = Field(description="RAM available when the run started")
     python: str = Field(description="Python version")
@@ -220,6 +229,8 @@ class Settings(_Model):
     gpu: str | None = Field(None, description="kind of GPU emulated")
     rate_per_gpu: float | None = Field(None, description="training samples/s one GPU consumes")
     rate_source: str | None = Field(None, description="where rate_per_gpu comes from (table row or --rate)")
+    rate_kind: str | None = Field(None, description='kind of rate_per_gpu: "measured", "published", '
+                                                    '"mlperf-storage", or "given" (--rate)')
     au_target: float = Field(0.90, description="AU a GPU must reach to count as fed (MLPerf Storage: 0.90)")
     gpus: int | None = Field(None, description="GPUs the user asked about (--gpus); null: find how many are fed")
     consumer: Literal["sleep", "cuda"] = Field(
@@ -228,25 +239,61 @@ class Settings(_Model):
 
 
 class Verdict(_Model):
-    text: str = Field(description="what the storage delivers and how many GPUs it feeds, in sentences a manager "
-                                  "can read")
-    limit: Literal["storage", "cpu", "gpu"] | None = Field(
-        None, description='what stops more GPUs from being fed: "storage" (fetch), "cpu" (decode/augment), '
-                          'or "gpu" (the asked GPUs are fed: they are the limit)')
+    text: str = Field(description="the answer in sentences: the first answers the question asked (with --gpus N it "
+                                  'starts "Yes:" or "No:"), then `evidence`, then notes')
+    answer: str = Field("", description="the first sentence of `text`: the answer to the question asked")
+    limit: Literal["storage", "client-cpu", "input-pipeline", "gpu"] | None = Field(
+        None, description='what stops more GPUs from being fed: "storage" (the loaders reach the storage figure and '
+                          'more readers give no more), "client-cpu" (iobench used nearly all the cores it may use), '
+                          '"input-pipeline" (the storage gave more than the pipeline delivered, CPU not saturated, '
+                          'or the rate was still rising with more readers), "gpu" (the GPUs asked about are fed); '
+                          "null without a valid run")
+    evidence: list[str] = Field(default_factory=list,
+                                description="sentences, each with the measured figures it rests on: storage, "
+                                            "pipeline, demand, CPU, and why the limit is what it is")
+    storage_samples_per_s: float | None = Field(
+        None, description="storage capacity: the most the storage gave this client cold, the best of fio and every "
+                          "valid loader run at its best concurrency; null without a valid cold measurement")
+    storage_is_lower_bound: bool = Field(
+        False, description="the client's CPU was saturated while that figure was measured: the storage may give more")
+    storage_from: str | None = Field(None, description='what measured the storage figure ("fio, 4 jobs", '
+                                                       '"dataloader, 4 workers", ...)')
+    pipeline_samples_per_s: float | None = Field(
+        None, description="pipeline capacity: samples/s the training-shaped input pipeline (the workload's engine, "
+                          "batch and decode) delivered on this client, from valid training runs where one starved, "
+                          "else the best valid replay run of that shape")
+    pipeline_from: str | None = Field(None, description="which run(s) the pipeline figure comes from")
+    cpu_saturated: bool = Field(
+        False, description="during the run that set the pipeline figure iobench used >= 85% of `host.cpus_usable`")
+    demand_samples_per_s: float | None = Field(
+        None, description="demand of the GPUs asked about: gpus_asked x rate_per_gpu x au_target; null without "
+                          "--gpus")
     model: str | None = Field(None, description="model of the emulated GPUs")
     gpu: str | None = Field(None, description="kind of GPU")
     rate_per_gpu: float | None = Field(None, description="samples/s one GPU consumes")
+    rate_kind: str | None = Field(None, description='kind of that rate: "measured", "published", "mlperf-storage" '
+                                                    'or "given"')
     au_target: float | None = Field(None, description="AU a GPU must reach to count as fed")
-    gpus_fed: int | None = Field(None, description="largest number of these GPUs kept at or above au_target")
+    gpus_fed: int | None = Field(
+        None, description="largest number of these GPUs kept at or above au_target: floor(min(storage, pipeline) / "
+                          "(au_target x rate_per_gpu)) unless training runs measured it; null without a valid run")
     gpus_fed_confirmed: bool = Field(
-        False, description="true when a training run with gpus_fed GPUs reached the AU target (and one with one "
-                           "more did not); false when gpus_fed is predicted from the sustained rate only")
-    best_samples_per_s: float | None = Field(description="best storage (cold) samples/s measured")
-    best_mb_per_s: float | None = Field(description="MB/s of that run")
-    best_concurrency: int | None = Field(description="concurrency of that run")
+        False, description="true when a valid training run with gpus_fed GPUs reached the AU target and one with one "
+                           "more did not; false when gpus_fed is predicted from the measured rates")
+    gpus_asked: int | None = Field(None, description="GPUs the user asked about (--gpus); null when not asked")
+    asked_fed: bool | None = Field(
+        None, description="are the GPUs asked about fed? From a valid training run at exactly gpus_asked where one "
+                          "ran (asked_confirmed), else predicted from the measured rates; null without a valid run")
+    asked_confirmed: bool = Field(False, description="asked_fed comes from a training run at exactly gpus_asked")
+    best_samples_per_s: float | None = Field(None, description="best valid cold loader run, samples/s")
+    best_mb_per_s: float | None = Field(None, description="MB/s of that run")
+    best_concurrency: int | None = Field(None, description="readers (threads or workers) of that run")
     saturates_at: int | None = Field(
-        description="smallest concurrency that reached 90% of the best cold rate (null if only one measured)")
-    order: str | None = Field(description="order of that run")
+        None, description="smallest reader count whose mean reached 90% of the best mean, when more readers gave no "
+                          "more; null when only one was measured or the rate was still rising")
+    still_rising: bool = Field(
+        False, description="the most readers measured gave > 10% more than the count before: more may give more")
+    order: str | None = Field(None, description="order of the best run")
 
 
 class Result(_Model):

@@ -28,10 +28,18 @@ from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation
 from iobench.sources import Source
 from iobench.sources.files import FileSource
 from iobench.ui import UI
-from iobench.verdict import supply_run, verdict
+from iobench.verdict import (
+    MIN_TRAIN_STEPS,
+    WARM_MIN,
+    gpus_for,
+    mark_validity,
+    measures,
+    saturation,
+    shaped_runs,
+    supply_run,
+    verdict,
+)
 
-COLD_MAX = 0.05  # at most 5% of sampled pages cached: the epoch measures storage
-WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
 
 
@@ -41,14 +49,6 @@ class Interrupted(Exception):
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def measures(resident: float | None) -> str:
-    if resident is None:
-        return "unknown"
-    if resident <= COLD_MAX:
-        return "storage"
-    return "page-cache" if resident >= WARM_MIN else "mixed"
 
 
 def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> Result:
@@ -153,6 +153,7 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
             elif (cache.resident_sample(paths) or 0.0) < WARM_MIN:
                 _warm_up(FileSource(manifest), pick, conc, ui)
             try:
+                counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
                     res = run_fio(paths, conc, sizes=sizes, seed=plan.seed, drop_caches=cold and root)
             except FioError as exc:
@@ -164,7 +165,7 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
                 concurrency=conc, cache=state, files=res.ios, bytes=res.bytes, seconds=res.seconds,
                 files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-                setup_s=round(res.setup_s, 3), job=res.job))
+                setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"])))
             result.save(result_path)
     ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
     for run in result.runs:
@@ -221,7 +222,7 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
     nbytes = int(rec.nbytes[read].sum())
     seconds = max(rec.t_end - rec.t_start, 1e-9)
     decode_ns = getattr(rec, "decode_ns", None)
-    return Run(
+    return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
         workers=getattr(engine, "workers", None), batch_size=getattr(engine, "batch_size", None),
         decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
@@ -234,7 +235,7 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
         cpu=Cpu(**sys_counters["cpu"]),
         disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
         timeline=[(round(t, 3), d) for t, d in rec.timeline], **extra,
-    )
+    ))
 
 
 def _warm_up(source: Source, order: np.ndarray, conc: int, ui: UI) -> None:
@@ -251,49 +252,71 @@ def _warn_on(run: Run, result: Result, ui: UI) -> None:
         ui.warn(msg)
 
 
-MAX_LOADER_PROCESSES = 32  # a confirmation run needs gpus x workers processes on this client
-MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a training run to count
+MAX_LOADER_PROCESSES = 32  # a training run needs gpus x workers processes on this client
+MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the one at --gpus)
 
 
 def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
-    """GPUs fed: predict from the sustained rate how many GPUs stay at the AU target, then confirm with
-    training runs (each GPU its own DataLoader and consumer) at that count and one above."""
-    supply = supply_run(result)
-    if supply is None or plan.rate_per_gpu is None:
+    """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
+    (--gpus), then the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run
+    at that count and one above (or below), until a count that is fed sits next to one that is not."""
+    if plan.rate_per_gpu is None:
         return
-    per_gpu_demand = plan.au_target * plan.rate_per_gpu
-    predicted = int(supply.samples_per_s // per_gpu_demand)
+    supply = supply_run(result)
+    if supply is None:
+        result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
+        return
     if plan.engine != "dataloader":
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
         return
-    workers = supply.workers if supply.workers is not None else plan.concurrency[0]
-    n = max(1, predicted)
+    gpus_here = None
     if plan.consumer == "cuda":
         import torch
 
-        n = min(n, torch.cuda.device_count())  # one real GPU per emulated one
-    passed: dict[int, bool] = {}  # GPUs -> reached the AU target
-    while n >= 1 and len(passed) < 4:
+        gpus_here = torch.cuda.device_count()  # one real GPU per emulated one
+    # The fewest workers per GPU that together reach the supply rate: the sweep's saturation point, shared out.
+    sat, _ = saturation([r for r in shaped_runs(result) if r.cache == supply.cache])
+    total_workers = max(sat or supply.concurrency, 1)
+    passed: dict[int, bool] = {}  # GPUs -> reached the AU target (valid runs only)
+
+    def attempt(n: int) -> bool | None:
+        nonlocal epoch
+        workers = max(1, -(-total_workers // n))
         steps = len(manifest) // (n * plan.batch_size)
+        why = None
         if steps < MIN_TRAIN_STEPS + 1:
-            result.warnings.append(
-                f"GPUs fed not confirmed at {n}: each GPU would take {steps} batches of {plan.batch_size}, fewer than "
-                f"the {MIN_TRAIN_STEPS + 1} that make AU mean anything (the loader's prefetch would hold most of an "
-                "epoch): use more --files or a smaller --batch-size")
-            break
-        if n * max(workers, 1) > MAX_LOADER_PROCESSES:
-            result.warnings.append(f"GPUs fed not confirmed at {n}: {n} GPUs x {workers} workers would need more "
-                                   f"than {MAX_LOADER_PROCESSES} loader processes on this client")
-            break
+            why = (f"each GPU would take {steps} batches of {plan.batch_size}, fewer than the {MIN_TRAIN_STEPS + 1} "
+                   "that make AU mean anything: use more --files or a smaller --batch-size")
+        elif n * workers > MAX_LOADER_PROCESSES:
+            why = (f"{n} GPUs x {workers} workers would need more than {MAX_LOADER_PROCESSES} loader processes on "
+                   "this client")
+        elif gpus_here is not None and n > gpus_here:
+            why = f"--consumer cuda needs one GPU per emulated GPU and this host has {gpus_here}"
+        if why is not None:
+            result.warnings.append(f"no training run at {n} GPUs: {why}; the answer for {n} is predicted from "
+                                   "the measured rates")
+            return None
         epoch += 1
         run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui,
                           state="cold" if "cold" in plan.cache else "warm", source_name=supply.source)
         result.runs.append(run)
         result.save(result_path)
+        if not run.valid:
+            result.warnings.append(f"the training run at {n} GPUs is invalid ({run.invalid_reason}) and was left out")
+            return None
         passed[n] = run.au is not None and run.au >= plan.au_target
-        if passed[n] and n + 1 in passed or not passed[n] and (n - 1 in passed or n == 1):
+        return passed[n]
+
+    if plan.gpus is not None:
+        attempt(plan.gpus)
+    n = max(1, gpus_for(supply.samples_per_s, plan.rate_per_gpu, plan.au_target))
+    for _ in range(MAX_TRAIN_RUNS):
+        ok = passed[n] if n in passed else attempt(n)
+        if ok is None:
+            break
+        if ok and n + 1 in passed or not ok and (n - 1 in passed or n == 1):
             break  # the boundary is found: n fed and n + 1 not, or n not fed and n - 1 known
-        n = n + 1 if passed[n] else n - 1
+        n = n + 1 if ok else n - 1
 
 
 def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
@@ -399,7 +422,7 @@ def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path
             name=v.name, source=run.source, samples_per_s=run.samples_per_s,
             speedup=round(run.samples_per_s / base_rate, 3), extra_bytes=int((cost or {}).get("extra_bytes") or 0),
             pack_s=(cost or {}).get("pack_s"),
-            gpus_fed=int(run.samples_per_s // (plan.au_target * plan.rate_per_gpu)) if plan.rate_per_gpu else None,
+            gpus_fed=gpus_for(run.samples_per_s, plan.rate_per_gpu, plan.au_target) if plan.rate_per_gpu else None,
             note="WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the "
                  "sample order is weaker than a full permutation" if v.stream else None))
         result.save(result_path)

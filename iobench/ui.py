@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from iobench.result import Result
+from iobench.verdict import au_cell
 
 
 class UI:
@@ -97,12 +98,12 @@ class UI:
                 readers = f"{r.concurrency} thr" if r.workers is None else f"{r.workers} wkr"
                 what = f" [{r.mitigation}]" if r.mitigation else ("" if r.order == "shuffled" else f" ({r.order})")
                 t.add_row(engine + what, readers,
-                          r.cache + ("" if r.complete else " (interrupted)"),
+                          r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " INVALID"),
                           r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}", f"{r.latency_ms.p50:.3f}",
                           f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
                           f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-",
                           f"{r.efficiency:.2f}" if r.efficiency is not None else "-",
-                          str(r.gpus) if r.gpus else "-", f"{r.au:.2f}" if r.au is not None else "-")
+                          str(r.gpus) if r.gpus else "-", au_cell(r.au))
             self.out.print(t)
         if result.baseline and result.baseline.fio:
             t = Table(title=f"fio {result.baseline.fio_version} on {result.baseline.fio[0].files:,} of the files")
@@ -122,5 +123,9 @@ class UI:
                           f"{m.pack_s:.1f} s" if m.pack_s else "-",
                           str(m.gpus_fed) if m.gpus_fed is not None else "-")
             self.out.print(t)
+        for r in result.runs:
+            if not r.valid:
+                self.out.print(f"[yellow]invalid:[/] epoch {r.epoch} ({r.cache}, {r.concurrency} readers"
+                               + (f", {r.gpus} GPUs" if r.gpus else "") + f"): {r.invalid_reason}", highlight=False)
         for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
             self.out.print(f"[yellow]note:[/] {w}", highlight=False)

@@ -1,82 +1,467 @@
-"""The one-line answer: what the storage delivers, at what concurrency it saturates."""
+"""The answer, and every rule it rests on: which runs count, the three capacities, the limit, GPUs fed.
+
+One run yields three capacities, all measured in that run:
+
+- **storage**: the most the storage gave this client, cold: the best of fio and every valid loader run at its
+  best concurrency; "at least" when the client's CPU was saturated while measuring it;
+- **pipeline**: what the training-shaped input pipeline (the workload's engine, batch and decode) delivered on
+  this client: from valid training runs where one starved (it then delivered all it could), else the best
+  valid replay run of that shape;
+- **demand**: GPUs asked about x per-GPU rate x AU target.
+
+GPUs fed = floor(min(storage, pipeline) / (AU target x per-GPU rate)), unless training runs measured it (a run
+at that count reached the target and one with one more did not). The limit is named with its evidence:
+`client-cpu` when iobench used nearly all the cores it may use (affinity and cgroup quota) in the run that set
+the pipeline figure; `storage` when the pipeline reached about the storage figure and more readers gave no
+more; `input-pipeline` when the storage gave well more than the pipeline with the CPU not saturated, or the rate
+was still rising with more readers (the storage's own limit was not reached); `gpu` when the GPUs asked about
+are fed. A run too short to mean anything (`validity`) is marked and never enters the answer.
+
+Every threshold, the GPUs-fed arithmetic and the display of figures compared with a threshold live here;
+runner, report and plan import them.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Iterable
 
-from iobench.result import Result, Run, Verdict
+from iobench.result import Cpu, FioBaseline, Result, Run, Settings, Verdict
 
-SATURATION = 0.9  # a concurrency "saturates" the storage when it reaches 90% of the best rate
+# ------------------------------------------------------------------------------------------------- the rules
+
+SATURATION = 0.9  # a reader count "saturates" the storage when its mean reaches 90% of the best mean
+RISING = 1.1  # "still rising": the most readers gave > 10% more than the count before
+REACHES = 0.9  # the pipeline "reaches" the storage figure at >= 90% of it
+CPU_SATURATED = 0.85  # iobench used >= 85% of the cores it may use: the client's CPU set the pace
+MIN_BATCHES_PER_READER = 10  # fewer, and start-up and the last half-empty batches dominate the epoch
+MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a training run's AU to mean anything
+MIN_SECONDS = 0.5  # a shorter epoch is mostly start-up and timer noise
+COLD_MAX = 0.05  # at most 5% of sampled pages cached before a cold epoch: it measures storage
+WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
+STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
+MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
+
+LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
+               "gpu": "the GPUs themselves"}
+
+
+def gpus_for(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
+    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate))."""
+    # 1e-9: a rate equal to the need (4,209.57 = 0.9 x 4,677.3) is enough, whatever binary floating point makes of it
+    return max(0, math.floor(samples_per_s / (au_target * rate_per_gpu) * (1 + 1e-9)))
+
+
+def demand(gpus: int, rate_per_gpu: float, au_target: float) -> float:
+    """Samples/s that keep `gpus` GPUs at AU >= au_target."""
+    return gpus * rate_per_gpu * au_target
+
+
+def floor_to(x: float, digits: int) -> float:
+    """x rounded down at `digits` decimals: a figure below a threshold never displays as the threshold."""
+    r = round(x, digits)
+    return r - 10 ** -digits if r > x else r
+
+
+def au_pct(au: float) -> str:
+    """AU as a percentage, rounded down: 0.8964 -> '89.6%' (never '90%')."""
+    return f"{floor_to(100 * au, 1):.1f}%"
+
+
+def au_cell(au: float | None) -> str:
+    """AU for a table cell, rounded down at 2 decimals: 0.8964 -> '0.89'."""
+    return "-" if au is None else f"{floor_to(au, 2):.2f}"
+
+
+def times(x: float) -> str:
+    """A ratio for text, rounded down: 0.996 -> '0.99x'."""
+    return f"{floor_to(x, 2):.2f}x"
+
+
+def measures(resident: float | None) -> str:
+    """What an epoch's figures stand for, from the fraction of its pages cached when it started."""
+    if resident is None:
+        return "unknown"
+    if resident <= COLD_MAX:
+        return "storage"
+    return "page-cache" if resident >= WARM_MIN else "mixed"
+
+
+def validity(run: Run) -> str | None:
+    """Why a run cannot mean anything, with its figures; None when it can."""
+    if not run.complete:
+        return "interrupted: the figures cover only the samples read"
+    if run.samples == 0:
+        return "no sample was read"
+    batch = run.batch_size or 1  # the thread engine reads one sample at a time
+    batches = math.ceil(run.samples / batch)
+    if run.gpus:
+        steps = batches // run.gpus
+        if steps < MIN_TRAIN_STEPS + 1:
+            return (f"{steps} batches per GPU, fewer than the {MIN_TRAIN_STEPS + 1} that AU needs (its first step is "
+                    "excluded and the loader's prefetch hides the storage)")
+    elif batches / run.concurrency < MIN_BATCHES_PER_READER:
+        what = "batches" if run.batch_size else "samples"
+        return (f"{batches / run.concurrency:.1f} {what} per reader ({batches} over {run.concurrency}), fewer than "
+                f"{MIN_BATCHES_PER_READER}: start-up and the last, partly idle {what} dominate")
+    if run.seconds < MIN_SECONDS:
+        return f"lasted {run.seconds:.2f} s, under {MIN_SECONDS} s: start-up and timing dominate"
+    if run.cache == "cold" and run.measures in ("page-cache", "mixed"):
+        return (f"cold run whose eviction did not take: {100 * (run.resident_before or 0):.0f}% of sampled pages "
+                "were cached at the start, so it partly measures RAM")
+    return None
+
+
+def mark_validity(run: Run) -> Run:
+    """Set `valid` and `invalid_reason` from `validity`."""
+    reason = validity(run)
+    run.valid, run.invalid_reason = reason is None, reason
+    return run
+
+
+def fio_valid(b: FioBaseline) -> bool:
+    return b.files > 0 and b.seconds >= MIN_SECONDS
+
+
+# ------------------------------------------------------------------------------------------ which runs count
 
 
 def replay_runs(result: Result) -> list[Run]:
-    """The sweep's complete runs: not the training runs (gpus set), not the mitigations (measured apart)."""
-    return [r for r in result.runs if r.complete and r.samples and r.gpus is None and r.mitigation is None]
+    """The sweep's valid runs: not the training runs (gpus set), not the mitigations (measured apart)."""
+    return [r for r in result.runs if r.valid and r.complete and r.samples and r.gpus is None and r.mitigation is None]
 
 
 def storage_runs(result: Result) -> list[Run]:
-    """Replay runs that measured the storage: cold, and the eviction took (or could not be checked); the shuffled
-    ones when there are any, as training reads."""
+    """Valid replay runs that measured the storage: cold, the eviction took (or could not be checked); the
+    shuffled ones when there are any, as training reads."""
     cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in ("storage", "unknown")]
     return [r for r in cold if r.order == "shuffled"] or cold
 
 
-def _mean_by_concurrency(runs: list[Run]) -> dict[int, float]:
+def training_runs(result: Result) -> list[Run]:
+    """Valid training runs (emulated GPUs) with an AU."""
+    return [r for r in result.runs if r.gpus and r.au is not None and r.valid and r.complete]
+
+
+def shaped_runs(result: Result) -> list[Run]:
+    """Valid shuffled replay runs shaped as training reads: the workload's engine, batch and decode; cold when
+    any cold run was measured (training reads from storage), else warm."""
+    s = result.settings
+    shaped = [r for r in replay_runs(result) if r.order == "shuffled" and r.engine == s.engine and r.decode == s.decode
+              and (r.batch_size is None or r.batch_size == s.batch_size)]
+    cold = [r for r in shaped if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    return cold or [r for r in shaped if r.cache == "warm"]
+
+
+def supply_run(result: Result) -> Run | None:
+    """The run that stands for what the pipeline sustains for training: the best training-shaped run (cold
+    when measured; else warm, and the data then came from RAM); else the best valid cold shuffled run."""
+    pool = shaped_runs(result) or [r for r in storage_runs(result) if r.order == "shuffled"]
+    return max(pool, key=lambda r: r.samples_per_s) if pool else None
+
+
+def mean_by_concurrency(runs: Iterable[Run]) -> dict[int, float]:
+    """Mean samples/s per reader count, by reader count."""
     rates: dict[int, list[float]] = defaultdict(list)
     for r in runs:
         rates[r.concurrency].append(r.samples_per_s)
     return {c: sum(v) / len(v) for c, v in sorted(rates.items())}
 
 
+def saturation(runs: list[Run]) -> tuple[int | None, bool]:
+    """(smallest reader count reaching SATURATION of the best mean, still rising at the most readers)."""
+    means = mean_by_concurrency(runs)
+    if len(means) < 2:
+        return None, False
+    counts = list(means)
+    if means[counts[-1]] > RISING * means[counts[-2]]:
+        return None, True
+    top = max(means.values())
+    return next(c for c, v in means.items() if v >= SATURATION * top), False
+
+
+def usable_cores(result: Result) -> float | None:
+    return result.host.cpus_usable or result.host.cpus
+
+
+def cpu_saturated(cpu: Cpu | None, result: Result) -> bool:
+    """The client's CPU set the pace: iobench used >= CPU_SATURATED of the cores it may use, or, where it may use
+    every core of the host, the host's cores were that busy (other processes took the rest)."""
+    usable = usable_cores(result)
+    if cpu is None or not usable:
+        return False
+    if cpu.iobench_cores and cpu.iobench_cores >= CPU_SATURATED * usable:
+        return True
+    whole_host = result.host.cpus is not None and usable >= result.host.cpus
+    return bool(whole_host and cpu.system_busy_pct and cpu.system_busy_pct >= 100 * CPU_SATURATED)
+
+
+def cpu_words(cpu: Cpu | None, result: Result) -> str:
+    """'iobench used 1.95 of the 2 cores it may use' (and the host's busy share when others took part of it)."""
+    usable = usable_cores(result)
+    if cpu is None or cpu.iobench_cores is None or not usable:
+        return "no CPU figure"
+    text = f"iobench used {cpu.iobench_cores:.2f} of the {usable:g} cores it may use"
+    if cpu.system_busy_pct is not None and cpu.iobench_cores < CPU_SATURATED * usable \
+            and cpu.system_busy_pct >= 100 * CPU_SATURATED:
+        text += f", and the host's cores were {cpu.system_busy_pct:.0f}% busy: other processes took the rest"
+    return text
+
+
+def readers(run: Run) -> str:
+    """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
+    if run.gpus:
+        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} workers"
+    if run.workers is None:
+        return f"{run.concurrency} thread{'' if run.concurrency == 1 else 's'}"
+    return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
+
+
+def reader_unit(run: Run) -> str:
+    return "threads" if run.workers is None else "DataLoader workers"
+
+
+# ---------------------------------------------------------------------------------------------- the answer
+
+
+def gpu_words(s: Settings | Verdict, n: int) -> str:
+    """'2 H200 GPUs training resnet50 (4,677 samples/s each, measured)', or for a given rate '2 GPUs consuming
+    100 samples/s each'."""
+    plural = "" if n == 1 else "s"
+    rate = s.rate_per_gpu or 0.0
+    if s.rate_kind == "given" or not s.gpu:
+        return f"{n:,} GPU{plural} consuming {rate:,.0f} samples/s each"
+    kind = f", {s.rate_kind}" if s.rate_kind else ""
+    return f"{n:,} {s.gpu.upper()} GPU{plural} training {s.model} ({rate:,.0f} samples/s each{kind})"
+
+
+def _storage(result: Result) -> tuple[float | None, str | None, bool]:
+    """(storage samples/s, what measured it, at least)."""
+    best: tuple[float, str, bool] | None = None
+    for r in storage_runs(result):
+        cand = (r.samples_per_s, f"{r.engine}, {readers(r)}" + ("" if r.source == "files" else f", {r.source}"),
+                cpu_saturated(r.cpu, result))
+        best = cand if best is None or cand[0] > best[0] else best
+    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
+    for b in fio:
+        cand = (b.files_per_s, f"fio, {b.concurrency} job{'' if b.concurrency == 1 else 's'}",
+                cpu_saturated(b.cpu, result))
+        best = cand if best is None or cand[0] > best[0] else best
+    return best if best else (None, None, False)
+
+
+def _pipeline(result: Result) -> tuple[float | None, str | None, Run | None]:
+    """(pipeline samples/s, where from, the run that set it)."""
+    s = result.settings
+    train = training_runs(result)
+    starved = [r for r in train if r.au is not None and r.au < s.au_target and r.delivered_per_s]
+    if starved:
+        r = max(starved, key=lambda x: x.delivered_per_s or 0.0)
+        return r.delivered_per_s, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}", r
+    shaped = supply_run(result)
+    if shaped is None:
+        return None, None, None
+    what = f"{shaped.engine}, {readers(shaped)}" + (f", batch {shaped.batch_size}" if shaped.batch_size else "") + \
+        (", decode" if shaped.decode else "") + f", {shaped.cache}"
+    fed = [r for r in train if r.delivered_per_s and r.delivered_per_s > shaped.samples_per_s]
+    if fed:  # a training run delivered more than the replay run: the pipeline gives at least that
+        r = max(fed, key=lambda x: x.delivered_per_s or 0.0)
+        return r.delivered_per_s, f"a training run with {readers(r)}, all fed", r
+    return shaped.samples_per_s, what, shaped
+
+
+def _fed(result: Result, capacity: float) -> tuple[int, bool, str]:
+    """(GPUs fed, confirmed by training runs, how it was found)."""
+    s = result.settings
+    assert s.rate_per_gpu is not None
+    train = training_runs(result)
+    tau = s.au_target
+    fed_measured = max((r.gpus or 0 for r in train if (r.au or 0) >= tau), default=0)
+    over = [r for r in train if r.gpus == fed_measured + 1 and (r.au or 0) < tau]
+    if over:
+        short = f"at {fed_measured + 1} AU {au_pct(over[0].au or 0)}, under {au_pct(tau)}"
+        if fed_measured == 0:
+            return 0, True, f"measured: a training run with 1 GPU reached only AU {au_pct(over[0].au or 0)}"
+        return fed_measured, True, f"measured: training runs at {fed_measured} reached AU >= {tau:.0%}, {short}"
+    predicted = gpus_for(capacity, s.rate_per_gpu, tau)
+    if fed_measured > predicted:
+        return fed_measured, False, (f"measured at {fed_measured} by a training run; {fed_measured + 1} was not "
+                                     "tried")
+    how = "predicted from the measured rates"
+    return predicted, False, how + (f"; a training run confirmed {fed_measured}" if fed_measured else
+                                    ", not confirmed by a training run")
+
+
+def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run | None, still_rising: bool,
+           plateau: str | None, asked_fed: bool | None) -> tuple[str, str]:
+    """(limit, the sentence that shows it). `plateau` says where more readers stopped giving more, if they did."""
+    if asked_fed:
+        return "gpu", "The GPUs asked about are the limit: storage and pipeline keep up with them."
+    cpu_run = pipe_run.cpu if pipe_run else None
+    cpu = cpu_words(cpu_run, result)
+    if cpu_saturated(cpu_run, result):
+        more = (f"; the storage gave {storage:,.0f} samples/s" if storage else "") + \
+            (", so a client with more cores would get more" if storage and storage > pipeline else "")
+        return "client-cpu", (f"This client's CPU is the limit ({cpu}); the pipeline delivered "
+                              f"{pipeline:,.0f} samples/s{more}.")
+    if storage is None:
+        return "input-pipeline", (f"The input pipeline is the limit: {pipeline:,.0f} samples/s with no cold (storage) "
+                                  f"run to compare, and the CPU not saturated ({cpu}).")
+    if pipeline >= REACHES * storage and plateau:
+        return "storage", (f"The storage is the limit: the pipeline reached {pipeline / storage:.0%} of the storage "
+                           f"figure and more readers gave no more ({plateau}).")
+    if pipeline >= REACHES * storage and still_rising:
+        return "input-pipeline", ("The input pipeline's reader count is the limit: the rate was still rising with "
+                                  "the most readers measured, so the storage's own limit was not reached: try more "
+                                  "--workers (or --threads).")
+    if pipeline >= REACHES * storage:
+        return "input-pipeline", ("The input pipeline's reader count may be the limit: one reader count was "
+                                  "measured, so whether more readers get more from the storage was not tested: sweep "
+                                  "--workers (or --threads), e.g. 2,4,8.")
+    return "input-pipeline", (f"The input pipeline is the limit: the storage gave {storage:,.0f} samples/s but the "
+                              f"pipeline delivered {pipeline:,.0f} ({pipeline / storage:.0%}) with the CPU not "
+                              f"saturated ({cpu}): more workers, or a packed layout, would get more of it.")
+
+
 def verdict(result: Result) -> Verdict:
-    done = replay_runs(result)
-    pool = storage_runs(result)
+    s = result.settings
     where = f"{result.mount.fstype} at {result.mount.path}"
-    warm = [r for r in done if r.cache == "warm"]
-    warm_note = ""
+    invalid = [r for r in result.runs if not r.valid]
+    pool = storage_runs(result)
+    best = max(pool, key=lambda r: r.samples_per_s) if pool else None
+    family = [r for r in pool if best and r.order == best.order and r.engine == best.engine
+              and r.source == best.source]
+    sat, rising = saturation(family)
+    storage, storage_from, lower = _storage(result)
+    pipeline, pipeline_from, pipe_run = _pipeline(result)
+    fields: dict = dict(
+        storage_samples_per_s=storage, storage_from=storage_from, storage_is_lower_bound=lower,
+        pipeline_samples_per_s=pipeline, pipeline_from=pipeline_from,
+        cpu_saturated=cpu_saturated(pipe_run.cpu if pipe_run else None, result),
+        model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind, au_target=s.au_target,
+        gpus_asked=s.gpus, best_samples_per_s=best.samples_per_s if best else None,
+        best_mb_per_s=best.mb_per_s if best else None, best_concurrency=best.concurrency if best else None,
+        saturates_at=sat, still_rising=rising, order=best.order if best else None)
+    if s.gpus is not None and s.rate_per_gpu:
+        fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
+    notes = _notes(result, invalid)
+    if pipeline is None and storage is None:
+        answer = _no_answer(result, invalid)
+        return Verdict(text=answer + notes, answer=answer, **fields)
+
+    evidence: list[str] = []
+    if storage is not None:
+        evidence.append(f"Storage: {storage:,.0f} samples/s cold ({storage_from})"
+                        + (", at least: the client's CPU was saturated while measuring it" if lower else "") + "."
+                        + (_loader_sentence(best, sat, rising) if best else ""))
+    else:
+        evidence.append("Storage: no valid cold run, so no storage figure.")
+    if pipeline is not None:
+        cpu = cpu_words(pipe_run.cpu if pipe_run else None, result)
+        evidence.append(f"Pipeline: {pipeline:,.0f} samples/s delivered ({pipeline_from}; {cpu}).")
+    capacity = min(x for x in (storage, pipeline) if x is not None)
+    if pipeline is None:  # `iobench fio`: no loader replay
+        first = f"fio baseline only (no loader replay): {where} gives {capacity:,.0f} files/s cold ({storage_from})."
+    else:
+        first = f"{where} delivers {capacity:,.0f} samples/s to this client's input pipeline."
+    if s.rate_per_gpu is None or pipeline is None:
+        return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, evidence=evidence, **fields)
+
+    fed, confirmed, how = _fed(result, capacity)
+    asked_fed, asked_confirmed, asked_how = _asked(result, capacity)
+    limit, why = _limit(result, storage, pipeline, pipe_run, rising, _plateau(result, sat, best), asked_fed)
+    tau = f">= {s.au_target:.0%} busy"
+    if s.gpus is not None:
+        evidence.append(f"Demand: {s.gpus:,} x {s.rate_per_gpu:,.0f} samples/s x {s.au_target:.0%} = "
+                        f"{demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f} samples/s.")
+    evidence.append(why)
+    if s.gpus is None:
+        first = (f"{where} and this client keep {gpu_words(s, fed)} at {tau} ({how}); the limit is "
+                 f"{LIMIT_WORDS[limit]}.")
+    elif asked_fed:
+        first = (f"Yes: {where} and this client keep {gpu_words(s, s.gpus)} at {tau} ({asked_how}). "
+                 f"They keep up to {fed:,} ({how}).")
+    else:
+        first = (f"No: {gpu_words(s, s.gpus)} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f} samples/s to "
+                 f"stay {tau}; {where} and this client keep {fed:,} ({how}; {asked_how}); the limit is "
+                 f"{LIMIT_WORDS[limit]}.")
+    return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
+                   gpus_fed=fed, gpus_fed_confirmed=confirmed, asked_fed=asked_fed, asked_confirmed=asked_confirmed,
+                   **fields)
+
+
+def _plateau(result: Result, sat: int | None, best: Run | None) -> str | None:
+    """Where more readers stopped giving more: the loaders' sweep, else fio's; None when neither shows it."""
+    if sat is not None and best is not None:
+        return f"the loaders saturate at ~{sat} {reader_unit(best)}"
+    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
+    rates: dict[int, list[float]] = defaultdict(list)
+    for b in fio:
+        rates[b.concurrency].append(b.files_per_s)
+    means = {c: sum(v) / len(v) for c, v in sorted(rates.items())}
+    counts = list(means)
+    if len(counts) < 2 or means[counts[-1]] > RISING * means[counts[-2]]:
+        return None
+    top = max(means.values())
+    return f"fio saturates at ~{next(c for c, v in means.items() if v >= SATURATION * top)} jobs"
+
+
+def _asked(result: Result, capacity: float) -> tuple[bool | None, bool, str]:
+    """(are the GPUs asked about fed, decided by a training run at exactly that count, how)."""
+    s = result.settings
+    if s.gpus is None or s.rate_per_gpu is None:
+        return None, False, ""
+    at = [r for r in training_runs(result) if r.gpus == s.gpus]
+    if at:
+        r = at[-1]
+        return (r.au or 0) >= s.au_target, True, f"a training run at {s.gpus:,} reached AU {au_pct(r.au or 0)}"
+    need = demand(s.gpus, s.rate_per_gpu, s.au_target)
+    word = "cover" if capacity >= need else "fall short of"
+    return capacity >= need, False, (f"predicted, not run here: the measured {capacity:,.0f} samples/s {word} the "
+                                     f"{need:,.0f} they need")
+
+
+def _loader_sentence(best: Run, sat: int | None, rising: bool) -> str:
+    unit = reader_unit(best)
+    text = (f" The loaders' best was {best.samples_per_s:,.0f} samples/s ({best.mb_per_s:,.0f} MB/s, {best.order}) at "
+            f"{readers(best)} (p99 {best.latency_ms.p99:.2f} ms)")
+    if rising:
+        text += f", still rising at the most {unit} measured: more may read more"
+    elif sat is not None:
+        text += f"; it saturates at ~{sat} {unit}"
+    return text + "."
+
+
+def _no_answer(result: Result, invalid: list[Run]) -> str:
+    """The text when no valid run remains: why, and how to get one."""
+    s = result.settings
+    if not invalid:
+        return f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."
+    why = invalid[0].invalid_reason
+    most = max(s.concurrency or [1])
+    need = MIN_BATCHES_PER_READER * (s.batch_size if s.engine == "dataloader" else 1) * max(most, 1)
+    files = max(need, 2 * result.dataset.files)
+    return (f"No valid measurement: {len(invalid)} run(s) could not mean anything (first: {why}), so no GPU count "
+            f"is given. For one, read more: --files {files:,} or more (or a smaller --batch-size), so that each of "
+            f"{most} readers reads at least {MIN_BATCHES_PER_READER} batches and each epoch lasts at least "
+            f"{MIN_SECONDS} s.")
+
+
+def _notes(result: Result, invalid: list[Run]) -> str:
+    """Sentences after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
+    text = ""
+    if result.remote:
+        text += " Network file system: the server's cache was not evicted."
+    warm = [r for r in replay_runs(result) if r.cache == "warm"]
     if warm:
         w = max(warm, key=lambda r: r.samples_per_s)
         kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
                 "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
-        w_unit = "threads" if w.workers is None else "DataLoader workers"
-        warm_note = f" Warm ({kind}): {w.samples_per_s:,.0f} files/s at {w.concurrency} {w_unit}."
-    if not pool:
-        gpu_fields = _gpus_fed(result)
-        sentence = gpu_fields.pop("sentence", "")
-        return Verdict(text=(f"{sentence} " if sentence else "") + f"No cold (storage) run was measured on {where}: "
-                            f"no storage figure.{warm_note}{_startup_note(result)}",
-                       best_samples_per_s=None, best_mb_per_s=None, best_concurrency=None,
-                       saturates_at=None, order=None, **gpu_fields)
-    best = max(pool, key=lambda r: r.samples_per_s)
-    means = _mean_by_concurrency([r for r in pool if r.order == best.order])
-    top = max(means.values())
-    saturates = next(c for c, v in means.items() if v >= SATURATION * top) if len(means) > 1 else None
-    unit = "threads" if best.workers is None else "DataLoader workers"
-    what = "files/s" if best.source == "files" else f"samples/s from {best.source}"
-    text = (f"{where} delivers {best.samples_per_s:,.0f} {what} ({best.mb_per_s:,.0f} MB/s) cold, "
-            f"{best.order}, at {best.concurrency} {unit} (p99 {best.latency_ms.p99:.2f} ms)")
-    if saturates is not None:
-        concs = list(means)
-        if saturates == concs[-1] and len(concs) > 1 and means[concs[-1]] > 1.1 * means[concs[-2]]:
-            text += f"; still rising at {concs[-1]} {unit}: try more"
-        else:
-            text += f"; it saturates at ~{saturates} {unit}"
-    text += "."
-    if result.remote:
-        text += " Network file system: the server's cache was not evicted."
-    cpus = result.host.cpus or 0
-    if best.cpu.iobench_cores and cpus and best.cpu.iobench_cores >= 0.85 * cpus:
-        text += (f" The client CPU was the limit (iobench used {best.cpu.iobench_cores:.1f} of {cpus} cores):"
-                 " the storage may give more to a bigger client.")
-    text += warm_note + _startup_note(result) + _mitigation_note(result)
-    gpu_fields = _gpus_fed(result)
-    if gpu_fields.get("sentence"):
-        text = gpu_fields.pop("sentence") + " " + text
-    return Verdict(text=text, best_samples_per_s=best.samples_per_s, best_mb_per_s=best.mb_per_s,
-                   best_concurrency=best.concurrency, saturates_at=saturates, order=best.order, **gpu_fields)
-
-
-STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
+        text += f" Warm ({kind}): {w.samples_per_s:,.0f} samples/s at {readers(w)}."
+    if invalid:
+        text += f" {len(invalid)} run(s) were too short or not cold and were left out (marked invalid)."
+    return text + _startup_note(result) + _mitigation_note(result)
 
 
 def _startup_note(result: Result) -> str:
@@ -90,66 +475,12 @@ def _startup_note(result: Result) -> str:
             f" min ({m.cache}, predicted from {m.files:,} files) before the first batch.")
 
 
-def supply_run(result: Result) -> Run | None:
-    """The replay run that stands for what the storage sustains for training: the best complete cold (storage)
-    shuffled run; else the best warm one (the data then came from RAM)."""
-    cold = [r for r in storage_runs(result) if r.order == "shuffled"]
-    best = cold or [r for r in replay_runs(result) if r.order == "shuffled" and r.cache == "warm"]
-    return max(best, key=lambda r: r.samples_per_s) if best else None
-
-
-def _limit(result: Result, supply: Run, fed: int, predicted: int) -> tuple[str, str]:
-    """storage, cpu or gpu, with the words for it, in the manner of DS-Analyzer: with decode, compare what cold
-    data gives (fetch and prep together) with what cached data gives (prep alone): when cold is no slower, the
-    CPU limits. Without decode, training runs that feed fewer GPUs than the storage's sustained rate should
-    point at this client's CPU: the input pipeline's own work (handing batches over), not the storage."""
-    asked = result.settings.gpus
-    if asked is not None and fed >= asked:
-        return "gpu", "GPUs themselves: storage and CPU keep up"
-    decode_words = "CPU (decoding and augmenting on this host)"
-    if supply.decode:
-        if supply.measures == "page-cache":
-            return "cpu", decode_words  # data came from RAM, yet the GPUs waited: preprocessing is the limit
-        warm = [r.samples_per_s for r in replay_runs(result) if r.decode and r.cache == "warm"]
-        if warm and supply.samples_per_s >= 0.9 * max(warm):
-            return "cpu", decode_words
-    if fed < predicted:
-        return "cpu", (f"CPU of this client: the storage sustained {supply.samples_per_s:,.0f} samples/s, enough for "
-                       f"{predicted}, but the input pipeline's own per-batch work kept the GPUs waiting")
-    return "storage", "storage (fetching the files)"
-
-
-def _gpus_fed(result: Result) -> dict:
-    """Verdict fields for the GPU question, with a sentence; empty when no consumer was set."""
-    s = result.settings
-    supply = supply_run(result)
-    if s.rate_per_gpu is None or supply is None:
-        return {}
-    tau, rate = s.au_target, s.rate_per_gpu
-    train = [r for r in result.runs if r.gpus and r.au is not None]
-    fed_measured = max((r.gpus for r in train if r.au >= tau), default=0)  # type: ignore[operator]
-    # confirmed: a run at that count reached the target and one with one more GPU did not
-    confirmed = any(r.gpus == fed_measured + 1 and r.au < tau for r in train)  # type: ignore[operator]
-    if confirmed:
-        fed, how = fed_measured, "measured with training runs"
-    else:
-        fed = max(fed_measured, int(supply.samples_per_s // (tau * rate)))
-        how = "predicted from the sustained rate" + (
-            f"; training runs confirmed {fed_measured}" if fed_measured else ", not confirmed by training runs")
-    limit, words = _limit(result, supply, fed, int(supply.samples_per_s // (tau * rate)))
-    gpu = (s.gpu or "").upper()
-    sentence = (f"This storage keeps {fed} {gpu} GPU{'' if fed == 1 else 's'} training {s.model} at >= "
-                f"{tau:.0%} busy ({rate:,.0f} samples/s each; {how}); beyond that the limit is the {words}.")
-    return {"limit": limit, "model": s.model, "gpu": s.gpu, "rate_per_gpu": rate, "au_target": tau,
-            "gpus_fed": fed, "gpus_fed_confirmed": confirmed, "sentence": sentence}
-
-
 def _mitigation_note(result: Result) -> str:
     """The mitigation that buys the most, when it buys at least 10%."""
-    better = [m for m in result.mitigations if m.name != "baseline" and m.speedup >= 1.1]
+    better = [m for m in result.mitigations if m.name != "baseline" and m.speedup >= MITIGATION_NOTE]
     if not better:
         return " No mitigation measured bought 10% or more." if result.mitigations else ""
     m = max(better, key=lambda x: x.speedup)
     cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
     fed = f" ({m.gpus_fed} GPUs fed)" if m.gpus_fed is not None else ""
-    return f" Best mitigation: {m.name}, {m.speedup:.1f}x the baseline's files/s{fed}{cost}."
+    return f" Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."

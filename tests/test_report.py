@@ -37,12 +37,13 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> tuple[Result, Result]:
-    """Two real results from the CLI on the local disk: a 1,4-thread sweep and a 2-thread one, same dataset."""
+    """Two real results from the CLI on the local disk: a 1,4-thread sweep and a 2-thread one, same dataset. Enough
+    small files that the cold runs last over half a second and count (the warm ones may be too short: marked)."""
     base = tmp_path_factory.mktemp("report")
     out1, out2 = base / "a", base / "b"
-    iobench("run", "--mount", str(base), "--files", "150", "--engine", "threads", "--threads", "1,4",
-            "--out", str(out1), check=True)
-    iobench("run", "--mount", str(base), "--files", "150", "--engine", "threads", "--threads", "2", "--no-fio",
+    iobench("run", "--mount", str(base), "--files", "8000", "--size-dist", "fixed:64kB", "--engine", "threads",
+            "--threads", "1,4", "--out", str(out1), check=True)
+    iobench("run", "--mount", str(base), "--files", "8000", "--engine", "threads", "--threads", "2", "--no-fio",
             "--no-metadata", "--cache", "cold", "--out", str(out2), check=True)
     return Result.load(out1 / "result.json"), Result.load(out2 / "result.json")
 
@@ -128,7 +129,8 @@ def test_single_report_in_headless_chromium(results, chromium, tmp_path):
     assert r.verdict is not None and r.verdict.text in dom.text  # the verdict, word for word
     assert r.verdict.gpus_fed is not None
     gpu = (r.settings.gpu or "").upper()
-    assert f"{gpu} GPU" in dom.text and "Limit" in dom.text and "Storage delivers (cold)" in dom.text
+    assert f"{gpu} GPU" in dom.text and "Limit" in dom.text and "Storage gives (cold)" in dom.text
+    assert "Pipeline delivers" in dom.text and r.verdict.answer in dom.text
     assert f"One {gpu} needs" in dom.text and (r.settings.rate_source or "") in dom.text
     for section in ("Environment", "Throughput", "Latency", "Samples/s over time", "fio baseline", "Metadata",
                     "Mitigations", "Training runs", "What-ifs (predictions)", "Little's law"):
@@ -183,15 +185,16 @@ def test_unfinished_and_bare_results_render(results):
         assert "fio baseline only (no loader replay)" in render_html([fio_only])
 
 
-def test_short_training_runs_are_flagged(results):
+def test_invalid_runs_are_marked_and_au_never_rounds_up_to_the_target(results):
     r = results[0].model_copy(deep=True)
-    train = r.runs[0].model_copy(update={"gpus": 2, "au": 0.95, "au_min": 0.94, "consumer_rate": 4677.3,
-                                         "batch_size": 256, "delivered_per_s": 9000.0})
+    train = r.runs[0].model_copy(update={"gpus": 2, "au": 0.8964, "au_min": 0.8999, "consumer_rate": 4677.3,
+                                         "batch_size": 256, "delivered_per_s": 9000.0, "valid": False,
+                                         "invalid_reason": "5 batches per GPU, fewer than the 11 that AU needs"})
     r.runs.append(train)
-    assert r.verdict is not None
-    r.verdict = r.verdict.model_copy(update={"gpus_fed": 2, "gpus_fed_confirmed": True})
-    text = render_html([r])
-    assert "training runs too short to be sure" in text and "as few as 1 batch(es) per GPU" in text
+    text, md = render_html([r]), render_markdown([r])
+    assert "run(s) are marked invalid and left out of the verdict" in text
+    assert "starved (invalid)" in text and "0.89" in text and "0.90" not in text.split("Training runs")[-1]
+    assert "0.89" in md and "| 0.90 |" not in md
 
 
 def test_html_escapes_what_it_shows(results):

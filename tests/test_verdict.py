@@ -1,57 +1,161 @@
-"""The one-line verdict from measured records (built here by hand: the arithmetic is what is tested)."""
+"""The verdict's rules on records built by hand: the arithmetic and the wording are what is tested here (the same
+verdict on real file systems with a known limit is tests/test_verdict_limits.py)."""
 
-from iobench.result import Cpu, Dataset, Host, Latency, Metadata, Mount, Result, Run, Settings
-from iobench.verdict import verdict
+import re
+
+import pytest
+
+from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
+from iobench.verdict import (
+    au_cell,
+    au_pct,
+    floor_to,
+    gpu_words,
+    gpus_for,
+    mark_validity,
+    times,
+    verdict,
+)
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)
 
 
-def _run(conc: int, rate: float, cache: str = "cold", cores: float = 0.5, measures: str = "storage") -> Run:
-    return Run(source="files", order="shuffled", engine="threads", concurrency=conc, cache=cache, epoch=1,
-               complete=True, eviction="drop_caches", resident_before=0.0, measures=measures, samples=1000,
-               bytes=110_000_000, seconds=1000 / rate, samples_per_s=rate, mb_per_s=rate * 0.11, latency_ms=LAT,
-               open_ms=LAT, cpu=Cpu(system_busy_pct=50, iowait_pct=10, iobench_cores=cores), disk=None, timeline=[])
+def _run(conc: int, rate: float, cache: str = "cold", cores: float = 0.5, measures: str = "storage",
+         samples: int = 4000, **extra) -> Run:
+    run = Run(source="files", order="shuffled", engine="threads", concurrency=conc, cache=cache, epoch=1,
+              complete=True, eviction="drop_caches", resident_before=0.0, measures=measures, samples=samples,
+              bytes=samples * 110_000, seconds=samples / rate, samples_per_s=rate, mb_per_s=rate * 0.11,
+              latency_ms=LAT, open_ms=LAT, cpu=Cpu(system_busy_pct=50, iowait_pct=10, iobench_cores=cores),
+              disk=None, timeline=[]).model_copy(update=extra)
+    return mark_validity(run)
 
 
-def _result(runs: list[Run], fstype: str = "xfs", metadata: list[Metadata] | None = None) -> Result:
+def _fio(conc: int, rate: float, cores: float = 0.3) -> FioBaseline:
+    return FioBaseline(concurrency=conc, cache="cold", files=20_000, bytes=20_000 * 110_000, seconds=20_000 / rate,
+                       files_per_s=rate, mb_per_s=rate * 0.11, latency_ms=LAT, setup_s=0.1, job="",
+                       cpu=Cpu(system_busy_pct=50, iowait_pct=10, iobench_cores=cores))
+
+
+def _result(runs: list[Run], fstype: str = "xfs", metadata: list[Metadata] | None = None, fio: list | None = None,
+            usable: float = 2.0, **settings) -> Result:
     return Result(
         created="2026-11-29T00:00:00+0000", command=["iobench", "run"],
-        host=Host(hostname="h", kernel="6", cpus=2, ram_bytes=2**34, ram_available_bytes=2**34, python="3.11",
-                  iobench="0", root=True),
+        host=Host(hostname="h", kernel="6", cpus=2, cpus_usable=usable, ram_bytes=2**34, ram_available_bytes=2**34,
+                  python="3.11", iobench="0", root=True),
         mount=Mount(path="/mnt/x", source="/dev/loop0", fstype=fstype, options="rw", family="local", device="loop0",
                     read_ahead_kb=128, bdi="7:0", details={}, unread=[]),
-        dataset=Dataset(path="/mnt/x/d", files=1000, bytes=110_000_000, mean_bytes=110_000, median_bytes=97_000,
+        dataset=Dataset(path="/mnt/x/d", files=4000, bytes=440_000_000, mean_bytes=110_000, median_bytes=97_000,
                         made_by_iobench=True, params=None, fits_in_ram=True),
-        settings=Settings(orders=["shuffled"], concurrency=[1, 4, 16], cache=["cold"], epochs=1, seed=0),
-        remote=fstype.startswith("fuse"), runs=runs, metadata=metadata or [])
+        settings=Settings(orders=["shuffled"], concurrency=[1, 4, 16], cache=["cold"], epochs=1, seed=0,
+                          **settings),
+        remote=fstype.startswith("fuse"), runs=runs, metadata=metadata or [],
+        baseline=Baseline(fio_version="fio-3.33", fio=fio) if fio else None)
 
 
-def test_best_cold_run_and_saturation_point():
-    v = verdict(_result([_run(1, 1000), _run(4, 3000), _run(16, 3100), _run(16, 50_000, "warm", 1.0, "page-cache")]))
-    assert (v.best_samples_per_s, v.best_concurrency, v.saturates_at) == (3100, 16, 4)
-    assert "3,100 files/s" in v.text and "saturates at ~4 threads" in v.text
-    assert "Warm (from the page cache): 50,000 files/s" in v.text
+H200 = dict(rate_per_gpu=1000.0, model="resnet50", gpu="h200", rate_kind="measured")
 
 
-def test_still_rising_says_try_more_threads():
-    v = verdict(_result([_run(1, 1000), _run(4, 3000)]))
-    assert v.saturates_at == 4 and "still rising at 4 threads" in v.text
+def _training(gpus: int, au: float, delivered: float, cores: float = 0.5) -> Run:
+    return _run(4, delivered, cores=cores, engine="dataloader", workers=4, batch_size=16, gpus=gpus, au=au,
+                au_min=au, delivered_per_s=delivered)
 
 
-def test_client_cpu_limit_and_remote_caveat():
-    v = verdict(_result([_run(4, 3000, cores=1.9)], fstype="fuse.sshfs"))
-    assert "client CPU was the limit" in v.text and "server's cache was not evicted" in v.text
-    assert v.saturates_at is None
+def test_numbers_never_cross_a_threshold_by_rounding():
+    assert au_pct(0.8964) == "89.6%" and au_pct(0.89999) == "89.9%" and au_pct(0.9) == "90.0%"
+    assert au_cell(0.8964) == "0.89" and au_cell(0.899) == "0.89" and au_cell(None) == "-"
+    assert floor_to(0.29, 2) == 0.29 and times(0.996) == "0.99x"
+    assert gpus_for(4209.57, 4677.3, 0.9) == 1 and gpus_for(4209.5, 4677.3, 0.9) == 0
 
 
-def test_no_cold_run_gives_no_storage_figure():
-    v = verdict(_result([_run(4, 50_000, "warm", measures="page-cache")]))
-    assert v.best_samples_per_s is None and "no storage figure" in v.text
+def test_storage_is_the_best_of_fio_and_the_loaders_and_saturation_point():
+    warm = _run(16, 50_000, "warm", 1.0, "page-cache", samples=40_000)
+    r = _result([_run(1, 1000), _run(4, 3000), _run(16, 3100), warm], fio=[_fio(16, 3050)])
+    v = verdict(r)
+    assert (v.best_samples_per_s, v.best_concurrency, v.saturates_at, v.still_rising) == (3100, 16, 4, False)
+    assert v.storage_samples_per_s == 3100 and v.storage_from == "threads, 16 threads"
+    assert "saturates at ~4 threads" in v.text and "still rising" not in v.text
+    assert "Warm (from the page cache): 50,000 samples/s" in v.text
+    v = verdict(_result([_run(1, 1000), _run(4, 3000)], fio=[_fio(4, 9000)]))
+    assert v.storage_samples_per_s == 9000 and v.storage_from == "fio, 4 jobs" and not v.storage_is_lower_bound
+
+
+def test_still_rising_has_no_saturation_point_and_is_not_the_storage():
+    v = verdict(_result([_run(1, 1000), _run(4, 3000)], **H200))
+    assert v.saturates_at is None and v.still_rising and "still rising at the most threads" in v.text
+    assert v.limit == "input-pipeline" and "the storage's own limit was not reached" in v.text
+
+
+def test_storage_limit_needs_the_loaders_at_the_storage_figure_and_no_more_from_more_readers():
+    v = verdict(_result([_run(1, 1000), _run(4, 2500), _run(16, 2550)], fio=[_fio(16, 2600)], **H200))
+    assert (v.limit, v.gpus_fed, v.gpus_fed_confirmed) == ("storage", 2, False)
+    assert v.pipeline_samples_per_s == 2550 and v.storage_samples_per_s == 2600
+    assert v.answer.startswith("xfs at /mnt/x and this client keep 2 H200 GPUs training resnet50 (1,000 samples/s "
+                               "each, measured) at >= 90% busy (predicted")
+    assert "the limit is the storage" in v.answer
+
+
+def test_fio_well_above_the_loaders_names_the_input_pipeline_not_the_storage():
+    v = verdict(_result([_run(1, 1000), _run(4, 5383), _run(16, 5400)], fio=[_fio(4, 9615)], **H200))
+    assert v.limit == "input-pipeline" and v.storage_samples_per_s == 9615 and v.pipeline_samples_per_s == 5400
+    assert v.gpus_fed == 6  # floor(min(9615, 5400) / 900)
+    assert "the storage gave 9,615 samples/s but the pipeline delivered 5,400 (56%)" in v.text
+
+
+def test_client_cpu_is_judged_against_the_cores_iobench_may_use():
+    runs = [_run(1, 3000, cores=0.9), _run(4, 6607, cores=0.95), _run(16, 6500, cores=0.97)]
+    v = verdict(_result(runs, fio=[_fio(4, 10_870, cores=0.9)], usable=1.0, **H200))
+    assert v.limit == "client-cpu" and v.cpu_saturated and v.storage_samples_per_s == 10_870
+    assert v.storage_is_lower_bound  # fio too used nearly the one core
+    assert "iobench used 0.95 of the 1 cores it may use" in v.text and "at least" in v.text
+    assert verdict(_result(runs, fio=[_fio(4, 10_870, cores=0.9)], usable=2.0, **H200)).limit != "client-cpu"
+
+
+def test_gpus_fed_confirmed_by_training_runs():
+    runs = [_run(4, 2500), _run(16, 2550), _training(2, 0.95, 1900), _training(3, 0.80, 2400)]
+    v = verdict(_result(runs, fio=[_fio(16, 2600)], **H200))
+    assert (v.gpus_fed, v.gpus_fed_confirmed) == (2, True)
+    assert v.pipeline_samples_per_s == 2400 and "a training run with 3 GPUs x 4 workers, AU 80.0%" in v.text
+    assert "measured: training runs at 2 reached AU >= 90%, at 3 AU 80.0%, under 90.0%" in v.answer
+
+
+def test_one_starved_gpu_below_what_the_storage_gives():
+    v = verdict(_result([_run(4, 5000), _run(16, 5000), _training(1, 0.70, 700)], **H200))
+    assert (v.gpus_fed, v.gpus_fed_confirmed, v.limit) == (0, True, "input-pipeline")
+    assert "a training run with 1 GPU reached only AU 70.0%" in v.answer
+
+
+def test_gpus_asked_get_a_yes_or_no_first():
+    runs = [_run(4, 2500), _run(16, 2550)]
+    yes = verdict(_result(runs + [_training(2, 0.95, 1900)], gpus=2, **H200))
+    assert (yes.gpus_asked, yes.asked_fed, yes.asked_confirmed, yes.limit) == (2, True, True, "gpu")
+    assert yes.text.startswith("Yes: xfs at /mnt/x and this client keep 2 H200 GPUs") and "AU 95.0%" in yes.answer
+    no = verdict(_result(runs, gpus=64, **H200))
+    assert (no.gpus_asked, no.asked_fed, no.asked_confirmed, no.gpus_fed) == (64, False, False, 2)
+    assert no.demand_samples_per_s == 57_600
+    assert no.text.startswith("No: 64 H200 GPUs training resnet50 (1,000 samples/s each, measured) need 57,600 "
+                              "samples/s") and "predicted, not run here" in no.answer
+
+
+def test_a_given_rate_is_not_described_as_a_known_gpu():
+    s = Settings(orders=[], concurrency=[1], cache=["cold"], epochs=1, seed=0, rate_per_gpu=100.0, rate_kind="given")
+    assert gpu_words(s, 3) == "3 GPUs consuming 100 samples/s each"
+    v = verdict(_result([_run(4, 2500), _run(16, 2550)], rate_per_gpu=100.0, rate_kind="given"))
+    assert "GPUs consuming 100 samples/s each" in v.answer and "H200" not in v.text
+
+
+def test_too_short_runs_are_marked_and_give_no_gpu_count():
+    runs = [_run(4, 3650, samples=300, engine="dataloader", workers=4, batch_size=256)]
+    assert not runs[0].valid and "per reader" in (runs[0].invalid_reason or "")
+    v = verdict(_result(runs, engine="dataloader", batch_size=256, **H200))
+    assert v.gpus_fed is None and v.limit is None and v.text.startswith("No valid measurement")
+    assert "--files" in v.text
+    short = _run(16, 40_000, samples=4000)  # 0.1 s
+    assert not short.valid and "under 0.5 s" in (short.invalid_reason or "")
 
 
 def test_cold_run_whose_eviction_failed_is_not_a_storage_figure():
-    v = verdict(_result([_run(4, 40_000, measures="page-cache"), _run(1, 900)]))
-    assert v.best_samples_per_s == 900
+    v = verdict(_result([_run(4, 40_000, measures="page-cache", samples=40_000), _run(1, 900)]))
+    assert v.best_samples_per_s == 900 and "1 run(s) were too short or not cold" in v.text
 
 
 def _meta(projected: float) -> Metadata:
@@ -66,28 +170,48 @@ def test_start_up_cost_is_mentioned_past_a_minute():
     assert "Start-up: listing 1,281,167 files as ImageFolder does would take ~3.0 min" in v.text
 
 
-def _training(gpus: int, au: float) -> Run:
-    return _run(4, 4000).model_copy(update={"gpus": gpus, "au": au, "au_min": au, "engine": "dataloader",
-                                            "workers": 4})
+SCENARIOS = {
+    "storage": ([_run(1, 1000), _run(4, 2500), _run(16, 2550)], [_fio(16, 2600)], {}, 2.0),
+    "pipeline": ([_run(1, 1000), _run(4, 5383), _run(16, 5400)], [_fio(4, 9615)], {}, 2.0),
+    "cpu": ([_run(4, 6607, cores=0.95), _run(16, 6500, cores=0.97)], [_fio(4, 10_870)], {}, 1.0),
+    "rising": ([_run(1, 1000), _run(4, 3000)], [], {}, 2.0),
+    "asked-yes": ([_run(4, 2500), _run(16, 2550), _training(2, 0.95, 1900)], [], {"gpus": 2}, 2.0),
+    "asked-no": ([_run(4, 2500), _run(16, 2550)], [], {"gpus": 64}, 2.0),
+    "confirmed": ([_run(4, 2500), _run(16, 2550), _training(2, 0.95, 1900), _training(3, 0.80, 2400)], [], {}, 2.0),
+    "invalid": ([_run(4, 3650, samples=300, engine="dataloader", workers=4, batch_size=256)], [], {}, 2.0),
+}
 
 
-def _with_consumer(runs: list[Run], rate: float = 1000.0) -> Result:
-    r = _result(runs)
-    r.settings = r.settings.model_copy(update={"rate_per_gpu": rate, "model": "resnet50", "gpu": "h200"})
-    return r
-
-
-def test_gpus_fed_confirmed_by_training_runs_and_storage_named():
-    v = verdict(_with_consumer([_run(4, 2500), _training(2, 0.95), _training(3, 0.80)]))
-    assert (v.gpus_fed, v.gpus_fed_confirmed, v.limit) == (2, True, "storage")
-    assert v.text.startswith("This storage keeps 2 H200 GPUs training resnet50") and "limit is the storage" in v.text
-
-
-def test_gpus_fed_below_what_the_storage_sustains_names_the_client_cpu():
-    v = verdict(_with_consumer([_run(4, 5000), _training(1, 0.70)]))  # 5000/s would feed 5, one GPU starved
-    assert (v.gpus_fed, v.gpus_fed_confirmed, v.limit) == (0, True, "cpu") and "CPU of this client" in v.text
-
-
-def test_gpus_fed_predicted_without_training_runs():
-    v = verdict(_with_consumer([_run(4, 2000)]))
-    assert (v.gpus_fed, v.gpus_fed_confirmed) == (2, False) and "predicted from the sustained rate" in v.text
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_text_and_fields_say_the_same(name):
+    runs, fio, asked, usable = SCENARIOS[name]
+    v = verdict(_result(runs, fio=fio or None, usable=usable, **H200, **asked))
+    assert v.text.startswith(v.answer)
+    for sentence in v.evidence:
+        assert sentence in v.text
+    if v.gpus_fed is None:
+        assert v.limit is None and not re.search(r"keep \d+ ", v.text)
+        return
+    if v.gpus_asked is None:
+        assert int(re.search(r"keep (\d+) H200", v.answer).group(1)) == v.gpus_fed
+    elif v.asked_fed:
+        assert v.answer.startswith(f"Yes: xfs at /mnt/x and this client keep {v.gpus_asked:,} H200")
+        assert f"They keep up to {v.gpus_fed:,} (" in v.answer
+    else:
+        assert v.answer.startswith(f"No: {v.gpus_asked:,} H200")
+        assert f"and this client keep {v.gpus_fed:,} (" in v.answer
+    how = v.answer.split("busy (" if v.gpus_asked is None else f"keep up to {v.gpus_fed:,} (" if v.asked_fed
+                         else f"keep {v.gpus_fed:,} (")[1]
+    assert how.startswith("measured") == v.gpus_fed_confirmed and how.startswith("predicted") != v.gpus_fed_confirmed
+    words = {"storage": "the limit is the storage", "client-cpu": "the limit is this client's CPU",
+             "input-pipeline": "the limit is the input pipeline"}
+    if v.limit in words:
+        assert words[v.limit] in v.answer
+    else:
+        assert v.limit == "gpu" and v.answer.startswith("Yes:")
+    assert ("still rising" in v.text) == v.still_rising
+    assert (f"saturates at ~{v.saturates_at} " in v.text) == (v.saturates_at is not None)
+    if v.storage_samples_per_s is not None:
+        assert f"Storage: {v.storage_samples_per_s:,.0f} samples/s cold ({v.storage_from})" in v.text
+        assert ("at least" in v.text) == v.storage_is_lower_bound
+    assert f"Pipeline: {v.pipeline_samples_per_s:,.0f} samples/s delivered" in v.text
