@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+import iobench.fio as fio
 from iobench.fio import (
+    PRERUN_DROP,
     FioError,
     FioJob,
     FioMissing,
@@ -103,6 +107,7 @@ def test_run_fio_counts_real_files_and_bytes(dataset: tuple[list[str], list[int]
     lat = res.latency_ms
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
     assert res.version == fio_version()
+    assert res.repeats == 1 and res.runs_files_per_s == (round(res.files_per_s, 2),)
     assert f"numjobs={concurrency}" in res.job
     # what fio ran is kept in workdir: the job file and one iolog per job naming every file
     assert (tmp_path / "iobench.fio").read_text() == res.job
@@ -145,14 +150,120 @@ def test_missing_fio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         run_fio([str(f)], 1, max_file_size=4096)
 
 
+def test_build_job_options_keep_fio_at_its_best(dataset: tuple[list[str], list[int]]) -> None:
+    """No fadvise hint (fio's default advises SEQUENTIAL on every open, a loader none), no invalidate; the
+    cold run's extra drop writes dirty pages back first, as iobench's own eviction does."""
+    paths, _ = dataset
+    cold = build_job(paths[:10], 1, drop_caches=True).job
+    options = [line for line in cold.splitlines() if line and not line.startswith(";")]
+    assert {"ioengine=psync", "rw=read", "fadvise_hint=0", "invalidate=0"} <= set(options)
+    assert "exec_prerun=sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'" in options
+    assert f"exec_prerun={PRERUN_DROP}" in options
+    assert not any(o.startswith("exec_prerun") for o in build_job(paths[:10], 1).job.splitlines())
+
+
+def _strace_wrapper(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in fio binary that runs the real one under strace (one log per process)."""
+    logs = tmp_path / "strace"
+    logs.mkdir()
+    wrapper = tmp_path / "fio"
+    wrapper.write_text(f"""#!/bin/sh
+case "$1" in --version) exec {shutil.which("fio")} "$@";; esac
+exec strace -f -ff -qq -s 0 -o {logs}/trace -e trace=openat,open,read,pread64,readv,preadv,preadv2,fadvise64,close \
+    {shutil.which("fio")} "$@"
+""")
+    wrapper.chmod(0o755)
+    return wrapper, logs
+
+
+@needs_fio
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (apt-get install -y strace)")
+def test_run_fio_reads_like_a_python_loop(dataset: tuple[list[str], list[int]], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The syscalls fio makes on the data files are a loader's: per file one open, one pread of the whole
+    file, one close; no posix_fadvise, no other reads."""
+    paths, sizes = dataset
+    wrapper, logs = _strace_wrapper(tmp_path)
+    monkeypatch.setattr(fio, "_fio_binary", lambda: str(wrapper))
+    res = run_fio(paths[:40], 2, sizes=sizes[:40], seed=5)
+    assert res.ios == 40
+    size_of = dict(zip(paths[:40], sizes[:40], strict=True))
+    opens: Counter[str] = Counter()
+    preads: Counter[tuple[str, int, int]] = Counter()
+    fadvised, other_reads = [], []
+    for log in logs.iterdir():
+        fds: dict[int, str] = {}
+        for line in log.read_text(errors="replace").splitlines():
+            if m := re.match(r'open(?:at)?\((?:AT_FDCWD, )?"([^"]+)", ([A-Z_|]+).*\) +=\s+(\d+)$', line):
+                if m[1] in size_of:
+                    assert "O_DIRECT" not in m[2]
+                    opens[m[1]] += 1
+                    fds[int(m[3])] = m[1]
+            elif m := re.match(r"close\((\d+)\)", line):
+                fds.pop(int(m[1]), None)
+            elif m := re.match(r"pread64\((\d+), .*, (\d+), (\d+)\) +=\s+(\d+)$", line):
+                if int(m[1]) in fds:
+                    preads[(fds[int(m[1])], int(m[2]), int(m[3]))] += 1
+                    assert m[4] == m[2]
+            elif (m := re.match(r"(fadvise64|read|readv|preadv|preadv2)\((\d+),", line)) and int(m[2]) in fds:
+                (fadvised if m[1] == "fadvise64" else other_reads).append(line)
+    assert opens == Counter({p: 1 for p in size_of})
+    assert preads == Counter({(p, s, 0): 1 for p, s in size_of.items()})
+    assert fadvised == [] and other_reads == []
+
+
+@needs_fio
+def test_run_fio_repeats_keeps_the_fastest(dataset: tuple[list[str], list[int]]) -> None:
+    paths, sizes = dataset
+    calls = []
+    res = run_fio(paths[:60], 2, sizes=sizes[:60], repeats=3, prepare=lambda: calls.append(1))
+    assert len(calls) == 3  # before each run
+    assert res.repeats == 3 and len(res.runs_files_per_s) == 3
+    assert round(res.files_per_s, 2) == max(res.runs_files_per_s)
+    assert res.ios == 60 and res.bytes == sum(sizes[:60])  # the kept run read every file once
+    with pytest.raises(ValueError, match="repeats"):
+        run_fio(paths[:2], 1, repeats=0)
+
+
+def test_foreign_drops_and_caveats() -> None:
+    # each of fio's own jobs drops once (3: page cache and slab); anything beyond is someone else's
+    assert fio._foreign_drops((10, 10), (14, 14), 4) == 0
+    assert fio._foreign_drops((10, 10), (15, 14), 4) == 1
+    assert fio._foreign_drops((10, 10), (12, 13), 0) == 3
+    assert fio._foreign_drops(None, (1, 1), 0) is None
+    assert fio._caveats(0.5, 0) == () and fio._caveats(0.5, None) == ()
+    (drop,) = fio._caveats(0.5, 2)
+    assert "dropped the caches 2 time(s)" in drop
+    (short,) = fio._caveats(0.04, 0)
+    assert "40 ms" in short
+    assert len(fio._caveats(0.04, 1)) == 2
+    counts = fio._drop_counts()
+    if Path("/proc/vmstat").exists() and "drop_pagecache" in Path("/proc/vmstat").read_text():
+        assert counts is not None and min(counts) >= 0
+
+
+@needs_fio
+def test_run_fio_labels_a_run_another_process_disturbed(dataset: tuple[list[str], list[int]],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    paths, sizes = dataset
+    counts = iter([(5, 5), (6, 6)])  # someone dropped the caches once while fio ran
+    monkeypatch.setattr(fio, "_drop_counts", lambda: next(counts))
+    res = run_fio(paths[:20], 1, sizes=sizes[:20], loops=20)
+    assert res.foreign_drops == 1 and not res.at_best
+    assert any("dropped the caches 1 time(s)" in c for c in res.caveats)
+    d = res.to_dict()
+    assert d["at_best"] is False and tuple(d["caveats"]) == res.caveats
+
+
 @needs_fio
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches)")
 def test_run_fio_drop_caches_after_setup(dataset: tuple[list[str], list[int]]) -> None:
     paths, sizes = dataset
     res = run_fio(paths[:50], 2, drop_caches=True)
-    assert "exec_prerun=sh -c 'echo 3 > /proc/sys/vm/drop_caches'" in res.job
+    assert "exec_prerun=sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'" in res.job
     assert res.ios == 50 and res.bytes == sum(sizes[:50])
+    assert res.foreign_drops is not None  # fio's own two drops are not counted as someone else's
 
 
 def test_drop_caches_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
