@@ -132,7 +132,8 @@ class Metadata(_Model):
 class FioBaseline(_Model):
     concurrency: int = Field(description="fio jobs (numjobs), each reading its share of the files")
     cache: Literal["cold", "warm"] = Field(description="cache state, prepared as for the loader runs")
-    files: int = Field(description="files fio read (a random sample of the dataset of at most 20,000)")
+    files: int = Field(description="files fio read, loops included (a random sample of the dataset of at most "
+                                   "20,000, read once per loop)")
     bytes: int = Field(description="bytes fio read (its io_bytes)")
     seconds: float = Field(description="fio's runtime for the reads (includes open and close, 1 ms resolution)")
     files_per_s: float = Field(description="files / seconds")
@@ -140,8 +141,15 @@ class FioBaseline(_Model):
     latency_ms: Latency = Field(description="fio's completion latency of each whole-file pread() (not open/close)")
     setup_s: float = Field(description="fio's time outside the timed reads (parsing its logs, stat of every file)")
     job: str = Field(description="the fio job file (each job replays an iolog: open, one read of the file, close)")
-    cpu: Cpu | None = Field(None, description="CPU use while fio ran (iobench_cores counts fio's processes): near "
-                                              "the usable cores, fio's figure is a lower bound of the storage's")
+    cpu: Cpu | None = Field(None, description="CPU use while fio ran, its set-up and every repeat included "
+                                              "(iobench_cores counts fio's processes): near the usable cores, fio's "
+                                              "figure is a lower bound of the storage's")
+    repeats: int = Field(1, description="fio runs at this point (cold: each from an evicted cache); the fastest kept")
+    runs_files_per_s: list[float] = Field(default_factory=list, description="files/s of every repeat")
+    at_best: bool = Field(True, description="false when `caveats` says the kept run may be below fio's best")
+    caveats: list[str] = Field(default_factory=list,
+                               description="why the figure may be below fio's best (another process dropped the "
+                                           "caches while it ran; timed reads too short)")
 
 
 class Mitigation(_Model):
