@@ -319,9 +319,16 @@ def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run
         return "input-pipeline", ("The input pipeline's reader count may be the limit: one reader count was "
                                   "measured, so whether more readers get more from the storage was not tested: sweep "
                                   "--workers (or --threads), e.g. 2,4,8.")
+    if still_rising:
+        how = "the loaders were still rising with more readers: more --workers may get more of it"
+    elif plateau:
+        how = (f"more readers gave no more ({plateau}), so the per-sample path on this client (opening files, handing "
+               "batches between processes), not the storage, sets the pace: --mitigations measures packed layouts")
+    else:
+        how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
     return "input-pipeline", (f"The input pipeline is the limit: the storage gave {storage:,.0f} samples/s but the "
                               f"pipeline delivered {pipeline:,.0f} ({pipeline / storage:.0%}) with the CPU not "
-                              f"saturated ({cpu}): more workers, or a packed layout, would get more of it.")
+                              f"saturated ({cpu}); {how}.")
 
 
 def verdict(result: Result) -> Verdict:

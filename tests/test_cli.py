@@ -287,7 +287,10 @@ def test_the_same_options_apply_with_the_engine_they_belong_to(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "out"
     iobench("run", "--mount", str(tmp_path), "--files", "64", "--size-dist", "fixed:4kB", "--engine", "threads",
-            "--threads", "1,2", "--cache", "cold", "--no-fio", "--no-metadata", "--out", str(out), check=True)
+            "--threads", "1,2", "--cache", "cold", "--no-fio", "--no-metadata", "--rate", "100", "--out", str(out),
+            check=True)
     r = Result.load(out / "result.json")
     assert [x.concurrency for x in r.runs] == [1, 2] and {x.engine for x in r.runs} == {"threads"}
     assert r.settings.concurrency == [1, 2]
+    # --rate alone is "a GPU consuming 100 samples/s", not the workload's H200 training ResNet-50
+    assert (r.settings.gpu, r.settings.model, r.settings.rate_kind, r.settings.rate_per_gpu) == (None, None, "given", 100)
