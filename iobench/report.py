@@ -778,11 +778,14 @@ def _hero(result: Result, f: Facts) -> str:
 
 
 def _gauge(result: Result, f: Facts) -> str:
-    """Supply against demand: the storage's cold (and warm) rate, with a mark at each GPU's need."""
-    if f.need_per_gpu is None or f.best_cold is None:
+    """Supply against demand: the verdict's storage and pipeline figures (and the warm rate), with a mark at each
+    GPU's need."""
+    v = f.verdict
+    if f.need_per_gpu is None or v is None or (v.storage_samples_per_s is None and v.pipeline_samples_per_s is None):
         return ""
-    gpu = _gpu_name(f.verdict, result)
-    bars = [("storage, cold", f.best_cold.samples_per_s, COLD)]
+    gpu = _gpu_name(v, result)
+    bars = [(name, x, COLD) for name, x in (("storage, cold", v.storage_samples_per_s),
+                                            ("pipeline", v.pipeline_samples_per_s)) if x is not None]
     if f.best_warm is not None:
         warm = "page cache, warm" if f.best_warm.measures == "page-cache" else "warm re-read"
         bars.append((warm, f.best_warm.samples_per_s, WARM))

@@ -17,12 +17,15 @@ For a bed of your own inside a test: ``with testbed("sshfs", tmp_path / "state",
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +45,9 @@ __all__ = [
     "sshfs_mount",
     "sshfs_delay_mount",
     "gluster_mount",
+    "mount_source",
+    "blkio_cgroup",
+    "in_cgroup",
 ]
 
 
@@ -166,3 +172,70 @@ def gluster_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A one-node GlusterFS volume through its FUSE client (scale-out NAS). Module scope: only one
     glusterd can run, so it goes down before another module's gluster tests bring up their own."""
     yield from _session_bed(tmp_path_factory, "gluster", "gluster")
+
+
+# ------------------------------------------------------------------ storage with a known limit (blkio throttle)
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+def mount_source(mount: str | os.PathLike) -> str | None:
+    """What /proc/mounts names as mounted at exactly `mount` (a device such as /dev/loop1), or None."""
+    target = os.path.realpath(mount)
+    source = None
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2 and fields[1].replace("\\040", " ") == target:
+                source = fields[0]  # the last entry wins, as the kernel resolves a stacked mount point
+    return source
+
+
+@contextlib.contextmanager
+def blkio_cgroup(name: str, device: str, *, read_iops: int | None = None,
+                 read_bps: int | None = None) -> Iterator[Path]:
+    """A cgroup-v1 blkio cgroup that caps reads from block device `device` (/dev/loop1) at `read_iops` IO/s
+    and/or `read_bps` B/s, yielded as its folder: a process that writes its pid to ``tasks`` (see
+    `in_cgroup`) is capped, and so are the children it starts afterwards. Afterwards any task still in the
+    cgroup (only processes the test put there can be) is killed and the cgroup removed. Skips when not root or
+    when this kernel has no cgroup-v1 blkio throttle."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (cgroup-v1 blkio throttle)")
+    if not (BLKIO / "blkio.throttle.read_iops_device").exists():
+        pytest.skip(f"no cgroup-v1 blkio throttle at {BLKIO}")
+    dev = Path("/sys/class/block") / os.path.basename(device) / "dev"
+    majmin = dev.read_text().strip()
+    cg = BLKIO / f"{name}-{os.getpid()}"
+    cg.mkdir()
+    try:
+        if read_iops is not None:
+            (cg / "blkio.throttle.read_iops_device").write_text(f"{majmin} {read_iops}\n")
+        if read_bps is not None:
+            (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {read_bps}\n")
+        yield cg
+    finally:
+        _remove_cgroup(cg)
+
+
+def _remove_cgroup(cg: Path, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [int(p) for p in (cg / "tasks").read_text().split()]
+        if not pids:
+            try:
+                cg.rmdir()
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                    raise
+        elif time.monotonic() > deadline:
+            raise BedError(f"cgroup {cg} still holds tasks {pids} after SIGKILL")
+        for pid in pids:  # left over after a failure or a timeout: processes the test started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def in_cgroup(cg: Path, argv: list[str]) -> list[str]:
+    """`argv` run inside cgroup `cg` from its first instruction: a shell joins the cgroup, then execs it."""
+    return ["sh", "-c", f'echo $$ > "{cg}/tasks" && exec "$@"', "sh", *argv]
