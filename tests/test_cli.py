@@ -293,4 +293,5 @@ def test_the_same_options_apply_with_the_engine_they_belong_to(tmp_path):
     assert [x.concurrency for x in r.runs] == [1, 2] and {x.engine for x in r.runs} == {"threads"}
     assert r.settings.concurrency == [1, 2]
     # --rate alone is "a GPU consuming 100 samples/s", not the workload's H200 training ResNet-50
-    assert (r.settings.gpu, r.settings.model, r.settings.rate_kind, r.settings.rate_per_gpu) == (None, None, "given", 100)
+    s = r.settings
+    assert (s.gpu, s.model, s.rate_kind, s.rate_per_gpu) == (None, None, "given", 100)
