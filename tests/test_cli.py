@@ -159,7 +159,10 @@ def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
     fio = {(b.concurrency, b.cache): b for b in r.baseline.fio}
     assert set(fio) == {(1, "cold"), (1, "warm"), (3, "cold"), (3, "warm")}
     for b in fio.values():
-        assert b.files == 150 and b.bytes == r.dataset.bytes  # fio read every file once, real bytes
+        loops = b.files // 150  # warm: fio loops over the files for ~1 s; cold: once (a second loop is not cold)
+        assert b.files == 150 * loops and b.bytes == r.dataset.bytes * loops  # every file, once per loop, real bytes
+        assert loops == 1 if b.cache == "cold" else loops >= 1
+        assert b.cache == "warm" or (b.repeats == 2 and len(b.runs_files_per_s) == 2)  # cold: the best of two
         assert b.files_per_s == pytest.approx(b.files / b.seconds, rel=0.01)
         assert "read_iolog" in b.job
     for run in r.runs:
@@ -216,21 +219,6 @@ def test_gpus_and_workloads_are_listed():
     names = ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50")
     for name in names:
         assert name in w
-
-
-def test_decode_on_warm_data_names_the_cpu_as_the_limit(tmp_path):
-    pytest.importorskip("torch")
-    out = tmp_path / "out"
-    # 2 workers decoding use both cores of this client: 10 batches of 16 each, so the runs count
-    iobench("run", "--mount", str(tmp_path), "--files", "400", "--engine", "dataloader", "--workers", "2",
-            "--batch-size", "16", "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(out),
-            check=True)
-    r = Result.load(out / "result.json")
-    v = r.verdict
-    if (r.host.cpus_usable or 0) > 2:
-        pytest.skip("2 decoding workers saturate a 2-core client only")
-    assert v.limit == "client-cpu" and v.cpu_saturated and v.storage_samples_per_s is None, v.text
-    assert v.gpus_fed == 0 and "the limit is this client's CPU" in v.answer
 
 
 def test_gpu_rate_says_what_it_needs_without_a_gpu():
