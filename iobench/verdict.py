@@ -61,7 +61,8 @@ def demand(gpus: int, rate_per_gpu: float, au_target: float) -> float:
 def floor_to(x: float, digits: int) -> float:
     """x rounded down at `digits` decimals: a figure below a threshold never displays as the threshold."""
     r = round(x, digits)
-    return r - 10 ** -digits if r > x else r
+    # 1e-9: binary floating point (100 x 0.29 = 28.999999999999996) is not a figure below the threshold
+    return r - 10 ** -digits if r > x + 1e-9 * max(1.0, abs(x)) else r
 
 
 def au_pct(au: float) -> str:
@@ -72,6 +73,11 @@ def au_pct(au: float) -> str:
 def au_cell(au: float | None) -> str:
     """AU for a table cell, rounded down at 2 decimals: 0.8964 -> '0.89'."""
     return "-" if au is None else f"{floor_to(au, 2):.2f}"
+
+
+def pct(x: float) -> str:
+    """A fraction as a whole percentage, rounded down: 0.896 -> '89%' (never '90%')."""
+    return f"{floor_to(100 * x, 0):.0f}%"
 
 
 def times(x: float) -> str:
@@ -252,22 +258,21 @@ def _storage(result: Result) -> tuple[float | None, str | None, bool]:
 
 
 def _pipeline(result: Result) -> tuple[float | None, str | None, Run | None]:
-    """(pipeline samples/s, where from, the run that set it)."""
+    """(pipeline samples/s, where from, the run that set it). Once a training run starved, the pipeline gave all
+    it could there: the most any training run delivered is its figure. Else the best training-shaped replay run,
+    or a training run that delivered more while all its GPUs were fed (the pipeline gives at least that)."""
     s = result.settings
-    train = training_runs(result)
-    starved = [r for r in train if r.au is not None and r.au < s.au_target and r.delivered_per_s]
-    if starved:
-        r = max(starved, key=lambda x: x.delivered_per_s or 0.0)
-        return r.delivered_per_s, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}", r
+    train = [r for r in training_runs(result) if r.delivered_per_s]
+    best_train = max(train, key=lambda x: x.delivered_per_s or 0.0) if train else None
     shaped = supply_run(result)
+    if best_train is not None and (any((r.au or 0) < s.au_target for r in train) or shaped is None
+                                   or (best_train.delivered_per_s or 0) > shaped.samples_per_s):
+        r = best_train
+        return r.delivered_per_s, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}", r
     if shaped is None:
         return None, None, None
     what = f"{shaped.engine}, {readers(shaped)}" + (f", batch {shaped.batch_size}" if shaped.batch_size else "") + \
         (", decode" if shaped.decode else "") + f", {shaped.cache}"
-    fed = [r for r in train if r.delivered_per_s and r.delivered_per_s > shaped.samples_per_s]
-    if fed:  # a training run delivered more than the replay run: the pipeline gives at least that
-        r = max(fed, key=lambda x: x.delivered_per_s or 0.0)
-        return r.delivered_per_s, f"a training run with {readers(r)}, all fed", r
     return shaped.samples_per_s, what, shaped
 
 
@@ -309,7 +314,7 @@ def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run
         return "input-pipeline", (f"The input pipeline is the limit: {pipeline:,.0f} samples/s with no cold (storage) "
                                   f"run to compare, and the CPU not saturated ({cpu}).")
     if pipeline >= REACHES * storage and plateau:
-        return "storage", (f"The storage is the limit: the pipeline reached {pipeline / storage:.0%} of the storage "
+        return "storage", (f"The storage is the limit: the pipeline reached {pct(pipeline / storage)} of the storage "
                            f"figure and more readers gave no more ({plateau}).")
     if pipeline >= REACHES * storage and still_rising:
         return "input-pipeline", ("The input pipeline's reader count is the limit: the rate was still rising with "
@@ -327,7 +332,7 @@ def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run
     else:
         how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
     return "input-pipeline", (f"The input pipeline is the limit: the storage gave {storage:,.0f} samples/s but the "
-                              f"pipeline delivered {pipeline:,.0f} ({pipeline / storage:.0%}) with the CPU not "
+                              f"pipeline delivered {pipeline:,.0f} ({pct(pipeline / storage)}) with the CPU not "
                               f"saturated ({cpu}); {how}.")
 
 
