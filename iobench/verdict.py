@@ -387,6 +387,13 @@ def verdict(result: Result) -> Verdict:
     if s.gpus is not None:
         evidence.append(f"Demand: {s.gpus:,} x {s.rate_per_gpu:,.0f} samples/s x {s.au_target:.0%} = "
                         f"{demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f} samples/s.")
+    predicted = gpus_for(capacity, s.rate_per_gpu, s.au_target)
+    if confirmed and fed < predicted:
+        over = [r for r in training_runs(result) if r.gpus == fed + 1]
+        batch = over[-1].batch_size or s.batch_size if over else s.batch_size
+        evidence.append(f"The measured rates would feed {predicted}, but the training run at {fed + 1} starved: each "
+                        f"GPU waits on its own loader between steps (a batch of {batch} every "
+                        f"{1000 * batch / s.rate_per_gpu:,.1f} ms), a cost the rates alone do not show.")
     evidence.append(why)
     if s.gpus is None:
         first = (f"{where} and this client keep {gpu_words(s, fed)} at {tau} ({how}); the limit is "
@@ -494,5 +501,5 @@ def _mitigation_note(result: Result) -> str:
         return " No mitigation measured bought 10% or more." if result.mitigations else ""
     m = max(better, key=lambda x: x.speedup)
     cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
-    fed = f" ({m.gpus_fed} GPUs fed)" if m.gpus_fed is not None else ""
+    fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
     return f" Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."
