@@ -77,6 +77,10 @@ VMSTAT = "/proc/vmstat"
 PRERUN_DROP = "sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'"
 SHORT_RUN_S = 0.1
 """Timed reads shorter than this get a caveat: 1 ms runtime resolution, jobs that start one by one."""
+KEEP_IOLOGS_MAX = 1 << 20
+"""``run_fio(save_to=...)`` copies a job's iologs there only when they total at most this many bytes (~3,000
+files read once): they list every file's path (once, then once more per read), so they grow with the sample and
+the loops."""
 _PERCENTILES = {"p50": "50.000000", "p90": "90.000000", "p99": "99.000000", "p999": "99.900000"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -313,6 +317,12 @@ class FioResult:
     """Why this figure may be below fio's best here (empty: none that iobench could see): a cache drop by
     another process during the run, or timed reads too short. A caller should label such a baseline, and
     not rest a verdict on it."""
+    raw_json: str = field(default="", repr=False)
+    """fio's own ``--output-format=json`` document, as fio printed it (any lines around it left out), of the
+    run kept: what fio-plot and other fio tooling read."""
+    saved: tuple[str, ...] = ()
+    """Files written to ``run_fio(save_to=...)``: ``<name>.json`` (``raw_json``), ``<name>.fio`` (the job
+    file) and, when they total <= ``KEEP_IOLOGS_MAX`` bytes, the iologs ``<name>.<j>.iolog`` it replays."""
 
     @property
     def at_best(self) -> bool:
@@ -339,12 +349,52 @@ def _last_line(*texts: str) -> str:
     return ""
 
 
-def parse_fio_json(text: str) -> dict[str, Any]:
-    """Parse fio's ``--output-format=json`` output, skipping any non-JSON lines before (or after) it."""
-    obj, _ = json.JSONDecoder().raw_decode(text, _json_start(text))
+def _parse_fio_json(text: str) -> tuple[dict[str, Any], str]:
+    """fio's JSON document parsed, and its text as fio printed it (from its first '{' to its last '}')."""
+    start = _json_start(text)
+    obj, end = json.JSONDecoder().raw_decode(text, start)
     if not isinstance(obj, dict):
         raise ValueError("fio's JSON is not an object")
-    return obj
+    return obj, text[start:end]
+
+
+def parse_fio_json(text: str) -> dict[str, Any]:
+    """Parse fio's ``--output-format=json`` output, skipping any non-JSON lines before (or after) it."""
+    return _parse_fio_json(text)[0]
+
+
+def _write_atomic(path: Path, text: str | None = None, *, copy_of: Path | None = None) -> None:
+    """Write *text* (or a copy of the file *copy_of*) to *path* through a temporary file beside it and
+    ``os.replace``: a reader sees the old file or the whole new one, never a part."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if copy_of is not None:
+            shutil.copyfile(copy_of, tmp)
+        else:
+            tmp.write_text(text or "", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple[str, ...]:
+    """Keep fio's JSON, the job file and (when small) the iologs in *save_to*; see ``FioResult.saved``."""
+    save_to.mkdir(parents=True, exist_ok=True)
+    out = [save_to / f"{job.name}.json", save_to / job.job_name]
+    _write_atomic(out[0], result.raw_json + "\n")
+    _write_atomic(out[1], job.job)
+    logs = [workdir / n for n in job.iolog_names]
+    keep = sum(p.stat().st_size for p in logs) <= KEEP_IOLOGS_MAX
+    for p in logs if keep else ():
+        _write_atomic(save_to / p.name, copy_of=p)
+        out.append(save_to / p.name)
+    # An earlier run's iologs of the same name (another numjobs, or logs now too large) would not match.
+    stale = re.compile(rf"^{re.escape(job.name)}\.\d+\.iolog$")
+    for p in save_to.iterdir():
+        if stale.match(p.name) and p not in out:
+            p.unlink(missing_ok=True)
+    return tuple(str(p) for p in out)
 
 
 def _result_from_json(doc: dict[str, Any], job: FioJob, version: str, wall_s: float) -> FioResult:
@@ -452,6 +502,8 @@ def run_fio(
     drop_caches: bool = False,
     repeats: int = 1,
     prepare: Callable[[], object] | None = None,
+    name: str = "iobench",
+    save_to: str | os.PathLike[str] | None = None,
 ) -> FioResult:
     """Read *files* with fio (see ``build_job``) and return its measurement.
 
@@ -469,6 +521,10 @@ def run_fio(
     called before each run (e.g. the caller's eviction). A cold run repeated without ``drop_caches`` needs
     it: fio itself leaves the files cached. ``caveats`` says when even the fastest run may be below fio's
     best (another process dropped the caches while it ran, or it was too short).
+
+    ``raw_json`` keeps fio's own JSON output of the run kept. ``save_to``: a folder to keep it in, as
+    ``<name>.json``, beside the job file ``<name>.fio`` and, when small (``KEEP_IOLOGS_MAX``), the iologs it
+    replays (each written atomically; ``saved`` lists them). ``name`` names the job and its files.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
@@ -479,7 +535,7 @@ def run_fio(
         raise FioMissing()
     version = fio_version() or "unknown"
     job = build_job(files, concurrency, max_file_size=max_file_size, sizes=sizes, loops=loops, seed=seed,
-                    drop_caches=drop_caches)
+                    name=name, drop_caches=drop_caches)
     own_drops = concurrency if drop_caches else 0  # each job's exec_prerun
     results: list[FioResult] = []
     with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
@@ -495,18 +551,20 @@ def run_fio(
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
             try:
-                doc = parse_fio_json(out)
+                doc, raw = _parse_fio_json(out)
             except ValueError:
-                doc = None
+                doc, raw = None, ""
             if rc != 0 or doc is None:
                 # fio prints job errors ("fio: pid=..., err=5/...") on stdout before its JSON, others on stderr.
                 prefix = out[:_json_start(out)] if doc is not None else out
                 msg = _last_line(err, prefix) or f"exit status {rc}"
                 raise FioError(f"fio failed: {msg}")
             res = _result_from_json(doc, job, version, wall)
-            results.append(replace(res, foreign_drops=foreign, caveats=_caveats(res.seconds, foreign)))
-    best = max(results, key=lambda r: r.files_per_s)
-    result = replace(best, repeats=repeats, runs_files_per_s=tuple(round(r.files_per_s, 2) for r in results))
+            results.append(replace(res, foreign_drops=foreign, caveats=_caveats(res.seconds, foreign), raw_json=raw))
+        best = max(results, key=lambda r: r.files_per_s)
+        result = replace(best, repeats=repeats, runs_files_per_s=tuple(round(r.files_per_s, 2) for r in results))
+        if save_to is not None:
+            result = replace(result, saved=_save(result, job, folder, Path(save_to)))
     if workdir is not None:
         result = replace(result, workdir=str(Path(workdir).resolve()))
     return result

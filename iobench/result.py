@@ -150,6 +150,13 @@ class FioBaseline(_Model):
     caveats: list[str] = Field(default_factory=list,
                                description="why the figure may be below fio's best (another process dropped the "
                                            "caches while it ran; timed reads too short)")
+    json_file: str | None = Field(None, description="fio's own JSON output (--output-format=json, as fio printed "
+                                                    "it) of the run kept, for fio-plot and other fio tooling: its "
+                                                    "path relative to the result's folder (fio/fio-<jobs>jobs-"
+                                                    "<cache>.json). Beside it: the job file (.fio) and, only when "
+                                                    "they total <= 1 MiB, the iologs it replays (.<j>.iolog: the "
+                                                    "file paths and read order), else not kept (they grow with "
+                                                    "files and loops). Null: not kept")
 
 
 class Mitigation(_Model):

@@ -159,12 +159,15 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
             # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
             # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
             loops = 1 if cold else _fio_loops(result, conc, n)
+            # fio's own JSON, its job file and (small) iologs go beside the result: <result folder>/fio/<name>.*
+            name = f"fio-{conc}jobs-{state}"
             try:
                 counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
                     res = run_fio(paths, conc, sizes=sizes, seed=plan.seed, drop_caches=cold and root, loops=loops,
                                   repeats=FIO_COLD_REPEATS if cold else 1,
-                                  prepare=(lambda p=paths: cache.evict(p)) if cold else None)
+                                  prepare=(lambda p=paths: cache.evict(p)) if cold else None,
+                                  name=name, save_to=result_path.parent / "fio")
             except FioError as exc:
                 baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
                 ui.warn(baseline.note)
@@ -176,7 +179,7 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
                 setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
                 repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
-                at_best=res.at_best, caveats=list(res.caveats)))
+                at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
             result.save(result_path)
     ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
     for run in result.runs:

@@ -283,3 +283,22 @@ def test_the_same_options_apply_with_the_engine_they_belong_to(tmp_path):
     # --rate alone is "a GPU consuming 100 samples/s", not the workload's H200 training ResNet-50
     s = r.settings
     assert (s.gpu, s.model, s.rate_kind, s.rate_per_gpu) == (None, None, "given", 100)
+
+
+def test_run_keeps_fios_own_json_beside_the_result(tmp_path):
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed (scripts/test installs it)")
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "fixed:8kB", "--engine", "threads",
+            "--threads", "1", "--no-metadata", "--cache", "cold", "--out", str(out), check=True)
+    kept = sorted((out / "fio").glob("*.json"))
+    assert [p.name for p in kept] == ["fio-1jobs-cold.json"]
+    for p in kept:  # fio's own --output-format=json document, for fio-plot and other fio tooling
+        doc = json.loads(p.read_text())
+        assert "fio version" in doc and isinstance(doc["jobs"], list) and doc["jobs"]
+        assert p.with_suffix(".fio").read_text().startswith("; iobench fio baseline")
+    r = Result.load(out / "result.json")
+    assert r.baseline is not None and r.baseline.fio
+    for b in r.baseline.fio:
+        assert b.json_file == f"fio/fio-{b.concurrency}jobs-{b.cache}.json" and (out / b.json_file).is_file()
+        assert json.loads((out / b.json_file).read_text())["jobs"][0]["read"]["io_bytes"] == b.bytes

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -89,6 +91,7 @@ def test_build_job_rejects_what_fio_cannot_replay(tmp_path: Path) -> None:
 def test_parse_fio_json_skips_warning_lines() -> None:
     text = 'fio: this platform does not support {something}\nnote: x\n{\n "jobs": [1]\n}\nfio: trailing\n'
     assert parse_fio_json(text) == {"jobs": [1]}
+    assert fio._parse_fio_json(text)[1] == '{\n "jobs": [1]\n}'  # the document as printed, nothing around it
 
 
 @needs_fio
@@ -273,3 +276,38 @@ def test_drop_caches_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(fio, "_fio_binary", lambda: "/bin/true")
     with pytest.raises(PermissionError, match="needs root"):
         fio.run_fio([str(tmp_path / "a.bin")], 1, sizes=[1], drop_caches=True)
+
+
+@needs_fio
+def test_run_fio_keeps_fios_own_json_of_the_run_kept(dataset: tuple[list[str], list[int]]) -> None:
+    paths, sizes = dataset
+    res = run_fio(paths[:60], 2, sizes=sizes[:60], repeats=2)
+    doc = json.loads(res.raw_json)  # fio's --output-format=json document, as fio printed it
+    assert doc["fio version"] == f"fio-{fio_version()}"
+    (job,) = doc["jobs"]
+    assert job["read"]["io_bytes"] == res.bytes == sum(sizes[:60]) and job["read"]["total_ios"] == res.ios
+    assert job["read"]["runtime"] / 1000 == res.seconds  # the kept (fastest) run's document
+    assert res.saved == () and "raw_json" not in repr(res)
+
+
+@needs_fio
+def test_run_fio_save_to_keeps_json_job_file_and_small_iologs(dataset: tuple[list[str], list[int]], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    paths, sizes = dataset
+    keep = tmp_path / "keep"
+    res = run_fio(paths[:60], 2, sizes=sizes[:60], name="pt", save_to=keep)
+    names = ["pt.json", "pt.fio", "pt.0.iolog", "pt.1.iolog"]
+    assert res.saved == tuple(str(keep / n) for n in names)
+    assert sorted(p.name for p in keep.iterdir()) == sorted(names)  # no temporary file left
+    assert (keep / "pt.json").read_text() == res.raw_json + "\n" and (keep / "pt.fio").read_text() == res.job
+    assert "read_iolog=pt.0.iolog:pt.1.iolog" in res.job
+    # what was kept reruns as is, from its folder
+    rerun = subprocess.run(["fio", "--readonly", "--output-format=json", "pt.fio"], cwd=keep, capture_output=True,
+                           text=True, timeout=120, check=True)
+    assert parse_fio_json(rerun.stdout)["jobs"][0]["read"]["io_bytes"] == sum(sizes[:60])
+    # iologs over the limit are not kept, and an earlier run's of the same name are removed (they would not match)
+    monkeypatch.setattr(fio, "KEEP_IOLOGS_MAX", 100)
+    res = run_fio(paths[:60], 1, sizes=sizes[:60], name="pt", save_to=keep)
+    assert res.saved == (str(keep / "pt.json"), str(keep / "pt.fio"))
+    assert sorted(p.name for p in keep.iterdir()) == ["pt.fio", "pt.json"]
+    assert json.loads((keep / "pt.json").read_text())["jobs"][0]["job options"]["numjobs"] == "1"
