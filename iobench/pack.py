@@ -129,7 +129,7 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
     try:
         import lmdb
     except ImportError as exc:
-        raise UserError("the lmdb pack needs py-lmdb: pip install 'iobench[lmdb]'") from exc
+        raise UserError("the lmdb pack needs py-lmdb, a dependency of iobench: pip install lmdb") from exc
     dest = Path(dest) if dest is not None else default_dest(manifest, "lmdb")
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
     page = mmap.PAGESIZE

@@ -56,7 +56,7 @@ def _import_lmdb():
     try:
         import lmdb
     except ImportError as exc:
-        raise UserError("the lmdb source needs py-lmdb: pip install 'iobench[lmdb]'") from exc
+        raise UserError("the lmdb source needs py-lmdb, a dependency of iobench: pip install lmdb") from exc
     return lmdb
 
 
