@@ -9,9 +9,11 @@ Every row names where its figure comes from and what kind of figure it is (`KIND
 - "published": NVIDIA's DeepLearningExamples READMEs (PyTorch ResNet50 v1.5, mixed precision), the 1-GPU
   figure (the 8-GPU figure / 8 is given in the source text beside it).
 - "mlperf-storage": the sleep per step that MLPerf Storage (DLIO) uses to stand for an accelerator,
-  batch / computation_time from mlcommons/storage `configs/dlio/workload/*.yaml`. Use it to compare with
-  published MLPerf Storage results; it is not a measurement of a GPU. (Called "mlperf-storage-emulated" before;
-  `normalise_kind` still reads that name.)
+  batch / computation_time from mlcommons/storage `configs/dlio/workload/{model}_{accelerator}.yaml`: resnet50,
+  retinanet, unet3d and cosmoflow on a100 and h100, and retinanet and unet3d on MLPerf Storage v3.0's b200 and
+  mi355 (AMD Instinct MI355X). Use it to compare with published MLPerf Storage results; it is not a measurement
+  of a GPU (unet3d_b200.yaml itself says its figure is the H100 one halved). (Called "mlperf-storage-emulated"
+  before; `normalise_kind` still reads that name.)
 
 One kind is used throughout unless the user asks for another: `lookup` takes `DEFAULT_KIND` ("measured") when
 told no kind, and a model and GPU with no row of that kind is an error that says which kinds they do have, never
@@ -20,7 +22,9 @@ has the kind "given" (`GIVEN`).
 
 Names are matched case-insensitively, ignoring "-", "_", "/", "." and spaces, and a leading "nvidia"; a few
 aliases are known (`MODEL_ALIASES`, `GPU_ALIASES`): "ResNet-50", "rn50" and "resnet50v1.5" are `resnet50`,
-"ViT-B/16" is `vit_b_16`, "H100-SXM" is `h100`, "A100-80GB" is `a100`, "V100-16GB" is `v100`.
+"ViT-B/16" is `vit_b_16`, "3D U-Net" is `unet3d`, "H100-SXM" is `h100`, "A100-80GB" is `a100`, "V100-16GB" is
+`v100`, "B200-SXM" is `b200`, "AMD Instinct MI355X" is `mi355`. No row stands for an MI300X: no primary source
+found gives one a figure.
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ class GpuRate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field(description="model, torchvision's name: resnet50, vit_b_16, ...")
-    gpu: str = Field(description="GPU kind, lower case: v100, v100-32gb, a100, h100, h200")
+    gpu: str = Field(description="GPU kind, lower case: v100, v100-32gb, a100, h100, h200, b200, mi355")
     samples_per_s: float = Field(gt=0, description="training samples (images) per second, one GPU")
     batch: int = Field(gt=0, description="per-GPU batch size the figure was taken at")
     precision: str = Field(description="numeric precision / emulation the figure was taken with")
@@ -129,10 +133,14 @@ def _dle(table: str, one: float, eight: float, platform: str) -> str:
             + _DLE_BATCH.format(platform=platform))
 
 
-def _mlperf(path: str, commit: str, batch: int, step_s: float, au: float) -> str:
+def _mlperf(path: str, commit: str, batch: int, step_s: float, au: float, note: str = "") -> str:
     return (f"mlcommons/storage {path} (commit {commit}): reader.batch_size {batch}, train.computation_time "
             f"{step_s} s per step, so {batch}/{step_s} samples/s; DLIO sleeps this long per batch to stand for "
-            f"one accelerator (pass at AU >= {au:.2f}); not a measurement of a GPU")
+            f"one accelerator (pass at AU >= {au:.2f}){note}; not a measurement of a GPU")
+
+
+_RETINANET_V3 = ("; its dataset: 1,170,301 JPEGs of 322,957 bytes (retinanet_a100/h100.yaml: 1,743,042 of "
+                 "153,600)")
 
 
 def _rows() -> tuple[GpuRate, ...]:
@@ -160,6 +168,32 @@ def _rows() -> tuple[GpuRate, ...]:
         GpuRate(model="retinanet", gpu="h100", samples_per_s=16 / 0.180, batch=16, precision=emulated,
                 kind="mlperf-storage",
                 source=_mlperf("configs/dlio/workload/retinanet_h100.yaml", "fa24012", 16, 0.180, 0.85)),
+        # MLPerf Storage v3.0's closed accelerators (training/README.md: retinanet on b200 and mi355, unet3d on b200)
+        GpuRate(model="retinanet", gpu="b200", samples_per_s=24 / 0.04755, batch=24, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/retinanet_b200.yaml", "11460d0", 24, 0.04755, 0.85,
+                               _RETINANET_V3)),
+        GpuRate(model="retinanet", gpu="mi355", samples_per_s=32 / 0.0634, batch=32, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/retinanet_mi355.yaml", "76f4545", 32, 0.0634, 0.85,
+                               ", for an AMD Instinct MI355X" + _RETINANET_V3)),
+        GpuRate(model="unet3d", gpu="a100", samples_per_s=7 / 0.636, batch=7, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/unet3d_a100.yaml", "be18c3e", 7, 0.636, 0.90)),
+        GpuRate(model="unet3d", gpu="h100", samples_per_s=7 / 0.323, batch=7, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/unet3d_h100.yaml", "7e73663", 7, 0.323, 0.90)),
+        GpuRate(model="unet3d", gpu="b200", samples_per_s=7 / 0.162, batch=7, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/unet3d_b200.yaml", "0d75b41", 7, 0.162, 0.90,
+                               "; the file says 'B200 computation_time = H100 (0.323 s) ÷ 2 (B200 is ~2× faster "
+                               "than H100)', so MLCommons' estimate, not a B200 timing")),
+        GpuRate(model="cosmoflow", gpu="a100", samples_per_s=1 / 0.00551, batch=1, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/cosmoflow_a100.yaml", "e3ffed0", 1, 0.00551, 0.70)),
+        GpuRate(model="cosmoflow", gpu="h100", samples_per_s=1 / 0.00350, batch=1, precision=emulated,
+                kind="mlperf-storage",
+                source=_mlperf("configs/dlio/workload/cosmoflow_h100.yaml", "c25079c", 1, 0.00350, 0.70)),
     ]
     return tuple(rows)
 
@@ -170,12 +204,16 @@ MODEL_ALIASES = {
     "vitb16": "vit_b_16", "vitbase16": "vit_b_16",
     "inceptionv3": "inception_v3", "efficientnetb0": "efficientnet_b0",
     "mobilenetv3large": "mobilenet_v3_large", "convnexttiny": "convnext_tiny",
+    "3dunet": "unet3d",
 }
 GPU_ALIASES = {
     "v10016gb": "v100", "v100sxm2": "v100", "v100sxm216gb": "v100", "v100sxm232gb": "v100-32gb",
     "a10080gb": "a100", "a100sxm": "a100", "a100sxm4": "a100", "a100sxm480gb": "a100",
     "h100sxm": "h100", "h100sxm5": "h100", "h10080gb": "h100", "h100sxm580gb": "h100",
     "h200sxm": "h200", "h200141gb": "h200",
+    "b200sxm": "b200", "b200180gb": "b200", "hgxb200": "b200", "dgxb200": "b200",
+    "mi355x": "mi355", "amdmi355x": "mi355", "instinctmi355x": "mi355", "amdinstinctmi355x": "mi355",
+    "amdmi355": "mi355",
 }
 
 

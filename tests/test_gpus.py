@@ -54,7 +54,7 @@ def test_kinds_and_the_default_kind():
     assert gpus.DEFAULT_KIND == "measured" and gpus.GIVEN == "given"
     assert gpus.normalise_kind("mlperf-storage-emulated") == "mlperf-storage"  # the old name is still read
     assert [r.kind for r in gpus.rates("measured")] == ["measured"] * 10
-    assert {r.gpu for r in gpus.rates("mlperf-storage-emulated")} == {"a100", "h100"}
+    assert {r.gpu for r in gpus.rates("mlperf-storage-emulated")} == {"a100", "h100", "b200", "mi355"}
     assert gpus.kinds_of("rn50", "A100-80GB") == ["published", "mlperf-storage"]
     assert gpus.kinds_of("resnet50", "t4") == []
 
@@ -83,7 +83,13 @@ def test_lookup_takes_one_kind_and_never_falls_back():
     ("resnet50", "t4", "published", "no consumption rate for resnet50 on t4 (of any kind)"),
     ("resnet50", "h200", "mlperf-storage", "no mlperf-storage rate for resnet50 on h200 (resnet50 on h200 has: "
                                            "measured); use --rate-kind measured or --rate N; mlperf-storage rows: "
-                                           "resnet50, retinanet on a100, h100"),
+                                           "resnet50, cosmoflow on a100, h100; retinanet on a100, b200, h100, mi355; "
+                                           "unet3d on a100, b200, h100"),
+    ("retinanet", "mi355x", None, "no measured rate for retinanet on mi355x (retinanet on mi355 has: "
+                                  "mlperf-storage); use --rate-kind mlperf-storage or --rate N"),
+    ("resnet50", "b200", "mlperf-storage", "no consumption rate for resnet50 on b200 (of any kind)"),
+    ("unet3d", "MI355X", "mlperf-storage", "no consumption rate for unet3d on MI355X (of any kind)"),
+    ("retinanet", "mi300x", "mlperf-storage", "no consumption rate for retinanet on mi300x (of any kind)"),
     ("resnet50", "h200", "mlperf-storage-emulated", "no mlperf-storage rate for resnet50 on h200"),
     ("retinanet", "a100", "published", "published rows: resnet50 on a100, v100, v100-32gb"),
     ("resnet50", "h200", "guessed", "unknown kind of rate 'guessed' for resnet50 on h200 (known: measured, "
@@ -186,3 +192,74 @@ def test_cpu_cores_for_decode():
     assert gpus.cpu_cores_for_decode(4677.3) == pytest.approx(13.95, abs=0.01)  # ~14 cores feed one H200
     assert gpus.cpu_cores_for_decode(1000, per_core=500) == 2.0
     assert gpus.cpu_cores_for_decode(0) == 0.0
+
+
+# The newer accelerators: MLPerf Storage's workload files, (path, commit, batch, computation_time, AU) as they read
+# (mlcommons/storage configs/dlio/workload/*.yaml: reader.batch_size, train.computation_time, metric.au).
+MLPERF_STORAGE_FILES = {
+    ("retinanet", "b200"): ("retinanet_b200.yaml", "11460d0", 24, 0.04755, 0.85),
+    ("retinanet", "mi355"): ("retinanet_mi355.yaml", "76f4545", 32, 0.0634, 0.85),
+    ("unet3d", "a100"): ("unet3d_a100.yaml", "be18c3e", 7, 0.636, 0.90),
+    ("unet3d", "h100"): ("unet3d_h100.yaml", "7e73663", 7, 0.323, 0.90),
+    ("unet3d", "b200"): ("unet3d_b200.yaml", "0d75b41", 7, 0.162, 0.90),
+    ("cosmoflow", "a100"): ("cosmoflow_a100.yaml", "e3ffed0", 1, 0.00551, 0.70),
+    ("cosmoflow", "h100"): ("cosmoflow_h100.yaml", "c25079c", 1, 0.00350, 0.70),
+}
+
+
+@pytest.mark.parametrize(("model", "gpu"), sorted(MLPERF_STORAGE_FILES))
+def test_newer_mlperf_storage_rows_are_batch_over_step_time_as_their_file_says(model, gpu):
+    path, commit, batch, step_s, au = MLPERF_STORAGE_FILES[(model, gpu)]
+    row = gpus.lookup(model, gpu, "mlperf-storage")
+    assert (row.model, row.gpu, row.kind) == (model, gpu, "mlperf-storage") and row.kind in gpus.KINDS
+    assert row.batch == batch and row.samples_per_s == batch / step_s
+    for needle in (f"mlcommons/storage configs/dlio/workload/{path} (commit {commit})", f"reader.batch_size {batch}",
+                   f"train.computation_time {step_s} s per step", f"{batch}/{step_s} samples/s",
+                   f"AU >= {au:.2f}", "not a measurement of a GPU"):
+        assert needle in row.source, (needle, row.source)
+    assert row.precision == "emulated (a sleep per batch)"
+    # only MLPerf Storage's emulated kind for these pairs: no measured or published figure was found
+    assert gpus.kinds_of(model, gpu) == ["mlperf-storage"] or (model, gpu) == ("retinanet", "a100")
+
+
+def test_newer_rows_figures_and_caveats():
+    b200 = gpus.lookup("retinanet", "b200", "mlperf-storage")
+    mi355 = gpus.lookup("retinanet", "mi355", "mlperf-storage")
+    assert round(b200.samples_per_s, 1) == round(mi355.samples_per_s, 1) == 504.7  # 24/0.04755 == 32/0.0634
+    for row in (b200, mi355):  # MLPerf Storage v3.0 redefined RetinaNet's dataset: the source says so
+        assert "1,170,301 JPEGs of 322,957 bytes" in row.source and "1,743,042 of 153,600" in row.source
+    assert "AMD Instinct MI355X" in mi355.source
+    unet_b200 = gpus.lookup("unet3d", "b200", "mlperf-storage")
+    assert round(unet_b200.samples_per_s, 2) == 43.21
+    assert "H100 (0.323 s) ÷ 2" in unet_b200.source and "not a B200 timing" in unet_b200.source
+    assert gpus.lookup("unet3d", "h100", "mlperf-storage").samples_per_s == 7 / 0.323
+    assert round(gpus.lookup("cosmoflow", "h100", "mlperf-storage").samples_per_s, 1) == 285.7
+
+
+@pytest.mark.parametrize(("model", "gpu", "want"), [
+    ("retinanet", "B200", ("retinanet", "b200")),
+    ("RetinaNet", "NVIDIA B200-SXM", ("retinanet", "b200")),
+    ("retinanet", "b200-180gb", ("retinanet", "b200")),
+    ("retinanet", "HGX B200", ("retinanet", "b200")),
+    ("retinanet", "mi355", ("retinanet", "mi355")),
+    ("retinanet", "MI355X", ("retinanet", "mi355")),
+    ("retinanet", "AMD Instinct MI355X", ("retinanet", "mi355")),
+    ("retinanet", "amd-mi355x", ("retinanet", "mi355")),
+    ("3D U-Net", "b200", ("unet3d", "b200")),
+    ("UNet3D", "H100-SXM", ("unet3d", "h100")),
+    ("CosmoFlow", "a100-80gb", ("cosmoflow", "a100")),
+])
+def test_lookup_by_the_new_names_and_aliases(model, gpu, want):
+    row = gpus.lookup(model, gpu, "mlperf-storage")
+    assert (row.model, row.gpu) == want
+    assert gpus.canonical_gpu(gpu) == want[1] and gpus.canonical_model(model) == want[0]
+
+
+def test_every_alias_names_a_gpu_or_model_of_the_table():
+    assert set(gpus.GPU_ALIASES.values()) <= {r.gpu for r in gpus.rates()}
+    assert set(gpus.MODEL_ALIASES.values()) <= {r.model for r in gpus.rates()}
+    assert gpus.canonical_gpu("mi300x") is None, "no source gives an MI300X figure: no row, no alias"
+    # the newer accelerators have only MLPerf Storage's emulated rows: the default kind says so, no fall-back
+    with pytest.raises(UserError, match=r"^no measured rate for retinanet on b200 \(retinanet on b200 has: "
+                                        r"mlperf-storage\)"):
+        gpus.lookup("retinanet", "b200")
