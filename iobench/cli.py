@@ -1,13 +1,24 @@
-"""Command line: `iobench gen`, `iobench run`. Bad input ends in one line on stderr, never a traceback."""
+"""Command line: `iobench gen`, `iobench run`. Bad input ends in one line on stderr, never a traceback.
+
+Exit codes a script can act on: 0 done; 1 done, but `run --check` found the GPUs asked about (--gpus N) not fed;
+2 usage error; 3 the environment refused (mount missing, read-only, full, permission denied); 130 Ctrl-C (SIGINT)
+and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to stdout, every human line to stderr.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import json
+import math
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -25,7 +36,7 @@ from iobench.dataset import (
     scan,
     spec_of,
 )
-from iobench.errors import UserError, explain_oserror
+from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.fio import FioMissing, fio_version
 from iobench.mounts import describe, host_info
 from iobench.order import ORDERS
@@ -35,6 +46,94 @@ from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
+STDOUT = "-"  # `--json -`: the JSON goes to stdout, alone
+SCHEMA_FILE = Path(__file__).parent / "data" / "result.schema.json"  # shipped; `iobench schema --write` remakes it
+
+
+def result_schema() -> dict[str, Any]:
+    """JSON Schema of result.json, generated from the pydantic models of iobench/result.py."""
+    return Result.model_json_schema(by_alias=True)
+
+
+def _writable(folder: Path, what: str) -> None:
+    """An existing folder iobench must write in: refused (exit 3) when read-only or not writable."""
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise EnvironmentRefused(f"{what}: {folder} is on a read-only file system")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise EnvironmentRefused(f"{what}: cannot write in {folder} (permission denied)")
+
+
+def _check_json_target(path: str | None, what: str = "--json") -> None:
+    """Before anything is measured: the JSON file can be written (its folder exists and takes files)."""
+    if path is None or path == STDOUT:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{what} {path}: is a folder; give a file name (or - for stdout)")
+    folder = p.parent
+    if not folder.is_dir():
+        raise UserError(f"{what} {path}: the folder {folder} does not exist")
+    _writable(folder, f"{what} {path}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise EnvironmentRefused(f"{what} {path}: the file is not writable (permission denied)")
+
+
+def _check_out_target(folder: Path, what: str = "--out") -> None:
+    """Before anything is measured: the result folder exists and takes files, or can be made."""
+    p = folder.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise UserError(f"{what} {folder}: {p} is a file, not a folder")
+    _writable(p, f"{what} {folder}")
+
+
+def _write_json(text: str, path: str) -> None:
+    """JSON to a file (atomically) or, for `-`, to stdout."""
+    if path == STDOUT:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        tmp.write_text(text if text.endswith("\n") else text + "\n")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot write {path}") from exc
+
+
+def _finite(x: Any) -> Any:
+    """Something json.dumps writes as standard JSON: inf and nan become null (JSON has neither)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(_finite(data), indent=1, ensure_ascii=False)
+
+
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While stdout is kept for the JSON (`--json -`), whatever else writes to file descriptor 1 (rich, fio,
+    DataLoader worker processes, libraries) writes to stderr instead."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -146,10 +245,13 @@ def _run_options(f):
                      help="Reader threads (fio jobs); a comma list is a sweep [default: the workload's; fio: "
                           "1,4,16,64]."),
         click.option("--cache", "cache_", default="both", show_default=True, help="cold | warm | both"),
-        click.option("--json", "json_path", type=Path, default=None, help="Also write the result JSON here."),
+        click.option("--json", "json_path", default=None,
+                     help="Also write the result JSON here; - writes it to stdout, alone (every other line goes to "
+                          "stderr)."),
         click.option("--out", type=Path, default=None,
                      help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/]."),
-        click.option("--quiet", is_flag=True, help="No progress output."),
+        click.option("--quiet", is_flag=True,
+                     help="Print only the verdict line (nothing at all with --json -); errors still go to stderr."),
     ]):
         f = opt(f)
     return f
@@ -191,19 +293,23 @@ def _run_options(f):
 @click.option("--mitigations", "mitigations_", is_flag=True,
               help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
                    "beside it once).")
+@click.option("--check", "check_", is_flag=True,
+              help="Exit 1 (after a complete run) unless the GPUs asked about with --gpus N are fed; 0 when they are.")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
-        threads_: str | None, cache_: str, json_path: Path | None, out: Path | None, quiet: bool,
+        threads_: str | None, cache_: str, json_path: str | None, out: Path | None, quiet: bool,
         workload: str | None, order_: str | None, source_: str, epochs: int | None, fio_: bool, metadata_: bool,
         scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
-        consumer: str, mitigations_: bool, rate_kind: str | None) -> None:
+        consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
-    ui = UI(quiet)
+    ui = UI(quiet, stdout_free=json_path == STDOUT)
     if prefetch_factor < 1 or (gpus_ is not None and gpus_ < 1):
         raise UserError("--prefetch-factor and --gpus must be >= 1")
+    if check_ and gpus_ is None:
+        raise UserError("--check needs --gpus N: it exits 1 when N GPUs are not fed")
     wl = load(workload or DEFAULT).merged(
         files=files, size_dist=size_dist, classes=classes, engine=engine, batch_size=batch_size, decode=decode,
         epochs=epochs, model=model, gpu=gpu, rate=rate, kind=rate_kind, au_target=au_target,
@@ -237,8 +343,11 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         rate_per_gpu=per_gpu, rate_source=rate_source,
         rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
     shape = wl.dataset
-    _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path, out, ui,
-             notes)
+    result = _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path,
+                      out, ui, notes)
+    assert result.verdict is not None
+    if check_ and result.verdict.asked_fed is not True:  # not fed, or no valid run could say
+        raise click.exceptions.Exit(EXIT_NOT_FED)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -277,7 +386,7 @@ def _refuse_inapplicable(ctx: click.Context, engine: str, fallback: bool) -> Non
 @cli.command("fio")
 @_run_options
 def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None,
-            seed: int, threads_: str | None, cache_: str, json_path: Path | None, out: Path | None,
+            seed: int, threads_: str | None, cache_: str, json_path: str | None, out: Path | None,
             quiet: bool) -> None:
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
     if fio_version() is None:
@@ -286,15 +395,40 @@ def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str
                     cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
                     epochs=1, seed=seed, replay=False, metadata=False, fio=True)
     _measure(plan, mount, dataset, files, (DEFAULT_FILES, size_dist or "imagenet", classes, seed), json_path, out,
-             UI(quiet))
+             UI(quiet, stdout_free=json_path == STDOUT))
+
+
+def _scan(dataset: Path) -> Manifest:
+    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount."""
+    if not dataset.exists():
+        raise EnvironmentRefused(f"dataset {dataset} does not exist")
+    if not dataset.is_dir():
+        raise EnvironmentRefused(f"dataset {dataset} is not a directory")
+    return scan(dataset)
 
 
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-             json_path: Path | None, out: Path | None, ui: UI, notes: list[str] | None = None) -> None:
+             json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None) -> Result:
+    """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
+    also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile."""
+    _check_json_target(json_path)
+    _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
+    with _stdout_to_stderr(json_path == STDOUT):
+        result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes)
+    if json_path is not None:
+        _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
+    if stopped is not None:
+        raise stopped
+    return result
+
+
+def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
+                  out: Path | None, ui: UI, notes: list[str] | None) -> tuple[Result, Interrupted | None]:
     """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome.
-    `notes` are caveats the command found before measuring; they go into the result's warnings."""
+    `notes` are caveats the command found before measuring; they go into the result's warnings.
+    Returns the result and, when the run was interrupted, the Interrupted to raise once the JSON is out."""
     if dataset is not None:
-        manifest, made, params = scan(dataset), False, None
+        manifest, made, params = _scan(dataset), False, None
         marker = read_marker(manifest.root)
         if marker:
             made, params = True, marker.get("params")
@@ -333,16 +467,15 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
 
     try:
         execute(manifest, plan, result, result_path, ui)
-    except Interrupted:
+    except Interrupted as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
-        raise
-    if json_path is not None:
-        result.save(json_path)
+        return result, exc
     ui.summary(result)
     written = write_reports(result, result_path.parent)
-    ui.out.print(f"result: {result_path}\nreport: {written[0]}", highlight=False)
+    ui.say(f"result: {result_path}\nreport: {written[0]}")
     assert result.verdict is not None
-    ui.out.print(f"[bold]verdict:[/] {result.verdict.text}", highlight=False)
+    ui.verdict(result.verdict.text)
+    return result, None
 
 
 @cli.command()
@@ -359,7 +492,7 @@ def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, sha
     ui = UI(quiet)
     chosen = _choices(formats, ("lmdb", "tar"), "--format", ("lmdb", "tar"))
     if dataset is not None:
-        manifest = scan(dataset)
+        manifest = _scan(dataset)
     else:
         manifest, _, _ = _pick_dataset(mount, files, (DEFAULT_FILES, "imagenet", None, 0), ui)
     for fmt in chosen:
@@ -401,23 +534,44 @@ def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | No
 @click.option("--csv", "csv_path", type=Path, default=None,
               help="CSV, one row per run [default: beside the default HTML].")
 @click.option("--name", "names", multiple=True, help="A name per result, in order [default: FSTYPE at MOUNT].")
+@click.option("--json", "json_path", default=None,
+              help="Also write the comparison as JSON here (- for stdout): the headline and, per system, its label, "
+                   "verdict and best runs.")
 def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
-            names: tuple[str, ...]) -> None:
+            names: tuple[str, ...], json_path: str | None) -> None:
     """Pre-purchase view: several mounts or systems side by side on the same workload, the winner per metric."""
     from iobench import report as reporting
 
     if len(results) < 2:
         raise UserError("compare needs two or more result files (for one, use `iobench report`)")
+    _check_json_target(json_path)
     loaded = reporting.load_results(results)
     if html_path is None and md_path is None:
         folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
-    ui = UI()
+    ui = UI(stdout_free=json_path == STDOUT)
     for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
         ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
     fs = [reporting.facts(r, n) for r, n in zip(loaded, reporting.labels(loaded, names or None), strict=True)]
-    ui.out.print(reporting.compare_headline(loaded, fs, [f.label for f in fs]), highlight=False)
+    headline = reporting.compare_headline(loaded, fs, [f.label for f in fs])
+    ui.out.print(headline, highlight=False)
+    if json_path is not None:
+        systems = [{"label": f.label, "result": str(path), "fstype": r.mount.fstype, "mount": r.mount.path,
+                    "complete": r.complete, "provisional": f.provisional,
+                    "verdict": f.verdict.model_dump(mode="json") if f.verdict else None,
+                    "best_cold": _run_figures(f.best_cold), "best_warm": _run_figures(f.best_warm)}
+                   for path, r, f in zip(results, loaded, fs, strict=True)]
+        _write_json(_dump({"headline": headline, "systems": systems}), json_path)
+
+
+def _run_figures(run: Any) -> dict[str, Any] | None:
+    """The figures of one measured run a comparison sets side by side."""
+    if run is None:
+        return None
+    return {"samples_per_s": run.samples_per_s, "mb_per_s": run.mb_per_s, "engine": run.engine,
+            "readers": run.concurrency, "workers": run.workers, "cache": run.cache, "order": run.order,
+            "source": run.source, "p50_ms": run.latency_ms.p50, "p99_ms": run.latency_ms.p99}
 
 
 @cli.command("plan")
@@ -436,38 +590,51 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
 @click.option("--result", "result_path", type=Path, default=None,
               help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
                    "and what-ifs (part of the dataset cached, more readers).")
+@click.option("--json", "json_path", default=None,
+              help="Also write the plan as JSON here (- for stdout): its fields, nodes, and `measured` with --result.")
 def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
-             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_path: Path | None) -> None:
+             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_path: Path | None,
+             json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     from iobench.plan import format_plan, plan
     from iobench.report import load_results
 
+    _check_json_target(json_path)
     result = load_results([result_path])[0] if result_path is not None else None
     try:
         p = plan(gpu, gpus_, model, dataset_files=dataset_files, mean_kb=mean_kb, au_target=au_target, rate=rate,
                  result=result, gpus_per_node=gpus_per_node, kind=rate_kind)
     except ValueError as exc:
         raise UserError(f"plan: {exc}") from None
-    ui = UI()
-    click.echo(format_plan(p, width=ui.out.width), nl=False)
+    ui = UI(stdout_free=json_path == STDOUT)
+    click.echo(format_plan(p, width=ui.out.width), nl=False, err=ui.stdout_free)
+    if json_path is not None:
+        _write_json(_dump({**dataclasses.asdict(p), "nodes": p.nodes}), json_path)
 
 
 @cli.command()
 @click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
               help="List rows of this kind only [default: all].")
-def gpus(rate_kind: str | None) -> None:
+@click.option("--json", "json_path", default=None,
+              help="Also write the rows as JSON here (- for stdout): a list of {model, gpu, samples_per_s, batch, "
+                   "precision, source, kind}.")
+def gpus(rate_kind: str | None, json_path: str | None) -> None:
     """Per-GPU training consumption rates iobench knows, each with its kind and source."""
     from iobench.gpus import H200_FILE, rates
 
-    ui = UI()
+    _check_json_target(json_path)
+    ui = UI(stdout_free=json_path == STDOUT)
+    rows = rates(rate_kind)
     t = Table(title="training samples/s per GPU (--model, --gpu; --rate-kind picks the kind, default measured)")
     for col in ("model", "gpu", "samples/s", "batch", "kind", "source"):
         t.add_column(col, justify="right" if col in ("samples/s", "batch") else "left", overflow="fold")
-    for r in rates(rate_kind):
+    for r in rows:
         t.add_row(r.model, r.gpu, f"{r.samples_per_s:,.1f}", str(r.batch), r.kind, r.source)
     ui.out.print(t)
     ui.out.print(f"the H200 measurement behind the measured rows ships with iobench: {H200_FILE}", highlight=False,
                  soft_wrap=True)
+    if json_path is not None:
+        _write_json(_dump([r.model_dump(mode="json") for r in rows]), json_path)
 
 
 @cli.command("gpu-rate")
@@ -489,17 +656,43 @@ def gpu_rate(model: str, batch: int, steps: int, device: str, quiet: bool) -> No
 
 
 @cli.command()
-def workloads() -> None:
+@click.option("--json", "json_path", default=None,
+              help="Also write them as JSON here (- for stdout): a list of {name, description, workload}, the "
+                   "workload parsed (dataset, pattern, consumer; null when its file is invalid).")
+def workloads(json_path: str | None) -> None:
     """Named workloads shipped with iobench (dataset shape, read pattern, GPU consumer)."""
-    from iobench.workload import available
+    from iobench.workload import available, load
 
-    ui = UI()
+    _check_json_target(json_path)
+    ui = UI(stdout_free=json_path == STDOUT)
     t = Table(title="workloads (--workload NAME or a .toml path)")
     t.add_column("name")
     t.add_column("what it is", overflow="fold")
+    rows = []
     for name, description in available():
         t.add_row(name, description)
+        try:
+            parsed = load(name).model_dump(mode="json")
+        except UserError:
+            parsed = None
+        rows.append({"name": name, "description": description, "workload": parsed})
     ui.out.print(t)
+    if json_path is not None:
+        _write_json(_dump(rows), json_path)
+
+
+@cli.command()
+@click.option("--write", is_flag=True,
+              help="Regenerate the shipped iobench/data/result.schema.json instead of printing (after a change to "
+                   "iobench/result.py).")
+def schema(write: bool) -> None:
+    """JSON Schema of the result file (result.json), generated from the models of iobench/result.py."""
+    text = json.dumps(result_schema(), indent=1) + "\n"
+    if write:
+        SCHEMA_FILE.write_text(text)
+        click.echo(f"wrote {SCHEMA_FILE}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 def _check_cuda(engine: str) -> None:
@@ -519,34 +712,48 @@ def _label(fstype: str, path: str) -> str:
     return f"{fstype.replace('.', '-')}-{name}"
 
 
+EXIT_NOT_FED = 1  # run --check: the GPUs asked about are not fed
+EXIT_USAGE = 2  # bad option values, options that do not apply
+EXIT_REFUSED = 3  # the environment refused: mount missing or not a folder, read-only, no space, permission denied
+
+
 def main() -> None:
-    """Entry point: map every expected failure to one line and an exit code."""
+    """Entry point: map every expected failure to one line and an exit code (see the module's docstring)."""
     def err(msg: str) -> None:
         click.echo(f"iobench: {msg}", err=True)
 
+    stopped_by = [signal.SIGINT]
+
     def terminate(signum: int, frame: object) -> None:
+        stopped_by[0] = signal.SIGTERM  # exits 143, not 130
         raise KeyboardInterrupt  # SIGTERM as Ctrl-C: keep what was measured, restore settings
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        cli.main(standalone_mode=False)
+        # non-standalone: a command's click.exceptions.Exit(code) comes back as the return value
+        code = cli.main(prog_name="iobench", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:  # usage errors too: one line, not click's three
         err(f"error: {exc.format_message()}")
-        sys.exit(exc.exit_code)
+        sys.exit(EXIT_USAGE)
     except Interrupted as exc:
         err(str(exc))
-        sys.exit(130)
+        sys.exit(128 + stopped_by[0])
     except (KeyboardInterrupt, click.Abort):
-        err("interrupted")
-        sys.exit(130)
+        err("interrupted" if stopped_by[0] == signal.SIGINT else "terminated (SIGTERM)")
+        sys.exit(128 + stopped_by[0])
+    except EnvironmentRefused as exc:
+        err(f"error: {exc}")
+        sys.exit(EXIT_REFUSED)
     except UserError as exc:
         err(f"error: {exc}")
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except OSError as exc:
-        err(f"error: {explain_oserror(exc, 'stopped')}")
-        sys.exit(2)
+        explained = explain_oserror(exc, "stopped")
+        err(f"error: {explained}")
+        sys.exit(EXIT_REFUSED if isinstance(explained, EnvironmentRefused) else EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

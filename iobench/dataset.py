@@ -115,17 +115,20 @@ def write_json_atomic(path: Path, obj: dict) -> None:
 
 
 def check_mount(mount: Path, *, writable: bool) -> Path:
-    """A one-line error for a mount that is missing, not a folder, or (for writing) read-only."""
+    """A one-line error for a mount that is missing, not a folder, unreadable, or (for writing) read-only or not
+    writable: an EnvironmentRefused (exit code 3)."""
+    from iobench.errors import EnvironmentRefused
+
     if not mount.exists():
-        raise UserError(f"mount {mount} does not exist")
+        raise EnvironmentRefused(f"mount {mount} does not exist")
     if not mount.is_dir():
-        raise UserError(f"mount {mount} is not a directory")
+        raise EnvironmentRefused(f"mount {mount} is not a directory")
     if not os.access(mount, os.R_OK | os.X_OK):
-        raise UserError(f"mount {mount} is not readable (permission denied)")
+        raise EnvironmentRefused(f"mount {mount} is not readable (permission denied)")
     if writable and os.statvfs(mount).f_flag & os.ST_RDONLY:
-        raise UserError(f"mount {mount} is read-only: iobench needs to write there")
+        raise EnvironmentRefused(f"mount {mount} is read-only: iobench needs to write there")
     if writable and not os.access(mount, os.W_OK):
-        raise UserError(f"mount {mount} is not writable (permission denied)")
+        raise EnvironmentRefused(f"mount {mount} is not writable (permission denied)")
     return mount.resolve()
 
 

@@ -1,4 +1,7 @@
-"""Terminal output: live progress on stderr, tables and the verdict on stdout (rich)."""
+"""Terminal output: live progress on stderr, tables and the verdict on stdout (rich).
+
+When stdout carries data (`--json -`), every human line goes to stderr instead; `quiet` leaves only the verdict
+line (and errors)."""
 
 from __future__ import annotations
 
@@ -15,22 +18,36 @@ from iobench.verdict import au_cell
 
 
 class UI:
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, *, stdout_free: bool = False):
+        """quiet: no progress, warnings, tables or notes: only the verdict line (and errors, which main() prints).
+        stdout_free: stdout carries data (the JSON of `--json -`): what would go to stdout goes to stderr."""
         self.quiet = quiet
+        self.stdout_free = stdout_free
         self.err = Console(stderr=True)
-        self.out = Console()
+        self.out = Console(stderr=stdout_free)
         # A log file or a pipe: no wrapping of messages, and table rows kept on one line.
         if not self.err.is_terminal:
             self.err = Console(stderr=True, soft_wrap=True)
         if not self.out.is_terminal:
-            self.out = Console(width=160, soft_wrap=True)
+            self.out = Console(stderr=stdout_free, width=160, soft_wrap=True)
 
     def info(self, msg: str) -> None:
         if not self.quiet:
             self.err.print(msg, highlight=False)
 
     def warn(self, msg: str) -> None:
-        self.err.print(f"[bold yellow]warning:[/] {msg}", highlight=False)
+        if not self.quiet:
+            self.err.print(f"[bold yellow]warning:[/] {msg}", highlight=False)
+
+    def say(self, msg: str) -> None:
+        """A line of the outcome (where the result and report went): stdout, or stderr when stdout carries data."""
+        if not self.quiet:
+            self.out.print(msg, highlight=False, soft_wrap=True)
+
+    def verdict(self, text: str) -> None:
+        """The verdict line: on stdout, even when quiet; on stderr when stdout carries data; quiet then: nothing."""
+        if not (self.quiet and self.stdout_free):
+            self.out.print(f"[bold]verdict:[/] {text}", highlight=False)
 
     @contextmanager
     def status(self, msg: str) -> Iterator[None]:
@@ -77,6 +94,8 @@ class UI:
 
     def summary(self, result: Result) -> None:
         """Tables of what was measured (metadata, loader runs, fio baseline), then the notes."""
+        if self.quiet:
+            return
         if result.metadata:
             t = Table(title=f"metadata: {result.metadata[0].files:,} files in {result.metadata[0].dirs} folders, "
                             "one thread")

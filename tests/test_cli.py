@@ -16,8 +16,9 @@ from conftest import iobench, needs_root
 from iobench.result import Result
 
 
-def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode == 2, proc.stderr
+def _one_line_error(proc: subprocess.CompletedProcess, *needles: str, code: int = 2) -> None:
+    """One line on stderr; exit code 2 (usage) or 3 (the environment refused)."""
+    assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("iobench: error:"), proc.stderr
@@ -72,23 +73,23 @@ def test_run_on_an_existing_image_tree(tmp_path, small_dataset):
     assert r.runs[0].bytes == int(small_dataset.sizes[:25].sum())
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["run", "--mount", "/nonexistent/mnt"], "does not exist"),
-    (["gen", "--mount", "/nonexistent/mnt"], "does not exist"),
-    (["run", "--threads", "0"], "--threads"),
-    (["run", "--threads", "a,b"], "--threads"),
-    (["run", "--cache", "lukewarm"], "--cache"),
-    (["gen", "--size-dist", "gaussian"], "size distribution"),
-    (["run", "--dataset", "/nonexistent/data"], "does not exist"),
+@pytest.mark.parametrize("args, needle, code", [
+    (["run", "--mount", "/nonexistent/mnt"], "does not exist", 3),
+    (["gen", "--mount", "/nonexistent/mnt"], "does not exist", 3),
+    (["run", "--threads", "0"], "--threads", 2),
+    (["run", "--threads", "a,b"], "--threads", 2),
+    (["run", "--cache", "lukewarm"], "--cache", 2),
+    (["gen", "--size-dist", "gaussian"], "size distribution", 2),
+    (["run", "--dataset", "/nonexistent/data"], "does not exist", 3),
 ])
-def test_bad_input_is_one_line(args, needle, tmp_path):
-    _one_line_error(iobench(*args, cwd=tmp_path), needle)
+def test_bad_input_is_one_line(args, needle, code, tmp_path):
+    _one_line_error(iobench(*args, cwd=tmp_path), needle, code=code)
 
 
 def test_mount_that_is_a_file(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    _one_line_error(iobench("run", "--mount", str(f)), "not a directory")
+    _one_line_error(iobench("run", "--mount", str(f)), "not a directory", code=3)
 
 
 def test_dataset_without_images_and_with_a_fake_jpeg(tmp_path):
@@ -107,7 +108,7 @@ def test_read_only_mount_refuses_gen(tmp_path):
     subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
-        _one_line_error(iobench("gen", "--mount", str(ro), "--files", "5"), "read-only")
+        _one_line_error(iobench("gen", "--mount", str(ro), "--files", "5"), "read-only", code=3)
     finally:
         subprocess.run(["umount", str(ro)], check=True)
 
@@ -124,7 +125,7 @@ def test_permission_denied(tmp_path):
     proc = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--",
                            sys.executable, "-m", "iobench.cli", "gen", "--mount", str(locked), "--files", "5"],
                           capture_output=True, text=True, timeout=120)
-    _one_line_error(proc, "permission denied")
+    _one_line_error(proc, "permission denied", code=3)
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
