@@ -265,7 +265,12 @@ def _run_options(f):
 @click.option("--order", "order_", default=None, help="sequential | shuffled | both [default: the workload's]")
 @click.option("--source", "source_", default="files", show_default=True,
               help="files | lmdb | tar, or a list: the same sweep on each layout (packed beside the dataset once).")
-@click.option("--epochs", type=int, default=None, help="Epochs per (order, concurrency, cache state).")
+@click.option("--epochs", type=int, default=None,
+              help="Epochs per (order, concurrency, cache state); with several, each figure is the mean of the epochs "
+                   "after the first (steady state), never the best.")
+@click.option("--repeat", "repeat_", type=int, default=1, show_default=True,
+              help="Measure the replay sweep N times: each figure is the mean over them, with its standard deviation "
+                   "and spread (over 5% is flagged unstable).")
 @click.option("--fio/--no-fio", "fio_", default=True, show_default=True,
               help="Raw fio baseline on the same files (when fio is installed).")
 @click.option("--metadata/--no-metadata", "metadata_", default=True, show_default=True,
@@ -301,11 +306,13 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
-        consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool) -> None:
+        consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool, repeat_: int) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
     ui = UI(quiet, stdout_free=json_path == STDOUT)
+    if repeat_ < 1:
+        raise UserError(f"--repeat must be >= 1, got {repeat_}")
     if prefetch_factor < 1 or (gpus_ is not None and gpus_ < 1):
         raise UserError("--prefetch-factor and --gpus must be >= 1")
     if check_ and gpus_ is None:
@@ -336,7 +343,8 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
         concurrency=list(p.workers if engine_name == "dataloader" else p.threads),
         cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
-        epochs=p.epochs, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files, engine=engine_name,
+        epochs=p.epochs, repeat=repeat_, seed=seed, fio=fio_, metadata=metadata_, scale_files=scale_files,
+        engine=engine_name,
         batch_size=p.batch_size, prefetch_factor=prefetch_factor, decode=p.decode, workload=wl.path or wl.name,
         # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
         model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,

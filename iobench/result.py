@@ -67,6 +67,8 @@ class Run(_Model):
     cache: Literal["cold", "warm"] = Field(
         description='"cold": page cache evicted before the epoch; "warm": read again without eviction')
     epoch: int = Field(description="epoch number within this result (seeds the shuffle with `settings.seed`)")
+    repeat: int = Field(0, description="which repeat of the measured phases this run belongs to (--repeat N: 0 to "
+                                       "N-1); the figures are the mean over repeats, see `stats`")
     complete: bool = Field(description="false when the epoch was interrupted: figures cover the samples read")
     eviction: str | None = Field(
         description='how the cache was emptied for a cold run: "drop_caches" (root) or "fadvise_dontneed"')
@@ -248,9 +250,27 @@ class Settings(_Model):
                                                     '"mlperf-storage", or "given" (--rate)')
     au_target: float = Field(0.90, description="AU a GPU must reach to count as fed (MLPerf Storage: 0.90)")
     gpus: int | None = Field(None, description="GPUs the user asked about (--gpus); null: find how many are fed")
+    repeat: int = Field(1, description="times the replay sweep was measured (--repeat); each figure is the mean "
+                                       "over them, with its spread in `stats`")
     consumer: Literal["sleep", "cuda"] = Field(
         "sleep", description='"sleep": each step sleeps batch / rate_per_gpu (MLPerf Storage\'s emulation); "cuda": '
                              "a real training step of the model on a local GPU per batch (one GPU per emulated GPU)")
+
+
+class RunStats(_Model):
+    source: str = Field(description="source of the runs summarised (as runs[].source)")
+    order: str = Field(description="order (as runs[].order)")
+    engine: str = Field(description="engine (as runs[].engine)")
+    readers: int = Field(description="threads or DataLoader workers (as runs[].concurrency)")
+    cache: str = Field(description="cold or warm")
+    repeats: int = Field(description="repeats with a valid figure for this configuration")
+    epochs: int = Field(description="valid epochs in all (with several per repeat, the first of each is left out "
+                                    "of the steady-state figure)")
+    mean_samples_per_s: float = Field(description="steady-state samples/s: per repeat the mean of the epochs after "
+                                                  "the first (or the only one), then the mean over repeats")
+    std_samples_per_s: float | None = Field(description="standard deviation over repeats (n-1); null for one")
+    spread: float | None = Field(description="(max - min) / mean over repeats; null for one")
+    unstable: bool = Field(description="spread over 5% (MLPerf Storage's rule): the figure does not repeat")
 
 
 class Verdict(_Model):
@@ -306,6 +326,8 @@ class Verdict(_Model):
     saturates_at: int | None = Field(
         None, description="smallest reader count whose mean reached 90% of the best mean, when more readers gave no "
                           "more; null when only one was measured or the rate was still rising")
+    unstable: bool = Field(False, description="the storage figure's configuration spread over 5% across "
+                                              "--repeat runs: it does not repeat (see `stats`)")
     still_rising: bool = Field(
         False, description="the most readers measured gave > 10% more than the count before: more may give more")
     order: str | None = Field(None, description="order of the best run")
@@ -329,6 +351,9 @@ class Result(_Model):
     baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
     mitigations: list[Mitigation] = Field(default_factory=list, description="each mitigation against the "
                                                                            "baseline, measured in the same run")
+    stats: list[RunStats] = Field(default_factory=list,
+                                  description="per replay configuration: the steady-state figure, over repeats "
+                                              "with its spread (set with the verdict)")
     warnings: list[str] = Field(default_factory=list, description="caveats a reader must see")
     verdict: Verdict | None = Field(None, description="summary, set when the run completes")
 

@@ -38,6 +38,7 @@ from iobench.verdict import (
     measures,
     saturation,
     shaped_runs,
+    stats,
     supply_run,
     verdict,
 )
@@ -71,6 +72,7 @@ def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
+    result.stats = stats(result)
     result.verdict = verdict(result)
     result.complete = True
     result.finished = now_iso()
@@ -97,10 +99,19 @@ def make_engine(plan: Settings, conc: int) -> Engine:
 
 
 def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
-    """The sweep: per source, order, concurrency, cache state and epoch, one measured epoch."""
+    """The sweep, `plan.repeat` times: per source, order, concurrency, cache state and epoch, one measured epoch."""
+    epoch = 0
+    for repeat in range(plan.repeat):
+        if plan.repeat > 1:
+            ui.info(f"repeat {repeat + 1} of {plan.repeat}")
+        epoch = _sweep(manifest, plan, result, result_path, ui, epoch, repeat)
+
+
+def _sweep(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int,
+           repeat: int) -> int:
+    """One pass of the sweep; returns the last epoch number used."""
     from iobench.mitigations import Variant, open_source, source_files
 
-    epoch = 0
     for source_name in plan.sources:
         source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
         files = source_files(source, manifest)
@@ -113,19 +124,21 @@ def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
                             for _ in range(plan.epochs):
                                 epoch += 1
                                 _one_epoch(engine, source, manifest, order, state, epoch, plan, result,
-                                           result_path, ui, files)
+                                           result_path, ui, files, repeat=repeat)
                     finally:
                         if hasattr(engine, "close"):
                             engine.close()
         finally:
             if hasattr(source, "close"):
                 source.close()
+    return epoch
 
 
 def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
-               plan: Settings, result: Result, result_path: Path, ui: UI, files: list[str]) -> None:
+               plan: Settings, result: Result, result_path: Path, ui: UI, files: list[str], repeat: int = 0) -> None:
     run, error = measure_epoch(engine, source, manifest, order, state, epoch, plan.seed,
                                result.mount.device, result.dataset.fits_in_ram, ui, cache_paths=files)
+    run.repeat = repeat
     result.runs.append(run)
     result.save(result_path)
     kept = f"kept {len(result.runs)} measured epochs in {result_path}"

@@ -124,6 +124,16 @@ class UI:
                           f"{r.efficiency:.2f}" if r.efficiency is not None else "-",
                           str(r.gpus) if r.gpus else "-", au_cell(r.au))
             self.out.print(t)
+        if any(st.repeats > 1 for st in result.stats):
+            t = Table(title=f"over {result.settings.repeat} repeats: steady-state samples/s (epochs after the first)")
+            for col in ("engine", "readers", "cache", "repeats", "mean", "std", "spread", "stable"):
+                t.add_column(col, justify="left" if col in ("engine", "cache", "stable") else "right")
+            for st in result.stats:
+                t.add_row(st.engine, str(st.readers), st.cache, str(st.repeats), f"{st.mean_samples_per_s:,.0f}",
+                          "-" if st.std_samples_per_s is None else f"{st.std_samples_per_s:,.0f}",
+                          "-" if st.spread is None else f"{100 * st.spread:.1f}%",
+                          "UNSTABLE (> 5%)" if st.unstable else "yes")
+            self.out.print(t)
         if result.baseline and result.baseline.fio:
             t = Table(title=f"fio {result.baseline.fio_version} on {result.baseline.fio[0].files:,} of the files")
             for col in ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms"):

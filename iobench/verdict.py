@@ -24,10 +24,11 @@ runner, report and plan import them.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from iobench.result import Cpu, FioBaseline, Result, Run, Settings, Verdict
+from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings, Verdict
 
 # ------------------------------------------------------------------------------------------------- the rules
 
@@ -42,6 +43,7 @@ COLD_MAX = 0.05  # at most 5% of sampled pages cached before a cold epoch: it me
 WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
 STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
 MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
+UNSTABLE = 0.05  # MLPerf Storage: a figure whose repeats spread over 5% does not repeat
 
 LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
                "gpu": "the GPUs themselves"}
@@ -138,11 +140,71 @@ def replay_runs(result: Result) -> list[Run]:
     return [r for r in result.runs if r.valid and r.complete and r.samples and r.gpus is None and r.mitigation is None]
 
 
+def _config(r: Run) -> tuple:
+    """What makes runs the same measurement: all but the epoch and the repeat."""
+    return (r.source, r.order, r.engine, r.workers, r.concurrency, r.batch_size, r.decode, r.cache, r.mitigation,
+            r.gpus)
+
+
+def _steady_rates(runs: list[Run]) -> list[float]:
+    """Per repeat, the steady-state samples/s: the mean of its epochs after the first, or its only epoch."""
+    by_repeat: dict[int, list[Run]] = defaultdict(list)
+    for r in runs:
+        by_repeat[r.repeat].append(r)
+    out = []
+    for group in by_repeat.values():
+        group = sorted(group, key=lambda r: r.epoch)
+        steady = group[1:] or group
+        out.append(sum(r.samples_per_s for r in steady) / len(steady))
+    return out
+
+
+def steady(runs: list[Run]) -> list[Run]:
+    """One run per configuration standing for its steady state: the mean over repeats of each repeat's steady
+    samples/s (several epochs: the first left out, never the maximum), MB/s scaled alike; the rest (latency,
+    CPU) from its last epoch."""
+    groups: dict[tuple, list[Run]] = defaultdict(list)
+    for r in runs:
+        groups[_config(r)].append(r)
+    out = []
+    for group in groups.values():
+        last = max(group, key=lambda r: (r.repeat, r.epoch))
+        if len(group) == 1:
+            out.append(last)
+            continue
+        rates = _steady_rates(group)
+        mean = sum(rates) / len(rates)
+        scale = mean / last.samples_per_s if last.samples_per_s else 1.0
+        out.append(last.model_copy(update={"samples_per_s": round(mean, 2),
+                                           "mb_per_s": round(last.mb_per_s * scale, 3)}))
+    return out
+
+
+def stats(result: Result) -> list[RunStats]:
+    """Per replay configuration: the steady figure over repeats, its standard deviation and spread."""
+    groups: dict[tuple, list[Run]] = defaultdict(list)
+    for r in replay_runs(result):
+        groups[_config(r)].append(r)
+    out = []
+    for group in groups.values():
+        rates = _steady_rates(group)
+        mean = sum(rates) / len(rates)
+        std = statistics.stdev(rates) if len(rates) > 1 else None
+        spread = (max(rates) - min(rates)) / mean if len(rates) > 1 and mean else None
+        r = group[0]
+        out.append(RunStats(source=r.source, order=r.order, engine=r.engine, readers=r.concurrency, cache=r.cache,
+                            repeats=len(rates), epochs=len(group), mean_samples_per_s=round(mean, 2),
+                            std_samples_per_s=None if std is None else round(std, 2),
+                            spread=None if spread is None else round(spread, 4),
+                            unstable=spread is not None and spread > UNSTABLE))
+    return out
+
+
 def storage_runs(result: Result) -> list[Run]:
-    """Valid replay runs that measured the storage: cold, the eviction took (or could not be checked); the
-    shuffled ones when there are any, as training reads."""
+    """Valid replay runs that measured the storage, one per configuration at its steady state (`steady`): cold,
+    the eviction took (or could not be checked); the shuffled ones when there are any, as training reads."""
     cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    return [r for r in cold if r.order == "shuffled"] or cold
+    return steady([r for r in cold if r.order == "shuffled"] or cold)
 
 
 def training_runs(result: Result) -> list[Run]:
@@ -157,7 +219,7 @@ def shaped_runs(result: Result) -> list[Run]:
     shaped = [r for r in replay_runs(result) if r.order == "shuffled" and r.engine == s.engine and r.decode == s.decode
               and (r.batch_size is None or r.batch_size == s.batch_size)]
     cold = [r for r in shaped if r.cache == "cold" and r.measures in ("storage", "unknown")]
-    return cold or [r for r in shaped if r.cache == "warm"]
+    return steady(cold or [r for r in shaped if r.cache == "warm"])
 
 
 def supply_run(result: Result) -> Run | None:
@@ -357,6 +419,8 @@ def verdict(result: Result) -> Verdict:
         saturates_at=sat, still_rising=rising, order=best.order if best else None)
     if s.gpus is not None and s.rate_per_gpu:
         fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
+    spread = _spread_of(result, best)
+    fields["unstable"] = bool(spread and spread.unstable)
     notes = _notes(result, invalid)
     if pipeline is None and storage is None:
         answer = _no_answer(result, invalid)
@@ -366,7 +430,8 @@ def verdict(result: Result) -> Verdict:
     if storage is not None:
         evidence.append(f"Storage: {storage:,.0f} samples/s cold ({storage_from})"
                         + (", at least: the client's CPU was saturated while measuring it" if lower else "") + "."
-                        + (_loader_sentence(best, sat, rising) if best else ""))
+                        + (_loader_sentence(best, sat, rising) if best else "")
+                        + (_spread_sentence(spread) if spread else ""))
     else:
         evidence.append("Storage: no valid cold run, so no storage figure.")
     if pipeline is not None:
@@ -408,6 +473,27 @@ def verdict(result: Result) -> Verdict:
     return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
                    gpus_fed=fed, gpus_fed_confirmed=confirmed, asked_fed=asked_fed, asked_confirmed=asked_confirmed,
                    **fields)
+
+
+def _spread_of(result: Result, best: Run | None) -> RunStats | None:
+    """The repeats' statistics of the best cold loader configuration, when it was repeated."""
+    if best is None:
+        return None
+    for st in result.stats or stats(result):
+        if (st.source, st.order, st.engine, st.readers, st.cache) == (best.source, best.order, best.engine,
+                                                                       best.concurrency, best.cache):
+            return st if st.repeats > 1 else None
+    return None
+
+
+def _spread_sentence(st: RunStats) -> str:
+    x = 100 * (st.spread or 0)
+    shown = -floor_to(-x, 1) if st.unstable else floor_to(x, 1)  # rounded away from the 5% line, never across it
+    text = (f" Over {st.repeats} repeats that figure was {st.mean_samples_per_s:,.0f} +/- "
+            f"{st.std_samples_per_s or 0:,.0f} samples/s (spread {shown:.1f}%)")
+    if st.unstable:
+        return text + f": unstable, over the {UNSTABLE:.0%} that MLPerf Storage allows; repeat on a quieter system."
+    return text + "."
 
 
 def _plateau(result: Result, sat: int | None, best: Run | None) -> str | None:

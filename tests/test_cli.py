@@ -303,3 +303,13 @@ def test_run_keeps_fios_own_json_beside_the_result(tmp_path):
     for b in r.baseline.fio:
         assert b.json_file == f"fio/fio-{b.concurrency}jobs-{b.cache}.json" and (out / b.json_file).is_file()
         assert json.loads((out / b.json_file).read_text())["jobs"][0]["read"]["io_bytes"] == b.bytes
+
+
+def test_repeat_measures_the_sweep_again_and_is_recorded(tmp_path):
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "64", "--size-dist", "fixed:4kB", "--engine", "threads",
+            "--threads", "1", "--cache", "cold", "--epochs", "2", "--repeat", "2", "--no-fio", "--no-metadata",
+            "--out", str(out), check=True)
+    r = Result.load(out / "result.json")
+    assert r.settings.repeat == 2 and [(x.repeat, x.epoch) for x in r.runs] == [(0, 1), (0, 2), (1, 3), (1, 4)]
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--repeat", "0"), "--repeat must be >= 1")

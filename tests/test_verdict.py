@@ -14,6 +14,7 @@ from iobench.verdict import (
     gpus_for,
     mark_validity,
     pct,
+    stats,
     times,
     verdict,
 )
@@ -216,3 +217,25 @@ def test_text_and_fields_say_the_same(name):
         assert f"Storage: {v.storage_samples_per_s:,.0f} samples/s cold ({v.storage_from})" in v.text
         assert ("at least" in v.text) == v.storage_is_lower_bound
     assert f"Pipeline: {v.pipeline_samples_per_s:,.0f} samples/s delivered" in v.text
+
+
+def test_several_epochs_give_the_steady_state_mean_not_the_best():
+    runs = [_run(4, 6000, epoch=1), _run(4, 4000, epoch=2), _run(4, 4200, epoch=3)]  # the first epoch is warm-up
+    v = verdict(_result(runs))
+    assert v.storage_samples_per_s == 4100 and v.best_samples_per_s == 4100
+
+
+def test_repeats_report_mean_spread_and_flag_over_five_percent():
+    stable = [_run(4, 4000, repeat=0), _run(4, 4100, repeat=1), _run(4, 4050, repeat=2)]
+    r = _result(stable)
+    r.stats = stats(r)
+    (st,) = r.stats
+    assert (st.repeats, st.mean_samples_per_s, st.unstable) == (3, 4050, False)
+    assert st.spread == pytest.approx(0.0247, abs=1e-3)
+    v = verdict(r)
+    assert not v.unstable and "Over 3 repeats that figure was 4,050 +/- 50 samples/s (spread 2.4%)." in v.text
+    shaky = [_run(4, 4000, repeat=0), _run(4, 4300, repeat=1)]
+    r = _result(shaky)
+    r.stats = stats(r)
+    v = verdict(r)
+    assert v.unstable and r.stats[0].unstable and "spread 7.3%): unstable" in v.text
