@@ -38,3 +38,82 @@ def explain_oserror(exc: OSError, doing: str) -> UserError:
     reason = hints.get(exc.errno or 0, exc.strerror or os.strerror(exc.errno or 0))
     kind = EnvironmentRefused if exc.errno in REFUSALS else UserError
     return kind(f"{doing}:{where}: {reason}")
+
+
+# ------------------------------------------------------------------------------------- docs/errors.md, generated
+
+EXIT_CODES = {
+    0: "done",
+    1: "done, but the GPUs asked about (--gpus N) are not fed (only with --check)",
+    2: "usage error: a bad option value, options that do not apply, bad input (UserError)",
+    3: "the environment refused: mount or path missing, read-only, full, over quota, permission (EnvironmentRefused)",
+    130: "interrupted by SIGINT (Ctrl-C): the result keeps what was measured (complete: false)",
+    143: "interrupted by SIGTERM: likewise",
+}
+
+
+def catalogue() -> list[tuple[int, str, str]]:
+    """Every one-line error iobench can raise, from its source: (exit code, message template, module). Messages
+    built at run time show their parts in braces. No line numbers: the doc changes only when an error does."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    trees = {p: ast.parse(p.read_text()) for p in sorted(root.rglob("*.py"))}
+    codes = {"UserError": 2, "EnvironmentRefused": 3}
+    changed = True
+    while changed:  # subclasses of the error classes, in any module
+        changed = False
+        for tree in trees.values():
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and node.name not in codes:
+                    for base in node.bases:
+                        if isinstance(base, ast.Name) and base.id in codes:
+                            codes[node.name] = codes[base.id]
+                            changed = True
+    out = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                call = node.exc
+                name = call.func.id if isinstance(call.func, ast.Name) else None
+                if name in codes:
+                    text = _template(call.args[0]) if call.args else f"({name}: see its class in the module)"
+                    out.append((codes[name], text, str(path.relative_to(root.parent))))
+    return sorted(set(out))
+
+
+def _template(arg: object) -> str:
+    import ast
+
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+                       for v in arg.values)
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        return _template(arg.left) + _template(arg.right)
+    return "{" + ast.unparse(arg) + "}"  # type: ignore[arg-type]
+
+
+def docs_markdown() -> str:
+    """docs/errors.md: the exit codes, then every error a user can meet with its code."""
+    lines = ["# Errors and exit codes", "",
+             "Generated from the source by `python -m iobench.errors > docs/errors.md` (a test keeps it in step).",
+             "Every error is one line on stderr, `iobench: error: MESSAGE`, never a traceback. Braces stand for",
+             "the parts filled in at run time.", "", "| exit code | meaning |", "|---|---|"]
+    lines += [f"| {code} | {text} |" for code, text in EXIT_CODES.items()]
+    lines += ["", "Operating-system errors while reading or writing are named with what iobench was doing, the",
+              "path and the reason; exit code 3 for "
+              + ", ".join(sorted(errno.errorcode[e] for e in REFUSALS)) + ", else 2.", "",
+              "| exit code | message | raised at |", "|---|---|---|"]
+    for code, text, where in catalogue():
+        cell = text.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {code} | {cell} | `{where}` |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(docs_markdown())
