@@ -4,32 +4,315 @@ An iobench dataset folder holds `train/<class>/<file>.JPEG` (the ImageNet layout
 (relative path and size of every file, in the order `sequential` reads them) and the marker
 `iobench-dataset.json`. The marker says iobench made the folder (nothing without it is ever deleted or
 overwritten) and whether generation finished: a half-written dataset is completed, never trusted.
+
+What iobench writes it writes safely: every folder below MOUNT/iobench-data is opened relative to its parent
+with O_NOFOLLOW, every file is created with O_EXCL|O_NOFOLLOW (or, to rewrite a file of the wrong size, opened
+with O_NOFOLLOW and checked to be a regular file with one link), markers and manifests are written to a file of a
+unique name and renamed into place. A symbolic link, FIFO, socket or device where a file or folder of the dataset
+should be is reported in one line and left as it is: never followed, opened or removed. One writer at a time: a
+`gen` (or `pack`) holds an flock on `iobench-writer.lock` in the folder it writes.
+
+Before a dataset is reused every file is stat-ed (in a thread pool) against the manifest, and the manifest is
+checked against the marker and the dataset's parameters; what differs is named.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import platform
+import re
+import secrets
 import shutil
+import stat
+import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
 from iobench import __version__
-from iobench.errors import UserError, explain_oserror
+from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.jpeg import JpegPool, write_all
 from iobench.sizes import SizeDist, parse_dist
 
 MARKER = "iobench-dataset.json"
 MANIFEST = "manifest.tsv"
 DATA_ROOT = "iobench-data"  # folder under --mount that holds iobench's datasets
+WRITER_LOCK = "iobench-writer.lock"  # flock-ed by the one process writing a dataset or pack folder
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders
+MARKER_LIMIT = 1 << 20  # a marker is a few hundred bytes: anything over 1 MiB is not one
+CHUNK = 64  # files a writer thread takes at a time (it checks for a stop between files)
+STAT_CHUNK = 1024  # files a checker thread stats at a time
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_LEFTOVER = re.compile(r"^(" + re.escape(WRITER_LOCK) + r"|.+\.\d+-[0-9a-f]+\.tmp)$")  # our lock and temp files
+
+
+# ---- safe file-system access ---------------------------------------------------------------------
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "not a regular file"
+
+
+def refuse(path: Path | str, mode: int, expected: str = "a regular file") -> NoReturn:
+    """Stop with one line: a link or special file where iobench expects one of its files or folders."""
+    raise UserError(f"{path} is {kind_of(mode)}, where iobench expects {expected}: iobench does not follow, open "
+                    "or remove it; move it away")
+
+
+def fmt_bytes(n: float) -> str:
+    """A size with a unit that shows it: 512 B, 10.00 kB, 3.42 MB, 1.20 GB (powers of 10)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.2f} {unit}"
+    return f"{int(n):,} B"
+
+
+def open_dir(name: str | Path, *, dir_fd: int | None = None, where: Path | None = None, create: bool = False,
+             expected: str = "a folder") -> int:
+    """A file descriptor of the folder `name` (relative to `dir_fd`), never following a link at its last
+    component; made first when `create`. A link or a file there is a one-line UserError (`where` names it)."""
+    if create:
+        with suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=dir_fd)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        refuse(where or name, st.st_mode, expected)
+
+
+def _descend(fd: int, parts: Sequence[str], path: Path, *, create: bool, expected: str) -> int | None:
+    """Open parts[0]/parts[1]/... below the folder open as `fd` (which this takes over and closes), never following
+    a link; None when a part is missing (and not `create`)."""
+    for part in parts:
+        path = path / part
+        try:
+            sub = open_dir(part, dir_fd=fd, where=path, create=create, expected=expected)
+        except FileNotFoundError:
+            os.close(fd)
+            if create:
+                raise
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        fd = sub
+    return fd
+
+
+def open_tree(base: Path, parts: Sequence[str], *, create: bool) -> int | None:
+    """A descriptor of base/parts[0]/parts[1]/...: `base` is opened as given (the user's path, links and all),
+    every part below it without following links (made when `create`). None when a part is missing."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return _descend(fd, parts, Path(base), create=create, expected="a folder")
+
+
+def _open_rel(root_fd: int, reldir: str, root: Path, *, create: bool) -> int | None:
+    """A descriptor of the folder `reldir` (a/b/c) under the folder open as `root_fd`; None when missing."""
+    return _descend(os.dup(root_fd), reldir.split("/") if reldir else [], root, create=create,
+                    expected="a folder of the dataset")
+
+
+def read_regular(where: Path, *, dir_fd: int | None = None, limit: int | None = None) -> bytes:
+    """The bytes of a regular file, refusing (one line) a link or a special file without opening it (a FIFO
+    would block, a device may act on open). With `dir_fd`, `where.name` is read relative to it."""
+    name: str | Path = where.name if dir_fd is not None else where
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        refuse(where, st.st_mode)
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(where, st.st_mode)
+        if limit is not None and st.st_size > limit:
+            raise UserError(f"{where} holds {fmt_bytes(st.st_size)}: too big to be iobench's")
+        parts = []
+        while chunk := os.read(fd, 1 << 22):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(dir_fd: int, name: str, data: Iterable[bytes], where: Path) -> None:
+    """Write `name` in the folder open as `dir_fd` so that a reader never sees half of it: a new file of a unique
+    name (O_EXCL|O_NOFOLLOW: no link is followed, two writers never share it), fsync, rename over `name`. A link
+    or special file at `name` is reported, not replaced."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(where, st.st_mode)
+    except FileNotFoundError:
+        pass
+    tmp = f"{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            for chunk in data:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def write_json_atomic(dir_fd: int, name: str, obj: dict, where: Path) -> None:
+    """Write a marker so that a reader never sees half of it (see `write_atomic`)."""
+    write_atomic(dir_fd, name, [json.dumps(obj, indent=1).encode()], where)
+
+
+@contextmanager
+def writer_lock(dir_fd: int, where: Path) -> Iterator[None]:
+    """Hold the exclusive flock of the folder open as `dir_fd` while writing it: a second writer gets one line
+    (EnvironmentRefused, exit code 3) naming the holder, at once. The lock file is removed on release (a writer
+    that locked a file removed meanwhile locks the new one). Where the file system has no flock, writing goes on
+    (temporary files have unique names, so two writers still cannot trip on each other's)."""
+    while True:
+        fd = _open_lock(dir_fd, where)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = ""
+            for _ in range(10):  # the holder writes its pid right after it locks
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                if holder:
+                    break
+                time.sleep(0.02)
+            os.close(fd)
+            raise EnvironmentRefused(f"another iobench ({holder or 'pid unknown'}) is writing {where}: wait for it "
+                                     "to finish, or stop it, then run this again") from None
+        except OSError:
+            pass  # no flock here (some FUSE file systems)
+        try:
+            same = os.stat(WRITER_LOCK, dir_fd=dir_fd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # its holder removed it as we opened it: lock the one there now
+    try:
+        with suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
+        yield
+    finally:
+        with suppress(OSError):
+            os.unlink(WRITER_LOCK, dir_fd=dir_fd)  # still held: whoever opened it retries on a new one
+        os.close(fd)
+
+
+def _open_lock(dir_fd: int, where: Path) -> int:
+    try:
+        fd = os.open(WRITER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644,
+                     dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EOPNOTSUPP):
+            raise
+        st = os.stat(WRITER_LOCK, dir_fd=dir_fd, follow_symlinks=False)
+        refuse(where / WRITER_LOCK, st.st_mode)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        refuse(where / WRITER_LOCK, st.st_mode)
+    return fd
+
+
+def only_leftovers(dir_fd: int, marker: str) -> bool:
+    """Whether the folder holds nothing but what an iobench writer interrupted before its first marker leaves:
+    its lock and temporary files (of the marker)."""
+    with os.scandir(dir_fd) as it:
+        return all(_LEFTOVER.match(e.name) and e.name.startswith((WRITER_LOCK, marker)) for e in it)
+
+
+def run_bounded(fn: Callable[[object], None], items: Iterable[object], threads: int, stop: threading.Event) -> None:
+    """fn(item) for every item on `threads` threads, at most 2 x threads queued at a time: an exception (Ctrl-C,
+    SIGTERM) sets `stop`, cancels what is queued and waits only for the items running (fn checks `stop` often)."""
+    ex = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-gen")
+    pending: deque[Future] = deque()
+    try:
+        for item in items:
+            pending.append(ex.submit(fn, item))
+            while len(pending) >= 2 * threads:
+                pending.popleft().result()
+        while pending:
+            pending.popleft().result()
+    except BaseException:
+        stop.set()
+        for f in pending:
+            f.cancel()
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- manifest, spec, marker -----------------------------------------------------------------------
+
+def _inside(rel: str) -> bool:
+    """A relative path that stays inside the dataset's folder (no absolute path, no `..`)."""
+    return bool(rel) and "\0" not in rel and all(p not in ("", ".", "..") for p in rel.split("/"))
+
+
+def parse_manifest(path: Path, *, dir_fd: int | None = None) -> tuple[list[str], np.ndarray]:
+    """Relative paths and sizes of a manifest; a line that is not PATH<TAB>SIZE is a one-line error naming it."""
+    try:
+        text = read_regular(path, dir_fd=dir_fd).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not an iobench manifest (not UTF-8 text)") from None
+    rel: list[str] = []
+    sizes: list[int] = []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if line.startswith("#"):
+            continue
+        p, tab, size = line.rpartition("\t")
+        if not tab:
+            raise UserError(f"{path} line {n}: no tab between path and size (a manifest line is PATH<TAB>SIZE): "
+                            f"{line[:80]!r}")
+        if not (size.isascii() and size.isdigit() and len(size) <= 18):
+            raise UserError(f"{path} line {n}: size {size[:40]!r} is not a whole number of bytes")
+        if not _inside(p):
+            raise UserError(f"{path} line {n}: {p[:80]!r} is not a relative path inside the dataset")
+        rel.append(p)
+        sizes.append(int(size))
+    return rel, np.array(sizes, dtype=np.int64)
 
 
 @dataclass
@@ -49,16 +332,17 @@ class Manifest:
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
-        rel, sizes = [], []
-        with open(root / MANIFEST, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("#"):
-                    continue
-                path, _, size = line.rstrip("\n").rpartition("\t")
-                rel.append(path)
-                sizes.append(int(size))
+        rel, sizes = parse_manifest(Path(root) / MANIFEST)
+        return cls.of(Path(root), rel, sizes)
+
+    @classmethod
+    def of(cls, root: Path, rel: list[str], sizes: np.ndarray) -> Manifest:
         base = str(root)
         return cls(root, [os.path.join(base, p) for p in rel], np.array(sizes, dtype=np.int64))
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -69,6 +353,14 @@ class GenSpec:
     dist: SizeDist
     classes: int
     seed: int
+
+    def __post_init__(self) -> None:
+        for option, value, least in (("--files", self.files, 1), ("--classes", self.classes, 1),
+                                     ("--seed", self.seed, 0)):
+            if not _whole(value):
+                raise UserError(f"{option} must be a whole number (got {value!r})")
+            if value < least:
+                raise UserError(f"{option} must be >= {least} (got {value})")
 
     @property
     def name(self) -> str:
@@ -95,30 +387,60 @@ def plan(spec: GenSpec) -> tuple[list[str], np.ndarray]:
     return rel, sizes
 
 
-def read_marker(folder: Path, name: str = MARKER) -> dict | None:
-    """An iobench marker (dataset or pack) in `folder`, or None where there is none."""
+_JSON_KIND = {list: "a JSON array", str: "a JSON string", int: "a number", float: "a number", bool: "a boolean",
+              type(None): "null"}
+
+
+def check_marker(marker: object, path: Path) -> dict:
+    """A dataset marker with the fields iobench relies on, or a one-line error saying what is wrong with it."""
+    why = _marker_problem(marker)
+    if why:
+        raise UserError(f"{path}: not a valid iobench dataset marker ({why}): fix it, or move its folder away")
+    assert isinstance(marker, dict)
+    return marker
+
+
+def _marker_problem(marker: object) -> str | None:
+    if not isinstance(marker, dict):
+        return f"{_JSON_KIND.get(type(marker), type(marker).__name__)}, not an object"
+    p = marker.get("params")
+    if not isinstance(p, dict):
+        return "no params" if p is None else "params is not an object"
+    for key, least in (("files", 1), ("classes", 1), ("seed", 0)):
+        if not _whole(p.get(key)) or p[key] < least:
+            return f"params.{key} is {p.get(key)!r}, not a whole number >= {least}"
+    if not isinstance(p.get("size_dist"), str):
+        return f"params.size_dist is {p.get('size_dist')!r}"
+    if not _whole(marker.get("files")):
+        return f"files is {marker.get('files')!r}, not a whole number"
+    if marker["files"] != p["files"]:
+        return f"files is {marker['files']:,}, its params say {p['files']:,}"
+    if marker.get("status") not in ("complete", "incomplete"):
+        return f"status is {marker.get('status')!r}"
+    return None
+
+
+def read_marker(folder: Path, name: str = MARKER, *, dir_fd: int | None = None) -> dict | None:
+    """An iobench marker (dataset or pack) in `folder`, or None where there is none. A link or special file in its
+    place, a marker that is not JSON, or (for a dataset marker) one without the fields iobench needs is a one-line
+    error. With `dir_fd` (the folder, open), the marker is read relative to it."""
+    path = Path(folder) / name
     try:
-        return json.loads((Path(folder) / name).read_text())
+        data = read_regular(path, dir_fd=dir_fd, limit=MARKER_LIMIT)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise explain_oserror(exc, "cannot read the iobench marker") from exc
+    try:
+        obj = json.loads(data)
     except ValueError as exc:
-        raise UserError(f"{Path(folder) / name}: unreadable iobench marker ({exc})") from exc
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write a marker so that a reader never sees half of it (write aside, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+        raise UserError(f"{path}: unreadable iobench marker ({exc})") from exc
+    return check_marker(obj, path) if name == MARKER else obj
 
 
 def check_mount(mount: Path, *, writable: bool) -> Path:
     """A one-line error for a mount that is missing, not a folder, unreadable, or (for writing) read-only or not
     writable: an EnvironmentRefused (exit code 3)."""
-    from iobench.errors import EnvironmentRefused
-
     if not mount.exists():
         raise EnvironmentRefused(f"mount {mount} does not exist")
     if not mount.is_dir():
@@ -132,6 +454,94 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
     return mount.resolve()
 
 
+# ---- checking a dataset's files --------------------------------------------------------------------
+
+def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
+                  stop: threading.Event | None = None) -> np.ndarray:
+    """The size on disk of every file (-1: missing), stat-ed without following links in a thread pool. A link,
+    FIFO, socket, device or folder where a file (or a folder above one) should be is a one-line error naming it."""
+    found = np.full(len(rel), -1, dtype=np.int64)
+    stop = stop or threading.Event()
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(rel):
+        groups.setdefault(p.rpartition("/")[0], []).append(i)
+    items = [(d, idx[k:k + STAT_CHUNK]) for d, idx in groups.items() for k in range(0, len(idx), STAT_CHUNK)]
+
+    def check(item: object) -> None:
+        d, idx = item  # type: ignore[misc]
+        dfd = _open_rel(root_fd, d, root, create=False)
+        if dfd is None:
+            return
+        cut = len(d) + 1 if d else 0
+        try:
+            for i in idx:
+                if stop.is_set():
+                    return
+                try:
+                    st = os.stat(rel[i][cut:], dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    refuse(root / rel[i], st.st_mode, "a file of the dataset")
+                found[i] = st.st_size
+        finally:
+            os.close(dfd)
+
+    try:
+        run_bounded(check, items, max(1, threads), stop)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot check the files of {root}") from exc
+    return found
+
+
+def describe_damage(root: Path, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
+                    source: str = "its manifest says") -> str:
+    """`a/b.JPEG has 100 B, its manifest says 8,000 B; c.JPEG is missing (and 3 more)`."""
+    said = []
+    for i in bad[:3].tolist():
+        if found[i] < 0:
+            said.append(f"{root / rel[i]} is missing")
+        else:
+            said.append(f"{root / rel[i]} has {found[i]:,} B, {source} {int(sizes[i]):,} B")
+    more = f" (and {len(bad) - 3:,} more)" if len(bad) > 3 else ""
+    return "; ".join(said) + more
+
+
+def _check_manifest(dir_fd: int, folder: Path, marker: dict, rel: list[str], sizes: np.ndarray) -> bool:
+    """Whether the dataset's manifest is there (False: missing, to be written); one that does not parse, whose
+    line count is not the marker's file count, or that differs from the dataset's parameters, is a one-line
+    error: iobench never replaces it behind the user's back."""
+    path = folder / MANIFEST
+    try:
+        mrel, msizes = parse_manifest(path, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    fix = ("the manifest was changed since iobench wrote it: move the dataset away (or `iobench clean` it), or "
+           f"remove {MANIFEST} to have iobench write it again")
+    if len(mrel) != marker["files"]:
+        raise UserError(f"{path} lists {len(mrel):,} files, its marker {marker['files']:,}: {fix}")
+    if mrel != rel or not np.array_equal(msizes, sizes):
+        i = next(k for k in range(len(rel)) if mrel[k] != rel[k] or msizes[k] != sizes[k])
+        line = text_line(path, dir_fd, i)
+        raise UserError(f"{path} line {line}: {mrel[i]} {int(msizes[i]):,} B, expected {rel[i]} {int(sizes[i]):,} B "
+                        f"(from the dataset's parameters): {fix}")
+    return True
+
+
+def text_line(path: Path, dir_fd: int, index: int) -> int:
+    """The line number of the index-th entry of a manifest (comment lines skipped)."""
+    lines = read_regular(path, dir_fd=dir_fd).decode("utf-8").split("\n")
+    k = -1
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("#"):
+            k += 1
+            if k == index:
+                return n
+    return len(lines)
+
+
+# ---- gen ----------------------------------------------------------------------------------------------
+
 @dataclass
 class GenReport:
     manifest: Manifest
@@ -139,110 +549,217 @@ class GenReport:
     written_bytes: int
     seconds: float
     reused: bool
+    notes: list[str] = field(default_factory=list)  # what was found changed and repaired
 
 
 Progress = Callable[[int, int], None]  # (files done in this call, bytes done in this call)
 
 
-def generate(mount: Path, spec: GenSpec, *, threads: int = 8, progress: Progress | None = None) -> GenReport:
-    """Make (or reuse, or complete) the dataset for `spec` under `mount`/iobench-data/."""
+@dataclass
+class _State:
+    """What is in a dataset's folder: its marker, whether its manifest is there (and right), each file's size."""
+
+    marker: dict | None
+    manifest_ok: bool
+    found: np.ndarray | None  # bytes per file (-1: missing); None: nothing there
+    todo: np.ndarray  # indices of files to (re)write
+
+
+def _look(mount: Path, folder: Path, spec: GenSpec, rel: list[str], sizes: np.ndarray, threads: int,
+          stop: threading.Event) -> _State:
+    everything = np.arange(len(rel), dtype=np.int64)
+    try:
+        fd = open_tree(mount, (DATA_ROOT, spec.name), create=False)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot open the dataset folder {folder}") from exc
+    if fd is None:
+        return _State(None, False, None, everything)
+    try:
+        marker = read_marker(folder, dir_fd=fd)
+        if marker is None:
+            if not only_leftovers(fd, MARKER):
+                raise UserError(f"{folder} exists and was not made by iobench: move it away or pick another --mount")
+            return _State(None, False, None, everything)
+        if marker["params"] != spec.as_dict():
+            raise UserError(f"{folder} holds a dataset with other parameters: {marker['params']}")
+        manifest_ok = _check_manifest(fd, folder, marker, rel, sizes)
+        found = inspect_files(fd, folder, rel, threads, stop)
+        return _State(marker, manifest_ok, found, np.flatnonzero(found != sizes))
+    finally:
+        os.close(fd)
+
+
+def _reusable(state: _State) -> bool:
+    return bool(state.marker and state.marker["status"] == "complete" and state.manifest_ok and len(state.todo) == 0)
+
+
+def _warn_stderr(msg: str) -> None:
+    print(f"iobench: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def generate(mount: Path, spec: GenSpec, *, threads: int = 8, progress: Progress | None = None,
+             warn: Callable[[str], None] | None = None) -> GenReport:
+    """Make (or reuse, or complete) the dataset for `spec` under `mount`/iobench-data/.
+
+    A complete dataset is reused once every file has the size its manifest says. Files missing or of the wrong
+    size are (re)written, in a dataset iobench made only, and when its marker said complete, `warn` (default:
+    stderr) names them. Ctrl-C stops the writers within a chunk of files; the marker then says incomplete and the
+    next gen completes it."""
+    if not _whole(threads) or threads < 1:
+        raise UserError(f"--threads must be >= 1 (got {threads})")
     mount = check_mount(mount, writable=False)
     folder = mount / DATA_ROOT / spec.name
-    marker = read_marker(folder)
-    if folder.exists() and marker is None and any(folder.iterdir()):
-        raise UserError(f"{folder} exists and was not made by iobench: move it away or pick another --mount")
-    if marker and marker.get("params") != spec.as_dict():
-        raise UserError(f"{folder} holds a dataset with other parameters: {marker.get('params')}")
     rel, sizes = plan(spec)
-    if marker and marker.get("status") == "complete" and _cheap_check(folder, rel, sizes):
-        return GenReport(Manifest.load(folder), 0, 0, 0.0, True)
+    stop = threading.Event()
+    state = _look(mount, folder, spec, rel, sizes, threads, stop)
+    if _reusable(state):
+        return GenReport(Manifest.of(folder, rel, sizes), 0, 0, 0.0, True)
     check_mount(mount, writable=True)  # reading a finished dataset works on a read-only mount too
 
-    todo = _missing(folder, rel, sizes) if marker else np.arange(spec.files)
+    try:
+        fd = open_tree(mount, (DATA_ROOT, spec.name), create=True)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot create the dataset folder {folder}") from exc
+    assert fd is not None
+    try:
+        with writer_lock(fd, folder):
+            if read_marker(folder, dir_fd=fd) != state.marker:  # another gen got here first: look again
+                state = _look(mount, folder, spec, rel, sizes, threads, stop)
+                if _reusable(state):
+                    return GenReport(Manifest.of(folder, rel, sizes), 0, 0, 0.0, True)
+            return _complete(fd, mount, folder, spec, rel, sizes, state, threads, progress, warn or _warn_stderr,
+                             stop)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot write the dataset in {folder}") from exc
+    finally:
+        os.close(fd)
+
+
+def _complete(fd: int, mount: Path, folder: Path, spec: GenSpec, rel: list[str], sizes: np.ndarray, state: _State,
+              threads: int, progress: Progress | None, warn: Callable[[str], None],
+              stop: threading.Event) -> GenReport:
+    notes = []
+    if state.marker and state.marker["status"] == "complete":
+        if len(state.todo):
+            assert state.found is not None
+            notes.append(f"the dataset changed since iobench made it: "
+                         f"{describe_damage(folder, rel, sizes, state.found, state.todo)}; rewriting "
+                         f"{len(state.todo):,} file(s)")
+        if not state.manifest_ok:
+            notes.append(f"{folder / MANIFEST} was missing: writing it again from the dataset's parameters")
+        for note in notes:
+            warn(note)
+    todo = state.todo
     need = int(sizes[todo].sum())
     free = shutil.disk_usage(mount).free
     if need > free:
-        raise UserError(
-            f"not enough space on {mount}: the dataset needs {need / 1e9:.2f} GB more, "
-            f"{free / 1e9:.2f} GB free (use fewer --files)")
+        raise UserError(f"not enough space on {mount}: the dataset needs {fmt_bytes(need)} more, "
+                        f"{fmt_bytes(free)} free (use fewer --files)")
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    created = (state.marker or {}).get("created") or now
+    params = {"iobench": __version__, "params": spec.as_dict(), "files": spec.files, "bytes": int(sizes.sum()),
+              "created": created}
     try:
-        for d in sorted({os.path.dirname(p) for p in rel}):
-            os.makedirs(folder / d, exist_ok=True)
-        params = {"iobench": __version__, "params": spec.as_dict(), "files": spec.files,
-                  "bytes": int(sizes.sum()), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        write_json_atomic(folder / MARKER, {**params, "status": "incomplete"})
-        _write_manifest(folder, rel, sizes)
+        write_json_atomic(fd, MARKER, {**params, "status": "incomplete"}, folder / MARKER)
+        if not state.manifest_ok:
+            _write_manifest(fd, folder, rel, sizes)
+        for d in sorted({p.rpartition("/")[0] for p in rel}):
+            sub = _open_rel(fd, d, folder, create=True)
+            if sub is not None:
+                os.close(sub)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot create the dataset in {folder}") from exc
 
     t0 = time.perf_counter()
-    written, written_bytes = _write_files(folder, rel, sizes, todo, spec.seed, threads, progress)
+    written, written_bytes = _write_files(fd, folder, rel, sizes, todo, spec.seed, threads, progress, stop)
     os.sync()  # the marker says "complete" only for data that is on the storage
-    write_json_atomic(folder / MARKER, {**params, "status": "complete",
-                                         "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return GenReport(Manifest.load(folder), written, written_bytes, time.perf_counter() - t0, False)
+    write_json_atomic(fd, MARKER, {**params, "status": "complete", "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                      folder / MARKER)
+    return GenReport(Manifest.of(folder, rel, sizes), written, written_bytes, time.perf_counter() - t0, False, notes)
 
 
-def _write_manifest(folder: Path, rel: list[str], sizes: np.ndarray) -> None:
-    tmp = folder / (MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("# iobench manifest v1: relative path <TAB> size in bytes\n")
-        f.writelines(f"{p}\t{s}\n" for p, s in zip(rel, sizes.tolist(), strict=True))
-    os.replace(tmp, folder / MANIFEST)
+def _write_manifest(dir_fd: int, folder: Path, rel: list[str], sizes: np.ndarray) -> None:
+    lines = (f"{p}\t{s}\n" for p, s in zip(rel, sizes.tolist(), strict=True))
+
+    def chunks() -> Iterator[bytes]:
+        yield b"# iobench manifest v1: relative path <TAB> size in bytes\n"
+        batch: list[str] = []
+        for line in lines:
+            batch.append(line)
+            if len(batch) == 65536:
+                yield "".join(batch).encode()
+                batch = []
+        yield "".join(batch).encode()
+
+    write_atomic(dir_fd, MANIFEST, chunks(), folder / MANIFEST)
 
 
-def _cheap_check(folder: Path, rel: list[str], sizes: np.ndarray, sample: int = 64) -> bool:
-    """A finished dataset is reused after stat-ing a random sample of its files."""
-    if not (folder / MANIFEST).exists():
-        return False
-    idx = np.random.default_rng().choice(len(rel), size=min(sample, len(rel)), replace=False)
-    return len(_missing(folder, [rel[i] for i in idx], sizes[idx])) == 0
+def _create_file(dfd: int, name: str, where: Path) -> int:
+    """A descriptor to write a dataset file: a new file (O_EXCL|O_NOFOLLOW), or an existing regular file with one
+    link, emptied. A link or special file there is a one-line error, left as it is."""
+    try:
+        return os.open(name, _NEW_FILE, 0o644, dir_fd=dfd)
+    except FileExistsError:
+        pass
+    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        refuse(where, st.st_mode, "a file of the dataset")
+    if st.st_nlink > 1:
+        raise UserError(f"{where} has {st.st_nlink} hard links: iobench does not rewrite a file linked elsewhere; "
+                        "move it away")
+    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise UserError(f"{where} changed while iobench was about to rewrite it; run again")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-def _missing(folder: Path, rel: list[str], sizes: np.ndarray) -> np.ndarray:
-    """Indices of files that are absent or of the wrong size."""
-    bad = []
-    for i, (p, s) in enumerate(zip(rel, sizes.tolist(), strict=True)):
-        try:
-            if os.stat(folder / p).st_size != s:
-                bad.append(i)
-        except FileNotFoundError:
-            bad.append(i)
-    return np.array(bad, dtype=np.int64)
-
-
-def _write_files(folder: Path, rel: list[str], sizes: np.ndarray, todo: np.ndarray, seed: int,
-                 threads: int, progress: Progress | None) -> tuple[int, int]:
+def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, todo: np.ndarray, seed: int,
+                 threads: int, progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
     if len(todo) == 0:
         return 0, 0
     pool = JpegPool.build(int(sizes[todo].max()), seed)
     pick = pool.pick(sizes)
-    base = str(folder)
     lock = threading.Lock()
     done = [0, 0]
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
-    def write_chunk(chunk: np.ndarray) -> None:
+    def write_chunk(chunk: object) -> None:
         n = nbytes = 0
-        for i in chunk.tolist():
-            path = os.path.join(base, rel[i])
-            fd = os.open(path, flags, 0o644)
-            try:
-                nbytes += write_all(fd, pool.parts(i, int(sizes[i]), int(pick[i])))
-            finally:
-                os.close(fd)
-            n += 1
-        with lock:
-            done[0] += n
-            done[1] += nbytes
-            if progress:
-                progress(done[0], done[1])
+        dirs: dict[str, int] = {}
+        try:
+            for i in chunk.tolist():  # type: ignore[attr-defined]
+                if stop.is_set():
+                    return
+                d, _, name = rel[i].rpartition("/")
+                dfd = dirs.get(d)
+                if dfd is None:
+                    dfd = _open_rel(root_fd, d, folder, create=True)
+                    assert dfd is not None
+                    dirs[d] = dfd
+                fd = _create_file(dfd, name, folder / rel[i])
+                try:
+                    nbytes += write_all(fd, pool.parts(i, int(sizes[i]), int(pick[i])))
+                finally:
+                    os.close(fd)
+                n += 1
+        finally:
+            for dfd in dirs.values():
+                os.close(dfd)
+            with lock:
+                done[0] += n
+                done[1] += nbytes
+                if progress and n:
+                    progress(done[0], done[1])
 
-    chunks = np.array_split(todo, max(1, len(todo) // 64))
+    chunks = (todo[k:k + CHUNK] for k in range(0, len(todo), CHUNK))
     try:
-        with ThreadPoolExecutor(max_workers=threads) as ex:
-            for fut in [ex.submit(write_chunk, c) for c in chunks]:
-                fut.result()
+        run_bounded(write_chunk, chunks, threads, stop)
     except OSError as exc:
         # The marker still says "incomplete": the next gen or run finds the gap and completes it.
         raise explain_oserror(exc, f"gen stopped after {done[0]} of {len(todo)} files") from exc
@@ -256,41 +773,105 @@ def spec_of(marker: dict) -> GenSpec:
 
 
 def find_datasets(mount: Path) -> list[Path]:
-    """iobench dataset folders under mount/iobench-data (those with a marker)."""
-    root = mount / DATA_ROOT
-    if not root.is_dir():
+    """iobench dataset folders under mount/iobench-data (real folders, not links, with a marker file)."""
+    root = Path(mount) / DATA_ROOT
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return []
+        found = []
+        with os.scandir(root) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    with suppress(OSError):
+                        if stat.S_ISREG(os.lstat(os.path.join(e.path, MARKER)).st_mode):
+                            found.append(Path(e.path))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(p for p in root.iterdir() if (p / MARKER).is_file())
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot list {root}") from exc
+    return sorted(found)
 
 
-def scan(path: Path) -> Manifest:
-    """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one."""
+# ---- existing trees --------------------------------------------------------------------------------
+
+def scan(path: Path, *, threads: int = 8) -> Manifest:
+    """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one; or, for a
+    dataset iobench made, its manifest once every file is checked against it."""
     if not path.exists():
         raise UserError(f"dataset {path} does not exist")
     if not path.is_dir():
         raise UserError(f"dataset {path} is not a directory")
-    if (path / MARKER).is_file() and (path / MANIFEST).is_file():
-        return Manifest.load(path.resolve())
-    paths: list[str] = []
-    sizes: list[int] = []
-
-    def walk(d: str) -> None:
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError as exc:
-            raise explain_oserror(exc, "cannot list the dataset") from exc
-        for e in entries:
-            if e.is_dir(follow_symlinks=True):
-                walk(e.path)
-            elif e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file():
-                paths.append(e.path)
-                sizes.append(e.stat().st_size)
-
-    walk(str(path.resolve()))
+    root = path.resolve()
+    if os.path.lexists(root / MARKER) and os.path.lexists(root / MANIFEST):
+        return _verified(root, threads)
+    paths, sizes = _walk_images(root)
     if not paths:
         raise UserError(f"no images under {path} (looked for {', '.join(IMAGE_EXTENSIONS)})")
     _check_images(paths)
-    return Manifest(path.resolve(), paths, np.array(sizes, dtype=np.int64))
+    return Manifest(root, paths, np.array(sizes, dtype=np.int64))
+
+
+def _verified(root: Path, threads: int) -> Manifest:
+    """An iobench dataset read in place (`--dataset`): its manifest must match its marker and every file its
+    manifest; what differs is a one-line error (repairing is `iobench gen`'s job)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        marker = read_marker(root, dir_fd=fd)
+        assert marker is not None
+        rel, sizes = parse_manifest(root / MANIFEST, dir_fd=fd)
+        if len(rel) != marker["files"]:
+            raise UserError(f"{root / MANIFEST} lists {len(rel):,} files, its marker {marker['files']:,}: the "
+                            "manifest was changed since iobench wrote it")
+        found = inspect_files(fd, root, rel, threads)
+    finally:
+        os.close(fd)
+    bad = np.flatnonzero(found != sizes)
+    if len(bad):
+        p = marker["params"]
+        how = ""
+        if root.parent.name == DATA_ROOT:
+            how = (f"; `iobench gen --mount {root.parent.parent} --files {p['files']} --size-dist {p['size_dist']} "
+                   f"--classes {p['classes']} --seed {p['seed']}` repairs it")
+        raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
+                        + how)
+    return Manifest.of(root, rel, sizes)
+
+
+def _walk_images(root: Path) -> tuple[list[str], list[int]]:
+    """Image files under `root`, depth first with names sorted (ImageFolder's order), following links to folders
+    as ImageFolder does but never into a folder that is its own ancestor. Iterative: any depth."""
+    paths: list[str] = []
+    sizes: list[int] = []
+
+    def listing(d: str) -> Iterator[os.DirEntry]:
+        try:
+            with os.scandir(d) as it:
+                return iter(sorted(it, key=lambda e: e.name))
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot list the dataset") from exc
+
+    top = os.stat(root)
+    stack: list[tuple[Iterator[os.DirEntry], tuple[int, int]]] = [(listing(str(root)), (top.st_dev, top.st_ino))]
+    ancestors = {stack[0][1]}
+    while stack:
+        e = next(stack[-1][0], None)
+        if e is None:
+            ancestors.discard(stack.pop()[1])
+            continue
+        try:
+            if e.is_dir(follow_symlinks=True):
+                st = e.stat(follow_symlinks=True)
+                key = (st.st_dev, st.st_ino)
+                if key in ancestors:
+                    continue  # a link back up the tree: ImageFolder would loop
+                ancestors.add(key)
+                stack.append((listing(e.path), key))
+            elif e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file():
+                paths.append(e.path)
+                sizes.append(e.stat().st_size)
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot list the dataset") from exc
+    return paths, sizes
 
 
 _MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"P6", b"P5", b"BM", b"II*\0", b"MM\0*", b"RIFF")
@@ -300,7 +881,16 @@ def _check_images(paths: list[str], sample: int = 32) -> None:
     """Read the first bytes of a few files: a tree of non-images is a mistake worth one line."""
     idx = np.random.default_rng(0).choice(len(paths), size=min(sample, len(paths)), replace=False)
     for i in idx.tolist():
-        with open(paths[i], "rb") as f:
-            head = f.read(8)
+        try:
+            fd = os.open(paths[i], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot read the dataset") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                refuse(paths[i], st.st_mode, "an image file")
+            head = os.pread(fd, 8, 0)
+        finally:
+            os.close(fd)
         if not head.startswith(_MAGIC):
             raise UserError(f"{paths[i]} is not an image (its first bytes are {head[:4]!r})")

@@ -1,17 +1,21 @@
 """The metadata phase (mdtest-style, on the dataset tree): how long a job spends finding its files
 before the first batch. Listing is what torchvision's ImageFolder does at start-up (scandir of every
 class folder); then stat and open+close without reading, each timed per file on one thread, as the
-start-up code runs. On NFS or Isilon each of these is a round trip; at ImageNet scale they add up."""
+start-up code runs. On NFS or Isilon each of these is a round trip; at ImageNet scale they add up.
+
+A FIFO, socket or device among the samples is never opened (a FIFO would block the phase for good): the timed
+stat sees it first and it is reported in one line; open+close uses O_NONBLOCK as well."""
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 import numpy as np
 
 from iobench import cache
-from iobench.dataset import Manifest
+from iobench.dataset import Manifest, refuse
 from iobench.measure import latency_summary
 from iobench.result import Latency, Metadata
 
@@ -41,8 +45,16 @@ def _timed(paths: list[str], op) -> tuple[float, np.ndarray]:
     return len(paths) / seconds if seconds > 0 else 0.0, ns
 
 
+def _stat(path: str) -> None:
+    """stat, as ImageFolder's start-up does (links followed); what is not a regular file stops the phase here,
+    before anything opens it."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        refuse(path, st.st_mode, "a sample file")
+
+
 def _open_close(path: str) -> None:
-    os.close(os.open(path, os.O_RDONLY))
+    os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
 
 
 def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int = 0) -> Metadata:
@@ -65,7 +77,7 @@ def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int =
     files = list_tree(dirs)
     list_s = round(time.perf_counter() - t, 6)
     prepare()
-    stat_rate, stat_ns = _timed(sample, os.stat)
+    stat_rate, stat_ns = _timed(sample, _stat)
     prepare()
     oc_rate, oc_ns = _timed(sample, _open_close)
     return Metadata(cache=state, eviction=eviction, dirs=len(dirs), files=files, list_s=list_s,

@@ -18,6 +18,12 @@ Both folders hold the marker `iobench-pack.json`: the parameters, the files iobe
 `incomplete` while writing and `complete` (after `os.sync()`) when done, pack time and bytes on disk.
 A complete pack with the same parameters is reused after a stat check; an incomplete or stale one is
 rebuilt after removing only the files its marker names; a folder without the marker is never touched.
+
+Writing is as safe as `gen`'s (see iobench.dataset): the pack's folder is opened without following a link
+(below the dataset's root for the default place), every file is created new with O_EXCL|O_NOFOLLOW (LMDB then
+opens the data.mdb iobench made), the marker is written aside under a unique name and renamed, a link or special
+file where a pack file should be is reported and left alone, and one writer at a time holds
+`iobench-writer.lock` (a second gets one line naming the first).
 """
 
 from __future__ import annotations
@@ -27,18 +33,31 @@ import io
 import mmap
 import os
 import shutil
+import stat
 import tarfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import Manifest, check_mount, read_marker, write_json_atomic
+from iobench.dataset import (
+    Manifest,
+    check_mount,
+    fmt_bytes,
+    only_leftovers,
+    open_dir,
+    open_tree,
+    read_marker,
+    refuse,
+    write_json_atomic,
+    writer_lock,
+)
 from iobench.errors import UserError, explain_oserror
 
 PACK_MARKER = "iobench-pack.json"
@@ -91,9 +110,25 @@ def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_S
     raise ValueError(f"unknown pack format {fmt!r}")
 
 
-def read_pack_marker(folder: Path) -> dict | None:
-    """The pack marker of `folder`, or None where there is none."""
-    return read_marker(folder, PACK_MARKER)
+def read_pack_marker(folder: Path, *, dir_fd: int | None = None) -> dict | None:
+    """The pack marker of `folder`, or None where there is none; one that is not a JSON object with the fields
+    iobench relies on is a one-line error."""
+    marker = read_marker(folder, PACK_MARKER, dir_fd=dir_fd)
+    if marker is None:
+        return None
+    problem = None
+    if not isinstance(marker, dict):
+        problem = "not a JSON object"
+    elif not isinstance(marker.get("made", []), list):
+        problem = "made is not a list"
+    elif not isinstance(marker.get("params", {}), dict):
+        problem = "params is not an object"
+    elif not isinstance(marker.get("files", {}), dict):
+        problem = "files is not an object"
+    if problem:
+        raise UserError(f"{Path(folder) / PACK_MARKER}: not a valid iobench pack marker ({problem}): fix it, or move "
+                        "its folder away")
+    return marker
 
 
 def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
@@ -136,20 +171,32 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
     params = {"format": "lmdb", "samples": len(manifest), "data_bytes": int(sizes.sum()),
               "manifest": _fingerprint(manifest), "key": "index, 8-byte big-endian", "value": "file bytes"}
     made = [LMDB_DATA, "lock.mdb", LMDB_SIZES]
-    marker = _begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), _stat_check)
-    if marker is not None:
-        return _reused(dest, marker)
+    got = _begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), _stat_check, manifest.root)
+    if isinstance(got, dict):
+        return _reused(dest, got)
+    with got as dfd:
+        return _write_lmdb(lmdb, manifest, dest, dfd, sizes, params, made, progress, threads)
 
+
+def _write_lmdb(lmdb, manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, params: dict, made: list[str],
+                progress: Progress | None, threads: int) -> PackReport:
     t0 = time.perf_counter()
-    map_size = lmdb_map_size(sizes, page)
+    map_size = lmdb_map_size(sizes, mmap.PAGESIZE)
     done = 0
     try:
+        # data.mdb is made here, new (O_EXCL|O_NOFOLLOW): LMDB then opens the empty file iobench made (and
+        # starts a new environment in it), never one a link points to.
+        os.close(_new_file(dfd, LMDB_DATA, dest))
+        made_ino = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False).st_ino
         # lock=False: iobench is the only writer of a folder its marker calls incomplete; readers
         # open with lock=False too, so no lock.mdb is left behind. sync=False + one env.sync() at the
         # end: the marker, not LMDB's per-commit fsync, says when the data is safe.
         env = lmdb.open(str(dest), map_size=map_size, subdir=True, lock=False, sync=False, metasync=False,
                         readahead=False, meminit=False, max_dbs=0)
         try:
+            st = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_ino != made_ino:
+                raise UserError(f"{dest / LMDB_DATA} was replaced while iobench opened it; run again")
             txn = env.begin(write=True)
             pending = 0
             try:
@@ -170,7 +217,7 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
             env.sync(True)
         finally:
             env.close()
-        np.save(dest / LMDB_SIZES, sizes)
+        _save_npy(dfd, LMDB_SIZES, sizes, dest)
     except lmdb.MapFullError as exc:
         raise UserError(f"LMDB map of {map_size} bytes filled up in {dest}: the dataset's files grew "
                         "since its manifest was written") from exc
@@ -180,8 +227,8 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
         raise explain_oserror(exc, f"cannot write the LMDB pack in {dest}") from exc
     if progress:
         progress(len(manifest), done)
-    files = {LMDB_DATA: os.stat(dest / LMDB_DATA).st_size, LMDB_SIZES: os.stat(dest / LMDB_SIZES).st_size}
-    return _finish(dest, "lmdb", params, made, files, t0, {"map_size": map_size})
+    files = {name: os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size for name in (LMDB_DATA, LMDB_SIZES)}
+    return _finish(dfd, dest, "lmdb", params, made, files, t0, {"map_size": map_size})
 
 
 def _lmdb_error(exc: Exception, dest: Path) -> UserError:
@@ -247,10 +294,16 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
               "members": "<index:08d>.<ext>"}
     made = [*shards, TAR_INDEX]
     index_bytes = 128 + 24 * len(manifest)
-    marker = _begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, _stat_check)
-    if marker is not None:
-        return _reused(dest, marker)
+    got = _begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, _stat_check, manifest.root)
+    if isinstance(got, dict):
+        return _reused(dest, got)
+    with got as dfd:
+        return _write_tar(manifest, dest, dfd, sizes, plan, shards, shard_size, params, made, progress, threads)
 
+
+def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan: TarPlan, shards: list[str],
+               shard_size: int, params: dict, made: list[str], progress: Progress | None,
+               threads: int) -> PackReport:
     t0 = time.perf_counter()
     mtime = int(time.time())
     done = 0
@@ -262,8 +315,9 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
             if s != cur:
                 if tf is not None:
                     _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
+                    tf = f = None
                 cur = s
-                f = open(dest / shards[s], "wb", buffering=2**20)  # noqa: SIM115 (closed in _close_shard)
+                f = os.fdopen(_new_file(dfd, shards[s], dest), "wb", buffering=2**20)  # closed in _close_shard
                 tf = tarfile.TarFile(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT)
             ti = tarfile.TarInfo(member_name(i, manifest.paths[i]))
             ti.size = len(data)
@@ -281,7 +335,7 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
         if tf is not None:
             _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
             tf = f = None
-        np.save(dest / TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1))
+        _save_npy(dfd, TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1), dest)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot write the tar pack in {dest}") from exc
     finally:
@@ -290,68 +344,173 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
     if progress:
         progress(len(manifest), done)
     files = {name: size for name, size in zip(shards, plan.shard_bytes, strict=True)}
-    files[TAR_INDEX] = os.stat(dest / TAR_INDEX).st_size
-    return _finish(dest, "tar", params, made, files, t0,
+    files[TAR_INDEX] = os.stat(TAR_INDEX, dir_fd=dfd, follow_symlinks=False).st_size
+    return _finish(dfd, dest, "tar", params, made, files, t0,
                    {"shards": shards, "shard_size": int(shard_size)})
 
 
 def _close_shard(tf: tarfile.TarFile, f: io.BufferedWriter, planned: int, path: Path) -> None:
     tf.close()  # writes the end-of-archive blocks and the record padding, leaves f open
+    f.flush()
+    size = os.fstat(f.fileno()).st_size
     f.close()
-    if os.stat(path).st_size != planned:
-        raise RuntimeError(f"{path}: {os.stat(path).st_size} bytes written, {planned} planned")
+    if size != planned:
+        raise RuntimeError(f"{path}: {size} bytes written, {planned} planned")
 
 
 # ---- shared: marker, reuse, space, reading the samples ------------------------------------------
 
+class _Dest:
+    """The pack's folder, open and locked while a pack is written (a context manager giving the descriptor)."""
+
+    def __init__(self, fd: int, stack: ExitStack):
+        self.fd = fd
+        self.stack = stack
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+
 def _begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
-           check: Callable[[Path, dict], bool]) -> dict | None:
-    """The complete marker of a reusable pack at `dest`; otherwise make way for a new one (checks,
-    removal of what an old marker lists) and write the `incomplete` marker, and return None."""
+           check: Callable[[Path, dict], bool], root: Path) -> dict | _Dest:
+    """The complete marker of a reusable pack at `dest`; otherwise make way for a new one (checks, the writer's
+    lock, removal of what an old marker lists) and write the `incomplete` marker, and return the folder open."""
     marker = read_pack_marker(dest)
-    if dest.exists():
-        if not dest.is_dir():
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot prepare the {fmt} pack") from exc
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            refuse(dest, st.st_mode, "the pack's folder")
+        if not stat.S_ISDIR(st.st_mode):
             raise UserError(f"{dest} exists and is not a directory")
-        if marker is None and any(dest.iterdir()):
+        if marker is None and not _empty(dest):
             raise UserError(f"{dest} exists and was not made by iobench (no {PACK_MARKER}): "
                             "move it away or pick another destination")
-        if marker is not None and marker.get("format") != fmt:
-            raise UserError(f"{dest} holds an iobench {marker.get('format')} pack, not {fmt}: "
-                            "pick another destination")
-        if marker and marker.get("status") == "complete" and marker.get("params") == params \
-                and check(dest, marker):
+        if _reusable(dest, marker, fmt, params, check):
+            assert marker is not None
             return marker
     _check_writable(dest)
-    old = [n for n in marker.get("made", []) if _safe_name(n)] if marker else []
-    reclaim = sum(max(0, _size(dest / n)) for n in old)
+    reclaim = sum(max(0, _size(dest / n)) for n in _old(marker))
     free = shutil.disk_usage(_existing(dest)).free
     if need > free + reclaim:
-        raise UserError(f"not enough space for the {fmt} pack in {dest}: it needs {need / 1e9:.2f} GB, "
-                        f"{(free + reclaim) / 1e9:.2f} GB free")
+        raise UserError(f"not enough space for the {fmt} pack in {dest}: it needs {fmt_bytes(need)}, "
+                        f"{fmt_bytes(free + reclaim)} free")
+    stack = ExitStack()
     try:
-        dest.mkdir(parents=True, exist_ok=True)
+        fd = _open_dest(dest, root)
+        stack.callback(os.close, fd)
+        stack.enter_context(writer_lock(fd, dest))
+        now = read_pack_marker(dest, dir_fd=fd)
+        if now != marker:  # another pack got here first
+            if _reusable(dest, now, fmt, params, check):
+                stack.close()
+                assert now is not None
+                return now
+            if now is None and not only_leftovers(fd, PACK_MARKER):
+                raise UserError(f"{dest} was filled by something other than iobench meanwhile: move it away")
+            marker = now
+        old = _old(marker)
         # The marker lists old and new files before any is touched: whatever happens next, a rerun
         # knows everything iobench may have left here.
         base = {"iobench": __version__, "format": fmt, "params": params,
                 "made": sorted(set(made) | set(old)), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        write_json_atomic(dest / PACK_MARKER, {**base, "status": "incomplete"})
+        write_json_atomic(fd, PACK_MARKER, {**base, "status": "incomplete"}, dest / PACK_MARKER)
         for name in old:
-            (dest / name).unlink(missing_ok=True)
+            _remove_ours(fd, name, dest / name)
     except OSError as exc:
+        stack.close()
         raise explain_oserror(exc, f"cannot prepare the {fmt} pack in {dest}") from exc
-    return None
+    except BaseException:
+        stack.close()
+        raise
+    return _Dest(fd, stack)
 
 
-def _finish(dest: Path, fmt: str, params: dict, made: list[str], files: dict[str, int], t0: float,
+def _reusable(dest: Path, marker: dict | None, fmt: str, params: dict, check: Callable[[Path, dict], bool]) -> bool:
+    if marker is None:
+        return False
+    if marker.get("format") != fmt:
+        raise UserError(f"{dest} holds an iobench {marker.get('format')} pack, not {fmt}: pick another destination")
+    return marker.get("status") == "complete" and marker.get("params") == params and check(dest, marker)
+
+
+def _old(marker: dict | None) -> list[str]:
+    """The files an old marker says iobench made (plain names in the folder only)."""
+    return [n for n in marker.get("made", []) if _safe_name(n)] if marker else []
+
+
+def _empty(dest: Path) -> bool:
+    """Nothing in the folder but what an iobench writer interrupted before its first marker leaves."""
+    try:
+        fd = open_dir(dest, where=dest, expected="the pack's folder")
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot list {dest}") from exc
+    try:
+        return only_leftovers(fd, PACK_MARKER)
+    finally:
+        os.close(fd)
+
+
+def _open_dest(dest: Path, root: Path) -> int:
+    """The pack's folder, made and opened without following a link: below the dataset's root for the default place
+    (so `packed/` cannot lead out of it), else below the destination's parent as given."""
+    dest, root = Path(os.path.abspath(dest)), Path(os.path.abspath(root))
+    if dest.is_relative_to(root) and dest != root:
+        base, parts = root, dest.relative_to(root).parts
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        base, parts = dest.parent, (dest.name,)
+    fd = open_tree(base, parts, create=True)
+    assert fd is not None
+    return fd
+
+
+def _remove_ours(dir_fd: int, name: str, where: Path) -> None:
+    """Remove a file an old marker lists, if it is still a regular file; a link or special file there is reported."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        refuse(where, st.st_mode, "a file of the pack")
+    os.unlink(name, dir_fd=dir_fd)
+
+
+def _new_file(dir_fd: int, name: str, dest: Path) -> int:
+    """A new file of the pack (O_EXCL|O_NOFOLLOW): whatever is already there was not made by iobench (the old
+    marker's files were removed), so it is reported, not opened."""
+    try:
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    except FileExistsError:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(dest / name, st.st_mode, "a file of the pack")
+        raise UserError(f"{dest / name} exists and iobench did not make it (its pack marker does not list it): "
+                        "move it away") from None
+
+
+def _save_npy(dir_fd: int, name: str, array: np.ndarray, dest: Path) -> None:
+    with os.fdopen(_new_file(dir_fd, name, dest), "wb") as f:
+        np.save(f, array)
+
+
+def _finish(dfd: int, dest: Path, fmt: str, params: dict, made: list[str], files: dict[str, int], t0: float,
             extra: dict) -> PackReport:
     os.sync()  # "complete" only for data that is on the storage; the pack time includes it
     seconds = time.perf_counter() - t0
-    on_disk = sum(_allocated(dest / name) for name in files)
+    on_disk = sum(_allocated(dfd, name) for name in files)
     marker = {"iobench": __version__, "format": fmt, "params": params, "made": made, "status": "complete",
               "files": files, "bytes": on_disk, "seconds": round(seconds, 3), **extra,
               "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
-        write_json_atomic(dest / PACK_MARKER, marker)
+        write_json_atomic(dfd, PACK_MARKER, marker, dest / PACK_MARKER)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
     return _report(dest, marker, reused=False)
@@ -369,11 +528,12 @@ def _report(dest: Path, marker: dict, reused: bool) -> PackReport:
 
 
 def _stat_check(dest: Path, marker: dict) -> bool:
-    """A finished pack is reused when each of its files is there with the size it was written with."""
+    """A finished pack is reused when each of its files is there, a regular file, with the size it was written
+    with."""
     files = marker.get("files")
     if not isinstance(files, dict) or not files:
         return False
-    return all(_size(dest / name) == size for name, size in files.items())
+    return all(_safe_name(name) and _size(dest / name) == size for name, size in files.items())
 
 
 def _check_writable(dest: Path) -> None:
@@ -396,15 +556,16 @@ def _safe_name(name: object) -> bool:
 
 
 def _size(path: Path) -> int:
-    """Bytes in the file; -1 when it is missing."""
+    """Bytes in the regular file; -1 when it is missing (or a link, or not a regular file)."""
     try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
         return -1
+    return st.st_size if stat.S_ISREG(st.st_mode) else -1
 
 
-def _allocated(path: Path) -> int:
-    st = os.stat(path)
+def _allocated(dir_fd: int, name: str) -> int:
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     return st.st_blocks * 512 if st.st_blocks else st.st_size  # some FUSE file systems report no blocks
 
 
@@ -426,7 +587,13 @@ def _read_samples(manifest: Manifest, threads: int, window: int = 64) -> Iterato
     paths, sizes = manifest.paths, manifest.sizes.tolist()
 
     def load(i: int) -> bytes:
-        with open(paths[i], "rb", buffering=0) as f:
+        # O_NONBLOCK and a check before reading: a FIFO or device among the samples is reported, never waited on
+        fd = os.open(paths[i], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                refuse(paths[i], st.st_mode, "a sample file")
+            os.set_blocking(fd, True)
             data = f.read()
         if len(data) != sizes[i]:
             raise UserError(f"{paths[i]} has {len(data)} bytes, its manifest says {sizes[i]}: the dataset "
