@@ -14,6 +14,14 @@ and `data` as two views of that one tensor. On a 16-core host per-sample tensors
 
 The sampler yields (first position, indices) per batch, so records land at their position even though
 the order changes every epoch and the workers persist across epochs.
+
+With a watchdog (`io_timeout_s`) the main process waits for batches with the DataLoader's own `timeout=` set to a
+short poll: no cost while batches come; at each poll that finds none, it reads the workers' read-byte counters
+(/proc/PID/io rchar), so a slow batch that is still reading is not taken for a stall. No batch and no byte read
+for io_timeout_s raises StorageStalled. Stopping the workers (a stall, Ctrl-C, `close()`) is bounded: they get
+GRACE_S to finish, then SIGKILL and KILL_WAIT_S; a worker still there is stuck in uninterruptible IO (FUSE waits so
+once a request reached the server) and is left behind, its pid reported in `left_behind`, and struck from
+multiprocessing's children, whose exit handler would otherwise wait for it forever.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import multiprocessing.process
 import os
 import random
 import warnings
@@ -31,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
@@ -38,6 +48,7 @@ if TYPE_CHECKING:
     import torch
 
 TICK_S = 0.2  # progress ticks at most this often (or per batch, when batches come slower)
+POLL_S = 1.0  # with a watchdog: how long the main process waits for a batch before it looks at the workers
 CROP = 224  # RandomResizedCrop output side
 IMAGE_BYTES = 3 * CROP * CROP
 
@@ -240,17 +251,29 @@ class _SourceDataset:
                 pos_t[i] = t1 - t0
                 pos_o[i] = reader.open_ns
                 pos_n[i] = n
-                with Image.open(io.BytesIO(memoryview(reader.buffer)[:n])) as img:
-                    rgb = img.convert("RGB")
+                data = io.BytesIO(memoryview(reader.buffer)[:n])
+                try:
+                    with Image.open(data) as img:
+                        rgb = img.convert("RGB")
+                except Exception as exc:  # Pillow's own error: OSError, ValueError, SyntaxError, DecompressionBomb...
+                    raise self._undecodable(exc, index, data) from None
                 img = rgb.resize((CROP, CROP), Image.BILINEAR, box=_crop_box(rgb.width, rgb.height, rng))
                 if rng.random() < 0.5:
                     img = img.transpose(Image.FLIP_LEFT_RIGHT)
                 out[i] = np.asarray(img).transpose(2, 0, 1)  # HWC -> CHW, uint8
                 pos_d[i] = clock() - t1
                 i += 1
-        except OSError as exc:  # a read error, or a file Pillow cannot decode (also an OSError)
+        except OSError as exc:  # a read error, or a file Pillow cannot decode (_undecodable)
             return i, self._where(exc, indices[i], int(meta[POS, i]))
         return i, None
+
+    def _undecodable(self, exc: Exception, index: int, data: io.BytesIO) -> OSError:
+        """A decode failure as an OSError that names the sample (its file) and keeps the decoder's own words:
+        no errno (Pillow gives none), so the message is not ":: Success"."""
+        paths = getattr(self.source, "paths", None)
+        name = paths[index] if paths is not None else f"{self.source.name} sample {index}"
+        words = str(exc).replace(f" {data!r}", "") or "no message"  # Pillow names our in-memory copy, not the file
+        return OSError(None, f"cannot decode the image ({type(exc).__name__}: {words})", name)
 
 
 def _crop_box(w: int, h: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
@@ -293,7 +316,7 @@ class DataLoaderEngine:
     name = "dataloader"
 
     def __init__(self, workers: int, batch_size: int = 256, prefetch_factor: int = 2,
-                 persistent_workers: bool = True, decode: bool = False):
+                 persistent_workers: bool = True, decode: bool = False, io_timeout_s: float | None = None):
         if workers < 0 or batch_size < 1 or prefetch_factor < 1:
             raise ValueError("workers >= 0, batch_size >= 1 and prefetch_factor >= 1")
         _torch()
@@ -309,6 +332,13 @@ class DataLoaderEngine:
         self._it: Any = None
         self._busy: np.ndarray | None = None
         self._pids: tuple[int, ...] = ()
+        # No batch and no byte read by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
+        # with workers=0 the main process itself reads, and a read stuck in the kernel cannot be watched from there.
+        self.io_timeout_s = io_timeout_s
+        self.left_behind: str | None = None  # after workers were stopped: those stuck in IO, left behind
+        self._poll_s = 0.0  # the loader's `timeout=`: 0 without a watchdog
+        self._halt = False  # set from another thread (`halt()`): the epoch stops at its next batch or poll
+        self._stuck: tuple[int, ...] = ()  # pids of the workers left behind by the last shutdown
 
     def __enter__(self) -> DataLoaderEngine:
         return self
@@ -320,13 +350,23 @@ class DataLoaderEngine:
         """Pids of the processes that delivered batches in the last epoch (the main pid for workers=0)."""
         return self._pids
 
+    def halt(self) -> None:
+        """Ask a running `epoch()` (in another thread) to stop, as Ctrl-C would, within POLL_S with a watchdog."""
+        self._halt = True
+
+    def _poll_for(self) -> float:
+        if self.workers == 0 or self.io_timeout_s is None:
+            return 0.0
+        return max(0.01, min(POLL_S, self.io_timeout_s / 4))
+
     def _loader_for(self, source: Source):
-        if self._loader is not None and self._source is source:
+        if self._loader is not None and self._source is source and self._poll_s == self._poll_for():
             return self._loader
         self.close()
         torch = _torch()
         self._sampler = _Batches(self.batch_size)
         multi = self.workers > 0
+        self._poll_s = self._poll_for()
         # prefetch_factor batches per worker wait in the queue, one is with the main process, one is being
         # filled: that many slots make reuse the rule and a fresh buffer the exception
         busy = torch.zeros((max(self.workers, 1), self.prefetch_factor + 2), dtype=torch.int32)
@@ -337,7 +377,7 @@ class DataLoaderEngine:
             self._loader = torch.utils.data.DataLoader(
                 _SourceDataset(source, self.decode, busy), batch_sampler=self._sampler, num_workers=self.workers,
                 collate_fn=_identity, prefetch_factor=self.prefetch_factor if multi else None,
-                persistent_workers=self.persistent_workers and multi)
+                persistent_workers=self.persistent_workers and multi, timeout=self._poll_s)
         self._source = source
         return self._loader
 
@@ -346,8 +386,11 @@ class DataLoaderEngine:
               on_batch: Callable[[Batch], None] | None = None) -> None:
         """Read every sample of `order` once through the DataLoader; returns when done. `on_batch` (optional)
         gets each batch in the main process, as a training loop would. An OSError in a worker is raised
-        here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read."""
+        here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read. With
+        `io_timeout_s`, no batch and no byte read for that long raises StorageStalled, also leaving what was read."""
         torch = _torch()
+        self._halt = False
+        self.left_behind = None
         order = np.ascontiguousarray(order, dtype=np.int64)
         loader = self._loader_for(source)
         self._sampler.order = order
@@ -366,10 +409,12 @@ class DataLoaderEngine:
         stopped = False
         try:
             with _no_worker_count_warning():
-                self._it = iter(loader)
+                it = self._it = iter(loader)
             last = perf_counter()
             busy = self._busy
-            for buf, k, n, worker, pid, slot, error in self._it:
+            watch = _Watchdog(self.io_timeout_s, last) if self._poll_s else None
+            while (item := self._next(it, rec, on_tick, watch)) is not None:
+                buf, k, n, worker, pid, slot, error = item
                 hdr = META_ROWS * k * 8
                 meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)[:, :n]
                 pos = meta[POS]
@@ -389,19 +434,27 @@ class DataLoaderEngine:
                     on_batch(Batch(data, buf[:hdr].view(torch.int64).view(META_ROWS, k)[:, :n], worker, pid))
                 if slot >= 0:
                     busy[worker, slot] = 0  # the worker may refill this buffer now
-                del buf
+                del buf, item
                 now = perf_counter()
+                if watch is not None:
+                    watch.last = now
                 if now - last >= TICK_S:
                     last = now
                     ticked = rec.tick()
                     if on_tick:
                         on_tick(ticked)
+                if self._halt:
+                    raise KeyboardInterrupt
             if on_tick:
                 on_tick(rec.completed())
-        except BaseException:
+        except BaseException as exc:
             rec.stop()
             stopped = True
-            self.close()  # workers may be mid-batch or gone: start afresh next epoch
+            stalled = isinstance(exc, StorageStalled)
+            self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: start afresh
+            if stalled:
+                exc.left_behind = self.left_behind
+                exc.stuck = self._stuck
             raise
         finally:
             if not stopped:
@@ -410,18 +463,128 @@ class DataLoaderEngine:
             if not self.persistent_workers or self.workers == 0:
                 self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
 
+    def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: _Watchdog | None):
+        """The next batch, or None at the end of the epoch. With a watchdog the loader's `timeout=` is a poll: at
+        each one without a batch, tick, and look whether the workers still read (or raise StorageStalled)."""
+        while True:
+            try:
+                return next(it)
+            except StopIteration:
+                return None
+            except RuntimeError as exc:
+                if watch is None or not str(exc).startswith("DataLoader timed out"):
+                    raise
+            if self._halt:
+                raise KeyboardInterrupt
+            ticked = rec.tick()
+            if on_tick:
+                on_tick(ticked)
+            watch.check(it)
+
     def close(self) -> None:
-        """Shut the workers down; the next epoch starts a new loader."""
+        """Shut the workers down (within GRACE_S + KILL_WAIT_S; see the module's docstring for those that stay
+        stuck); the next epoch starts a new loader."""
+        self._shut(stopping=False, graceful=True)
+
+    def _shut(self, stopping: bool, graceful: bool) -> None:
         it, self._it = self._it, None
         loader, self._loader = self._loader, None
         self._source = None
-        for obj in (it, getattr(loader, "_iterator", None)):
-            shutdown = getattr(obj, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+        if loader is not None and loader._iterator is not None and loader._iterator is not it:
+            _stop_workers(loader._iterator, graceful)  # not expected: one iterator per loader here
         if loader is not None:
             loader._iterator = None
+        self._stuck = ()
+        if it is None or getattr(it, "_shutdown", True):
+            return
+        with stop_signals_deferred(stopping):  # a second Ctrl-C must not cut the clean-up short
+            self._stuck = tuple(_stop_workers(it, graceful))
+        if self._stuck:
+            self.left_behind = left_behind_text(self._stuck)
 
     def __del__(self):
         with contextlib.suppress(Exception):  # interpreter shutdown: torch may be half gone
             self.close()
+
+
+class _Watchdog:
+    """No batch (the epoch loop sets `last`) and no byte read by any worker for `timeout_s`: StorageStalled."""
+
+    def __init__(self, timeout_s: float, now: float):
+        self.timeout_s = timeout_s
+        self.last = now
+        self.chars: dict[int, int | None] = {}
+
+    def check(self, it) -> None:
+        now = perf_counter()
+        chars = {w.pid: _read_chars(w.pid) for w in getattr(it, "_workers", [])}
+        if any(c is not None and c != self.chars.get(pid) for pid, c in chars.items()):
+            self.chars = chars  # a worker is still reading (a slow batch, not a stall)
+            self.last = now
+        elif now - self.last >= self.timeout_s:
+            raise StorageStalled.after(_pending(it), self.timeout_s)
+
+
+def _read_chars(pid: int | None) -> int | None:
+    """Bytes the process has read through read() and its kind (/proc/PID/io rchar), or None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _pending(it) -> int:
+    """Reads outstanding: workers with a batch asked of them and not delivered (each reads one sample at a time)."""
+    info = getattr(it, "_task_info", None)
+    if info is None:
+        return len(getattr(it, "_workers", [])) or 1
+    return len({v[0] for v in info.values() if len(v) == 1}) or 1
+
+
+def _join_all(workers: list, wait_s: float) -> None:
+    deadline = perf_counter() + wait_s
+    for w in workers:
+        w.join(max(0.0, deadline - perf_counter()))
+
+
+def _stop_workers(it, graceful: bool) -> list[int]:
+    """Stop a DataLoader iterator's worker processes in bounded time, as torch's `_shutdown_workers` does but without
+    its waits per worker: `graceful`, they are told to stop and get GRACE_S to finish their batch; then the rest are
+    killed and get KILL_WAIT_S. Returns the pids of those still there (stuck in uninterruptible IO): they are left
+    behind and struck from multiprocessing's children, so that neither torch nor Python's exit waits for them."""
+    workers = list(getattr(it, "_workers", []))
+    if getattr(it, "_shutdown", True) or not workers:  # single-process iterators have no workers
+        return []
+    from torch.utils.data import _utils
+
+    if _utils.python_exit_status is not False:  # Python is exiting: multiprocessing's exit handler ends them (as torch)
+        return []
+    it._shutdown = True  # torch's own shutdown (and the iterator's __del__) does nothing from here on
+    try:
+        if graceful:
+            it._workers_done_event.set()
+            for q in it._index_queues:
+                with contextlib.suppress(Exception):
+                    q.put(None)  # the worker loop's signal to end
+            _join_all(workers, GRACE_S)
+    finally:
+        if it._worker_pids_set:  # else torch's SIGCHLD handler raises for the workers killed below
+            _utils.signal_handling._remove_worker_pids(id(it))
+            it._worker_pids_set = False
+        for w in workers:
+            if w.is_alive():
+                with contextlib.suppress(Exception):
+                    w.kill()
+        _join_all(workers, KILL_WAIT_S)
+        for q in [*it._index_queues, it._worker_result_queue]:
+            with contextlib.suppress(Exception):
+                q.cancel_join_thread()  # a feeder thread blocked on a stuck worker's pipe must not hold the exit
+                q.close()
+        stuck = [w for w in workers if w.is_alive()]
+        for w in stuck:
+            multiprocessing.process._children.discard(w)  # type: ignore[attr-defined]
+    return [w.pid for w in stuck]

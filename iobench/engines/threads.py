@@ -1,41 +1,91 @@
 """Thread-pool engine: N threads each take the next position of the epoch's order and read it,
 prefetching ahead of the consumer as a training input pipeline does. This is the hot path: per
-sample it does the read, four clock reads and three numpy stores, nothing else."""
+sample it does the read, four clock reads and four stores (three numpy, one count), nothing else.
+
+With a watchdog (`io_timeout_s`, as `iobench run` sets it) the threads run in a child process forked for the
+epoch, writing into shared memory that the calling process reads and watches: when no read finishes for
+io_timeout_s it raises StorageStalled and leaves the child behind, killed. A thread stuck in read() on storage
+that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly once a request reached the
+server), and a process is not reported as ended to whoever waits for it until its last thread ends: threads of
+iobench's own process would keep `iobench run` from exiting until the storage answers. Without a watchdog the
+threads run in the calling process."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import mmap
+import os
+import pickle
+import select
+import signal
 import threading
-from collections.abc import Callable
-from time import perf_counter_ns
+import warnings
+from collections.abc import Callable, Iterator
+from time import perf_counter, perf_counter_ns, sleep
 
 import numpy as np
 
+from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
 TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
 
 
+class _LiveCounts:
+    """The child's per-thread counts (shared memory) as the recorder's `done` while the epoch runs: reads give
+    Python ints, so `rec.completed()` and the timeline see plain numbers."""
+
+    def __init__(self, counts: np.ndarray):
+        self.counts = counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __getitem__(self, i: int) -> int:
+        return int(self.counts[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.counts.tolist())
+
+
 class ThreadEngine:
     name = "threads"
 
-    def __init__(self, concurrency: int):
+    def __init__(self, concurrency: int, io_timeout_s: float | None = None):
         self.concurrency = concurrency
+        self.io_timeout_s = io_timeout_s  # None: no watchdog, the threads run in this process
+        self.left_behind: str | None = None  # after an epoch cut short: readers stuck in IO left behind
         self._stop = False
         self._error: BaseException | None = None
 
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None) -> None:
         """Read every sample of `order` once; returns when done. Ctrl-C stops the workers and
-        re-raises, leaving in `rec` what was read so far."""
+        re-raises, leaving in `rec` what was read so far. With `io_timeout_s`, no read finished for that
+        long raises StorageStalled, also leaving in `rec` what was read."""
         self._stop = False
         self._error = None
+        self.left_behind = None
+        if self.io_timeout_s is None:
+            self._epoch_here(source, order, rec, on_tick)
+        else:
+            self._epoch_forked(source, order, rec, on_tick, self.io_timeout_s)
+        if self._error is not None:
+            raise self._error
+
+    def _threads(self, source: Source, order: np.ndarray, arrays: tuple) -> list[threading.Thread]:
         positions = itertools.count()
         order_list = order.tolist()  # Python ints index a list faster than numpy scalars
-        threads = [threading.Thread(target=self._work, args=(w, source, order_list, positions.__next__, rec),
-                                    name=f"iobench-reader-{w}", daemon=True)
-                   for w in range(self.concurrency)]
+        return [threading.Thread(target=self._work, args=(w, source, order_list, positions.__next__, *arrays),
+                                 name=f"iobench-reader-{w}", daemon=True)
+                for w in range(self.concurrency)]
+
+    def _epoch_here(self, source: Source, order: np.ndarray, rec: EpochRecorder,
+                    on_tick: Callable[[int], None] | None) -> None:
+        finished = [0] * self.concurrency
+        threads = self._threads(source, order, (rec.total_ns, rec.open_ns, rec.nbytes, rec.done, finished))
         rec.start()
         for t in threads:
             t.start()
@@ -48,22 +98,123 @@ class ThreadEngine:
                         on_tick(done)
         except BaseException:
             self._stop = True
-            for t in threads:
-                t.join()
+            with stop_signals_deferred(stopping=True):  # a bounded wait: a thread stuck in IO is not waited for
+                deadline = perf_counter() + GRACE_S
+                for t in threads:
+                    t.join(max(0.0, deadline - perf_counter()))
+            stuck = sum(t.is_alive() for t in threads)
+            if stuck:
+                self.left_behind = (f"{stuck} reader thread{'s' if stuck != 1 else ''} stuck in uninterruptible IO "
+                                    f"remain in process {os.getpid()}; it ends when the storage answers or the mount "
+                                    "is force-unmounted")
             raise
         finally:
             rec.stop()
-        if self._error is not None:
-            raise self._error
 
-    def _work(self, w: int, source: Source, order: list[int], take: Callable[[], int],
-              rec: EpochRecorder) -> None:
-        reader = source.reader()
-        read = reader.read
-        total, opened, nbytes, done = rec.total_ns, rec.open_ns, rec.nbytes, rec.done
-        n = len(order)
-        clock = perf_counter_ns
+    def _epoch_forked(self, source: Source, order: np.ndarray, rec: EpochRecorder,
+                      on_tick: Callable[[int], None] | None, timeout_s: float) -> None:
+        n, conc = len(order), self.concurrency
+        width = max(conc, len(rec.done))
+        mem = mmap.mmap(-1, max(8 * (3 * n + 2 * width), 8))  # anonymous, shared with the child across fork
+        shared = np.frombuffer(mem, dtype=np.int64, count=3 * n + 2 * width)
+        total, opened, nbytes = shared[:n], shared[n:2 * n], shared[2 * n:3 * n]
+        done, finished = shared[3 * n:3 * n + width], shared[3 * n + width:]
+        total[:], opened[:], nbytes[:] = rec.total_ns, rec.open_ns, rec.nbytes
+        done[:len(rec.done)] = list(rec.done)
+        finished[conc:] = 1
+        rec.total_ns, rec.open_ns, rec.nbytes = total, opened, nbytes  # the child writes; this process reads
+        rec.done = _LiveCounts(done)  # type: ignore[assignment]
+        rfd, wfd = os.pipe()
+        parent = os.getpid()
+        with warnings.catch_warnings():  # Python >= 3.12 warns on fork with threads; the child only reads files
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
+            code = 1
+            try:
+                os.close(rfd)
+                # threads made after the fork: Python marks every Thread object made before it as stopped
+                self._child(self._threads(source, order, (total, opened, nbytes, done, finished)), wfd, parent)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        rec.start()
+        report = bytearray()
+        stopped = False
         try:
+            last_done, last_t = rec.completed(), perf_counter()
+            while not _whole(report):
+                if select.select([rfd], [], [], TICK_S)[0]:
+                    chunk = os.read(rfd, 1 << 16)
+                    if not chunk:  # the child ended without a whole report
+                        break
+                    report += chunk
+                    continue
+                now_done = rec.tick()
+                if on_tick:
+                    on_tick(now_done)
+                now = perf_counter()
+                if now_done != last_done:
+                    last_done, last_t = now_done, now
+                elif now - last_t >= timeout_s:
+                    raise StorageStalled.after(int(conc - finished[:conc].sum()), timeout_s)
+            rec.stop()  # the reads are over; the child's exit (its address space torn down) is not the epoch's
+            stopped = True
+        except BaseException as exc:
+            stalled = isinstance(exc, StorageStalled)
+            with stop_signals_deferred(stopping=True):
+                ended = _stop_child(pid, graceful=not stalled)
+            if not ended:
+                reading = int(conc - finished[:conc].sum())
+                self.left_behind = left_behind_text([pid], "reader process",
+                                                    f" ({reading} thread{'s' if reading != 1 else ''} in read)")
+                if stalled:
+                    exc.stuck, exc.left_behind = (pid,), self.left_behind  # type: ignore[attr-defined]
+            raise
+        else:
+            os.waitpid(pid, 0)  # it has reported: it is exiting
+            try:
+                self._error = pickle.loads(bytes(report[8:])) if _whole(report) else None
+            except Exception:  # noqa: BLE001 - cannot happen short of a broken pickle
+                self._error = None
+            if not _whole(report):  # a child that died without a word (killed, out of memory)
+                self._error = RuntimeError("the reader process ended without reporting (killed?)")
+        finally:
+            os.close(rfd)
+            if not stopped:
+                rec.stop()
+            rec.done = [int(x) for x in done]
+
+    def _child(self, threads: list[threading.Thread], wfd: int, parent: int) -> None:  # pragma: no cover
+        """In the forked child: run the threads, then send the error (or None) to the parent."""
+        _die_with_parent(parent)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+        signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "_stop", True))  # the parent's stop
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # left behind, it must not hold the terminal's or a pipe's reader waiting
+            os.dup2(null, fd)
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(TICK_S)  # wakes to run the SIGTERM handler
+        try:
+            report = pickle.dumps(self._error)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle
+            report = pickle.dumps(RuntimeError(repr(self._error)))
+        view = memoryview(len(report).to_bytes(8, "little") + report)
+        while view:
+            view = view[os.write(wfd, view):]
+
+    def _work(self, w: int, source: Source, order: list[int], take: Callable[[], int], total: np.ndarray,
+              opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
+        clock = perf_counter_ns
+        n = len(order)
+        count = int(done[w])
+        try:
+            reader = source.reader()
+            read = reader.read
             while not self._stop:
                 p = take()
                 if p >= n:
@@ -73,7 +224,51 @@ class ThreadEngine:
                 total[p] = clock() - t0
                 opened[p] = reader.open_ns
                 nbytes[p] = k
-                done[w] += 1
+                count += 1
+                done[w] = count
         except BaseException as exc:  # the main thread re-raises it; the other workers stop
             self._error = exc
             self._stop = True
+        finally:
+            finished[w] = 1
+
+
+def _whole(report: bytearray) -> bool:
+    """The child's report is in: 8 bytes of length, then that many bytes of pickle."""
+    return len(report) >= 8 and len(report) >= 8 + int.from_bytes(report[:8], "little")
+
+
+def _stop_child(pid: int, graceful: bool) -> bool:
+    """Stop the reader process: SIGTERM (its threads finish their current read) unless it `graceful` is false,
+    then SIGKILL; True once it has ended, False when it is still there after KILL_WAIT_S (stuck in IO)."""
+    if graceful:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if _reaped(pid, GRACE_S):
+            return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return _reaped(pid, KILL_WAIT_S)
+
+
+def _reaped(pid: int, wait_s: float) -> bool:
+    deadline = perf_counter() + wait_s
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            return True
+        if perf_counter() >= deadline:
+            return False
+        sleep(0.02)
+
+
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child
+    """Linux: the child gets SIGKILL if iobench itself is killed (no orphan reading on)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
