@@ -36,6 +36,7 @@ from iobench.dataset import (
     scan,
     spec_of,
 )
+from iobench.engines import StorageStalled
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.fio import FioMissing, fio_version
 from iobench.mounts import describe, host_info
@@ -198,7 +199,7 @@ def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
               help="Where to write the dataset (under MOUNT/iobench-data/).")
 @click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
 @_gen_options
-@click.option("--threads", type=int, default=8, show_default=True, help="Writer threads.")
+@click.option("--threads", type=click.IntRange(min=1), default=8, show_default=True, help="Writer threads (>= 1).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int, threads: int,
         quiet: bool) -> None:
@@ -300,19 +301,25 @@ def _run_options(f):
                    "beside it once).")
 @click.option("--check", "check_", is_flag=True,
               help="Exit 1 (after a complete run) unless the GPUs asked about with --gpus N are fed; 0 when they are.")
+@click.option("--io-timeout", "io_timeout", type=float, default=60.0, show_default=True,
+              help="Seconds without a finished read after which the storage counts as stalled: the run ends there "
+                   "(exit 3), the epoch kept with complete false, readers stuck in IO left behind.")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
         threads_: str | None, cache_: str, json_path: str | None, out: Path | None, quiet: bool,
         workload: str | None, order_: str | None, source_: str, epochs: int | None, fio_: bool, metadata_: bool,
         scale_files: int,
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
-        consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool, repeat_: int) -> None:
+        consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool, repeat_: int,
+        io_timeout: float) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
     ui = UI(quiet, stdout_free=json_path == STDOUT)
     if repeat_ < 1:
         raise UserError(f"--repeat must be >= 1, got {repeat_}")
+    if not io_timeout > 0 or math.isinf(io_timeout):
+        raise UserError(f"--io-timeout must be a number of seconds > 0, got {io_timeout:g}")
     if prefetch_factor < 1 or (gpus_ is not None and gpus_ < 1):
         raise UserError("--prefetch-factor and --gpus must be >= 1")
     if check_ and gpus_ is None:
@@ -349,7 +356,8 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
         model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
         rate_per_gpu=per_gpu, rate_source=rate_source,
-        rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_)
+        rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_,
+        io_timeout_s=io_timeout)
     shape = wl.dataset
     result = _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path,
                       out, ui, notes)
@@ -418,23 +426,57 @@ def _scan(dataset: Path) -> Manifest:
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
              json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None) -> Result:
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
-    also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile."""
+    also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
+
+    One process per dataset (iobench.lock: another one running on it is refused, exit 3, naming it); each run gets
+    a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that holds a result is refused.
+    A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
+    from contextlib import nullcontext, suppress
+
+    from iobench import lock
+    from iobench.mitigations import restore_left_settings
+    from iobench.mounts import mount_of
+
     _check_json_target(json_path)
     _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
-    with _stdout_to_stderr(json_path == STDOUT):
-        result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes)
+    if out is not None:
+        lock.refuse_used_out(out)
+    for line in restore_left_settings():
+        ui.warn(line)
+    folder = lock.dataset_folder(mount, dataset, files, lambda: _spec(files or spec_args[0], *spec_args[1:]))
+    with lock.hold(folder) if folder is not None else nullcontext():
+        made: list[Path] = []
+        if out is None:
+            reports = Path("reports")
+            if not reports.exists():
+                made.append(reports)
+            entry = mount_of(folder or dataset or mount)
+            out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{_label(entry.fstype, entry.path)}")
+            made.insert(0, out)
+        try:
+            with _stdout_to_stderr(json_path == STDOUT):
+                result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes)
+            if stopped is not None:
+                # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
+                if json_path is not None:
+                    _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
+                raise stopped
+        except BaseException:
+            for p in made:  # nothing was measured: no empty result folder is left behind
+                with suppress(OSError):
+                    p.rmdir()
+            raise
     if json_path is not None:
         _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
-    if stopped is not None:
-        raise stopped
     return result
 
 
 def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-                  out: Path | None, ui: UI, notes: list[str] | None) -> tuple[Result, Interrupted | None]:
+                  out: Path | None, ui: UI, notes: list[str] | None) -> tuple[Result, Exception | None]:
     """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome.
     `notes` are caveats the command found before measuring; they go into the result's warnings.
-    Returns the result and, when the run was interrupted, the Interrupted to raise once the JSON is out."""
+    Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
+    JSON is out."""
     if dataset is not None:
         manifest, made, params = _scan(dataset), False, None
         marker = read_marker(manifest.root)
@@ -475,7 +517,7 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
 
     try:
         execute(manifest, plan, result, result_path, ui)
-    except Interrupted as exc:
+    except (Interrupted, StorageStalled) as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc
     ui.summary(result)
@@ -495,21 +537,39 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, shard_size: str, quiet: bool) -> None:
     """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
+    from contextlib import nullcontext
+
+    from iobench import lock
     from iobench import pack as packing
 
     ui = UI(quiet)
+    # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
     chosen = _choices(formats, ("lmdb", "tar"), "--format", ("lmdb", "tar"))
-    if dataset is not None:
-        manifest = _scan(dataset)
-    else:
-        manifest, _, _ = _pick_dataset(mount, files, (DEFAULT_FILES, "imagenet", None, 0), ui)
-    for fmt in chosen:
-        with ui.gen_progress(len(manifest)) as progress:
-            rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
-                   packing.pack_tar(manifest, shard_size=parse_size(shard_size), progress=progress))
-        how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
-        ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {rep.bytes / 1e9:.2f} GB on disk, {how})",
-                     highlight=False)
+    try:
+        shard_bytes = parse_size(shard_size)
+    except UserError as exc:
+        raise UserError(f"--shard-size: {exc}") from None
+    if shard_bytes < 1:
+        raise UserError(f"--shard-size must be more than 0, got {shard_size!r}")
+    if files is not None and files < 1:
+        raise UserError("--files must be >= 1")
+    if dataset is not None and files is not None:
+        raise UserError("--files picks one of several datasets under --mount; --dataset names one: give one or the "
+                        "other")
+    spec_args = (DEFAULT_FILES, "imagenet", None, 0)
+    folder = lock.dataset_folder(mount, dataset, files, lambda: _spec(files or DEFAULT_FILES, *spec_args[1:]))
+    with lock.hold(folder) if folder is not None else nullcontext():  # not while a run reads it
+        if dataset is not None:
+            manifest = _scan(dataset)
+        else:
+            manifest, _, _ = _pick_dataset(mount, files, spec_args, ui)
+        for fmt in chosen:
+            with ui.gen_progress(len(manifest)) as progress:
+                rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                       packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
+            how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
+            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} on disk, {how})",
+                         highlight=False)
 
 
 @cli.command()
@@ -701,6 +761,21 @@ def schema(write: bool) -> None:
         click.echo(f"wrote {SCHEMA_FILE}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+@cli.command()
+@click.option("--mount", type=Path, default=Path("."), show_default=True,
+              help="The mount whose MOUNT/iobench-data/ to clean.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+def clean(mount: Path, dry_run: bool) -> None:
+    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
+    from iobench.clean import clean as cleaning
+
+    done = cleaning(mount, dry_run=dry_run)
+    if not done:
+        click.echo(f"nothing to clean under {mount / 'iobench-data'}")
+    for entry in done:
+        click.echo(entry.line(dry_run))
 
 
 def _check_cuda(engine: str) -> None:

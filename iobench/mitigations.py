@@ -3,15 +3,23 @@ speed-up (and cost: extra space, pack time) is a like-for-like ratio against the
 
 A mitigation is a data layout (LMDB, tar shards read at random or streamed as WebDataset does), a hint to
 the page cache (posix_fadvise RANDOM per file, WILLNEED for the next files of the order), a readahead
-setting of the backing device (root only, restored afterwards, Ctrl-C included), or more readers."""
+setting of the backing device (root only, restored afterwards, Ctrl-C included), or more readers.
+
+A device setting is journaled before it is changed (`journal_path()`: the file, the old value, the pid) and the
+entry removed once the old value is back. A run killed meanwhile (SIGKILL, a crash, power) leaves its entry: the
+next run, and the next change of a setting, puts the old value back (`restore_left_settings`) and says so."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,20 +134,143 @@ def readahead_file(bdi: str) -> Path:
     return Path("/sys/class/bdi") / bdi / "read_ahead_kb"
 
 
+def journal_path() -> Path:
+    """The journal of device settings iobench has changed and not yet put back."""
+    from iobench.lock import state_dir
+
+    return state_dir() / "journal.json"
+
+
+def _start_time(pid: int) -> int | None:
+    """A process's start time (clock ticks after boot; /proc/PID/stat field 22), None when it is gone or a zombie:
+    with the pid it tells a process from a later one given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _alive(entry: dict) -> bool:
+    start = _start_time(int(entry.get("pid", 0)))
+    return start is not None and entry.get("pid_start") in (None, start)
+
+
 @contextmanager
-def read_ahead_kb(bdi: str, kb: int) -> Iterator[int]:
+def _journal() -> Iterator[list[dict]]:
+    """The journal's entries, to read and change; written back (atomically, synced) on leaving. One process at
+    a time (flock on journal.lock)."""
+    path = journal_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name("journal.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            entries = json.loads(path.read_text())
+            entries = entries if isinstance(entries, list) else []
+        except FileNotFoundError:
+            entries = []
+        except ValueError:
+            os.replace(path, path.with_name("journal.json.bad"))  # kept for a person to read; not guessed at
+            entries = []
+        before = list(entries)
+        yield entries
+        if entries != before:
+            tmp = path.with_name("journal.json.tmp")
+            with open(tmp, "w") as f:
+                json.dump(entries, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    finally:
+        os.close(fd)
+
+
+def restore_left_settings() -> list[str]:
+    """Put back every setting a killed iobench left changed (its journal entry's pid is dead); one line per
+    setting, saying what was done, for the caller to show as a warning."""
+    try:
+        if not journal_path().is_file():
+            return []
+    except OSError:
+        return []
+    lines: list[str] = []
+    try:
+        with _journal() as entries:
+            keep = []
+            for e in entries:
+                if _alive(e):
+                    keep.append(e)
+                    continue
+                if any(k["path"] == e["path"] and _alive(k) for k in entries):
+                    continue  # a live run changed it since, and knows the old value: it puts it back
+                what = f"{e.get('setting', 'read_ahead_kb')} of {e.get('bdi', e['path'])}"
+                by = f"a killed run (pid {e.get('pid')})"
+                f = Path(e["path"])
+                try:
+                    now = int(f.read_text())
+                    if now != e["old"]:
+                        f.write_text(str(e["old"]))
+                        lines.append(f"restored {what} to {e['old']}, left at {now} by {by}")
+                except FileNotFoundError:
+                    lines.append(f"{what} was left at {e.get('new')} by {by}; the device is gone")
+                except (OSError, ValueError) as exc:
+                    keep.append(e)
+                    lines.append(f"{what} was left at {e.get('new')} by {by}; could not put back {e['old']}: "
+                                 f"{getattr(exc, 'strerror', None) or exc} (run iobench as root)")
+            entries[:] = keep
+    except OSError as exc:
+        lines.append(f"cannot read the journal of changed settings {journal_path()}: {exc.strerror}")
+    return lines
+
+
+def _stderr_warning(line: str) -> None:
+    sys.stderr.write(f"warning: {line}\n")
+
+
+@contextmanager
+def read_ahead_kb(bdi: str, kb: int, warn: Callable[[str], None] = _stderr_warning) -> Iterator[int]:
     """Set the backing device's readahead for the duration, and put the old value back afterwards, also
-    when the run is interrupted (Ctrl-C, SIGTERM: iobench turns both into KeyboardInterrupt)."""
+    when the run is interrupted (Ctrl-C, SIGTERM: iobench turns both into KeyboardInterrupt). The change is
+    journaled first: after a SIGKILL the next run puts it back. Yields the device's own value."""
+    for line in restore_left_settings():  # a killed run's 1024 is not this device's value
+        warn(line)
     f = readahead_file(bdi)
+    token = uuid.uuid4().hex
     try:
         old = int(f.read_text())
+        with _journal() as entries:
+            # another live run changed it already: the device's own value is the one it journaled
+            live = [e for e in entries if e["path"] == str(f) and _alive(e)]
+            old = int(live[0]["old"]) if live else old
+            entries.append({"setting": "read_ahead_kb", "bdi": bdi, "path": str(f), "old": old, "new": kb,
+                            "pid": os.getpid(), "pid_start": _start_time(os.getpid()), "token": token,
+                            "command": sys.argv, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    except OSError as exc:
+        raise UserError(f"cannot set read_ahead_kb on {f}: {exc.filename or f}: {exc.strerror} (needs root); nothing "
+                        "was changed") from exc
+    try:
         f.write_text(str(kb))
     except OSError as exc:
+        _forget(token)
         raise UserError(f"cannot set read_ahead_kb on {f}: {exc.strerror} (needs root)") from exc
     try:
         yield old
     finally:
-        f.write_text(str(old))
+        with _journal() as entries:  # the entry goes once the old value is back (a failed write keeps it)
+            if not any(e["path"] == str(f) and e.get("token") != token and _alive(e) for e in entries):
+                with suppress(FileNotFoundError):  # gone: the device, and its setting with it
+                    f.write_text(str(old))  # else another live run changed it too: the last one puts it back
+            entries[:] = [e for e in entries if e.get("token") != token]
+
+
+def _forget(token: str) -> None:
+    try:
+        with _journal() as entries:
+            entries[:] = [e for e in entries if e.get("token") != token]
+    except OSError:
+        pass
 
 
 def source_files(source: Source, manifest: Manifest) -> list[str]:

@@ -276,6 +276,9 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     if result.remote:
         notes.append("network/FUSE mount: cold runs evicted this client's cache only; the server's cache may have "
                      "served part of the cold rate")
+    if not result.complete:
+        notes.insert(0, "the result is of an unfinished run (complete: false): its figures cover only what was "
+                        "measured before it stopped")
     notes.append("measured from one client: whether the storage gives each of several client nodes this rate at "
                  "once was not measured")
     startup = None

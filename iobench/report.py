@@ -17,6 +17,7 @@ import csv
 import html
 import math
 import shlex
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -48,9 +49,14 @@ SMALL_DATASET = 100_000
 # --------------------------------------------------------------------------------------------- loading
 
 
-def load_results(paths: Iterable[Path]) -> list[Result]:
+def _stderr_warning(line: str) -> None:
+    sys.stderr.write(f"iobench: warning: {line}\n")
+
+
+def load_results(paths: Iterable[Path], warn: Callable[[str], None] | None = _stderr_warning) -> list[Result]:
     """Result files, each checked; a missing or foreign file is a UserError naming it. A folder means the
-    result.json inside it (as `iobench run --out` writes)."""
+    result.json inside it (as `iobench run --out` writes). An unfinished one (complete: false) is loaded, with
+    one warning line naming it (`warn`; None: silent)."""
     out = []
     for p in paths:
         p = Path(p)
@@ -65,6 +71,9 @@ def load_results(paths: Iterable[Path]) -> list[Result]:
             raise UserError(f"{p} is not an iobench result file ({first})") from None
         except OSError as exc:
             raise UserError(f"cannot read {p}: {exc.strerror}") from None
+        if warn is not None and not out[-1].complete:
+            warn(f"{p} is an unfinished run (complete: false): its figures cover only what was measured before it "
+                 "stopped")
     if not out:
         raise UserError("give at least one result file")
     return out

@@ -255,6 +255,9 @@ class Settings(_Model):
     consumer: Literal["sleep", "cuda"] = Field(
         "sleep", description='"sleep": each step sleeps batch / rate_per_gpu (MLPerf Storage\'s emulation); "cuda": '
                              "a real training step of the model on a local GPU per batch (one GPU per emulated GPU)")
+    io_timeout_s: float = Field(60.0, description="seconds without a finished read after which the storage counts as "
+                                                  "stalled (--io-timeout): the run ends there, its epoch kept with "
+                                                  "complete false, exit code 3")
 
 
 class RunStats(_Model):

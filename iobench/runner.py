@@ -17,7 +17,15 @@ import numpy as np
 
 from iobench import cache
 from iobench.dataset import Manifest
-from iobench.engines import Engine
+from iobench.engines import (
+    DEFAULT_IO_TIMEOUT_S,
+    GRACE_S,
+    KILL_WAIT_S,
+    Engine,
+    StorageStalled,
+    left_behind_text,
+    stop_signals_deferred,
+)
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import UserError, explain_oserror
 from iobench.fio import FioError, fio_version, run_fio
@@ -137,11 +145,18 @@ def _sweep(manifest: Manifest, plan: Settings, result: Result, result_path: Path
 def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
                plan: Settings, result: Result, result_path: Path, ui: UI, files: list[str], repeat: int = 0) -> None:
     run, error = measure_epoch(engine, source, manifest, order, state, epoch, plan.seed,
-                               result.mount.device, result.dataset.fits_in_ram, ui, cache_paths=files)
+                               result.mount.device, result.dataset.fits_in_ram, ui, cache_paths=files,
+                               io_timeout_s=plan.io_timeout_s)
     run.repeat = repeat
     result.runs.append(run)
+    left_behind = getattr(engine, "left_behind", None)
+    if left_behind:  # readers stuck in IO that were left behind (a stall, or Ctrl-C on a hung storage)
+        result.warnings.append(left_behind)
+        ui.warn(left_behind)
     result.save(result_path)
     kept = f"kept {len(result.runs)} measured epochs in {result_path}"
+    if isinstance(error, StorageStalled):
+        raise error.with_note(f"kept what was measured in {result_path}") from None
     if isinstance(error, OSError):
         raise explain_oserror(error, f"reading the dataset failed ({kept})")
     if error is not None:
@@ -211,12 +226,16 @@ def _fio_loops(result: Result, conc: int, files: int) -> int:
 def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
                   seed: int, device: str | None, fits_in_ram: bool, ui: UI, *, order_array: np.ndarray | None = None,
                   cache_paths: list[str] | None = None, willneed: bool = False,
-                  mitigation: str | None = None) -> tuple[Run, BaseException | None]:
+                  mitigation: str | None = None,
+                  io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[Run, BaseException | None]:
     """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
-    (Ctrl-C, a read error) is summarised too, with `complete` false, and the exception returned.
-    `order_array` replaces the seeded `order` (e.g. a tar stream's); `cache_paths` are the files to evict and
-    check when the source is not the manifest's files (a pack); `willneed` runs the WILLNEED prefetcher."""
+    (Ctrl-C, a read error, StorageStalled: no read finished for `io_timeout_s`) is summarised too, with `complete`
+    false, and the exception returned. `order_array` replaces the seeded `order` (e.g. a tar stream's);
+    `cache_paths` are the files to evict and check when the source is not the manifest's files (a pack);
+    `willneed` runs the WILLNEED prefetcher."""
     conc = engine.concurrency
+    if io_timeout_s is not None and hasattr(engine, "io_timeout_s"):
+        engine.io_timeout_s = io_timeout_s
     eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
@@ -229,7 +248,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
         with ui.epoch_progress(label, len(manifest)) as tick, \
                 (willneed_prefetch(manifest.paths, order_array, rec) if willneed else nullcontext()):
             engine.epoch(source, order_array, rec, tick)
-    except (KeyboardInterrupt, OSError) as exc:
+    except (KeyboardInterrupt, OSError, StorageStalled) as exc:
         error = exc
     return _summarize(rec, counters, source.name, order, engine, state, epoch, eviction, resident,
                       error is None, mitigation=mitigation), error
@@ -333,8 +352,14 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
         most = max(workers, min(max(plan.concurrency), MAX_LOADER_PROCESSES // n))
         while True:
             epoch += 1
-            run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram, ui,
-                              state="cold" if "cold" in plan.cache else "warm", source_name=supply.source)
+            try:
+                run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram,
+                                  ui, state="cold" if "cold" in plan.cache else "warm", source_name=supply.source)
+            except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
+                if exc.run is not None:
+                    result.runs.append(exc.run)
+                result.save(result_path)
+                raise exc.with_note(f"kept what was measured in {result_path}") from None
             result.runs.append(run)
             result.save(result_path)
             if not run.valid:
@@ -365,16 +390,17 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
 def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
                 fits_in_ram: bool, ui: UI, state: str = "cold", source_name: str = "files") -> Run:
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
-    own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer."""
+    own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer.
+    Storage that stops answering (`plan.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
     from iobench.consumer import CudaConsumer, SleepConsumer
-    from iobench.engines.dataloader import DataLoaderEngine
+    from iobench.engines.dataloader import POLL_S, DataLoaderEngine
     from iobench.mitigations import Variant, open_source, source_files
 
     source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
     order = epoch_order("shuffled", len(manifest), plan.seed, epoch)
     shards = [order[r::gpus] for r in range(gpus)]
-    engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
-               for _ in range(gpus)]
+    engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode,
+                                io_timeout_s=plan.io_timeout_s) for _ in range(gpus)]
     assert plan.rate_per_gpu is not None
     consumers = ([CudaConsumer(plan.model or "resnet50", plan.batch_size, device=f"cuda:{r}") for r in range(gpus)]
                  if plan.consumer == "cuda" else [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)])
@@ -398,10 +424,28 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     with ui.epoch_progress(label, len(manifest)) as tick:
         for t in threads:
             t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
-                tick(sum(rec.completed() for rec in recs))
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+                    tick(sum(rec.completed() for rec in recs))
+        except BaseException:  # Ctrl-C: each GPU's loop stops at its next batch or poll, its workers in bounded time
+            for engine in engines:
+                engine.halt()
+            with stop_signals_deferred(stopping=True):
+                deadline = time.perf_counter() + POLL_S + GRACE_S + KILL_WAIT_S + 1.0
+                for t in threads:
+                    t.join(max(0.0, deadline - time.perf_counter()))
+            raise
+    stalls = [e for e in errors if isinstance(e, StorageStalled)]
+    if stalls:  # the partial run goes with the error, for the caller to keep
+        stuck = tuple(p for e in stalls for p in e.stuck)
+        stall = StorageStalled.after(sum(e.pending for e in stalls), stalls[0].timeout_s).with_note(
+            f"during a training run at {gpus} GPU{'s' if gpus > 1 else ''}")
+        stall.stuck, stall.left_behind = stuck, left_behind_text(stuck)
+        stall.run = _summarize(_merge(recs), counters, source.name, "shuffled", engines[0], state, epoch, eviction,
+                               resident, False, gpus=gpus, consumer_rate=plan.rate_per_gpu)
+        raise stall
     if errors and isinstance(errors[0], OSError):
         raise explain_oserror(errors[0], "reading the dataset failed during a training run")
     if errors:
@@ -450,7 +494,8 @@ def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path
                 run, error = measure_epoch(
                     engine, source, manifest, "shard-stream" if v.stream else "shuffled", "cold", epoch, plan.seed,
                     result.mount.device, result.dataset.fits_in_ram, ui, order_array=order,
-                    cache_paths=source_files(source, manifest), willneed=v.willneed, mitigation=v.name)
+                    cache_paths=source_files(source, manifest), willneed=v.willneed, mitigation=v.name,
+                    io_timeout_s=plan.io_timeout_s)
         finally:
             if hasattr(engine, "close"):
                 engine.close()
@@ -458,6 +503,8 @@ def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path
                 source.close()
         result.runs.append(run)
         result.save(result_path)
+        if isinstance(error, StorageStalled):
+            raise error.with_note(f"kept what was measured in {result_path}") from None
         if error is not None:
             raise error if not isinstance(error, OSError) else explain_oserror(error, f"mitigation {v.name} failed")
         base_rate = base_rate or run.samples_per_s

@@ -1,0 +1,181 @@
+"""What keeps two iobench processes apart: one run (or pack) per dataset at a time, and a result folder of its own
+for every run.
+
+A dataset's lock is an flock(2) on `<dataset folder>.lock`, beside the folder (on the dataset's own file system, so
+that a client on another host sees it where the file system supports it). A dataset iobench did not make, or one
+whose parent folder iobench cannot write, is locked in iobench's state folder instead (this host only). The kernel
+releases an flock when its holder exits, SIGKILL included; the holder writes its pid and command into the file so
+that the one refused can name it. A second run fails at once (`DatasetBusy`, exit code 3: the environment is busy,
+nothing is wrong with the command): two runs at once disturb each other's figures, and cold runs drop the page cache
+under each other.
+
+Result folders are made with os.mkdir, which fails when the folder exists: two runs started in the same second
+get `NAME` and `NAME-2`, never the same result.json.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from iobench.dataset import DATA_ROOT, MARKER, GenSpec, check_mount, find_datasets, read_marker
+from iobench.errors import EnvironmentRefused, UserError, explain_oserror
+
+STATE_ENV = "IOBENCH_STATE_DIR"  # overrides where the journal and this host's locks live (tests)
+LOCK_SUFFIX = ".lock"
+
+
+class DatasetBusy(EnvironmentRefused):
+    """Another iobench process is running on the dataset (exit code 3)."""
+
+
+def state_dir() -> Path:
+    """iobench's own state on this host: /var/lib/iobench as root, else ~/.cache/iobench ($IOBENCH_STATE_DIR)."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    if os.geteuid() == 0:
+        return Path("/var/lib/iobench")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iobench"
+
+
+def dataset_folder(mount: Path, dataset: Path | None, files: int | None, spec: Callable[[], GenSpec]) -> Path | None:
+    """The dataset folder a command will use, found as `run`/`pack` pick it: --dataset; else the one iobench dataset
+    under MOUNT matching --files (or the only one); else the one it is about to make (`spec()`). None when the pick
+    will fail anyway (several datasets, a missing --dataset): the command then says why."""
+    if dataset is not None:
+        return dataset.resolve() if dataset.is_dir() else None
+    mount = check_mount(mount, writable=False)
+    found = find_datasets(mount)
+    if files is not None:
+        found = [p for p in found if (read_marker(p) or {}).get("params", {}).get("files") == files]
+    if len(found) > 1:
+        return None
+    return found[0].resolve() if found else mount / DATA_ROOT / spec().name
+
+
+def lock_path(folder: Path) -> Path:
+    """Where the lock of the dataset in `folder` lives (see the module's docstring)."""
+    folder = Path(os.path.realpath(folder))
+    ours = folder.parent.name == DATA_ROOT or (folder / MARKER).is_file()
+    if ours:
+        try:
+            folder.parent.mkdir(exist_ok=True)  # a dataset about to be made: MOUNT/iobench-data may not exist yet
+            if os.access(folder.parent, os.W_OK | os.X_OK) and not os.statvfs(folder.parent).f_flag & os.ST_RDONLY:
+                return folder.parent / (folder.name + LOCK_SUFFIX)
+        except OSError:
+            pass  # read-only or not ours to write: this host's lock instead
+    digest = hashlib.sha1(str(folder).encode()).hexdigest()[:16]
+    return state_dir() / "locks" / f"{folder.name}-{digest}{LOCK_SUFFIX}"
+
+
+def _holder(fd: int) -> dict:
+    """What the process holding the lock wrote in it ({} while it has not yet)."""
+    for _ in range(20):  # it writes right after it locks: give it a moment
+        try:
+            text = os.pread(fd, 65536, 0).decode(errors="replace")
+            if text.strip():
+                return json.loads(text)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.025)
+    return {}
+
+
+def _busy(folder: Path, fd: int) -> DatasetBusy:
+    h = _holder(fd)
+    who = f"pid {h.get('pid', '?')}"
+    if h.get("host") and h["host"] != platform.node():
+        who += f" on {h['host']}"
+    command = " ".join(h.get("command") or []) or "command unknown"
+    since = f", since {h['started']}" if h.get("started") else ""
+    return DatasetBusy(f"the dataset {folder} is in use by another iobench ({who}: {command}{since}); wait for it "
+                       "to finish, or stop it: two runs at once disturb each other's figures")
+
+
+@contextmanager
+def hold(folder: Path, command: list[str] | None = None) -> Iterator[Path]:
+    """Hold the dataset's lock for the duration; DatasetBusy (one line naming the holder) when another process
+    holds it. Yields the lock file, removed on release."""
+    path = lock_path(folder)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise explain_oserror(exc, f"cannot make the lock for {folder}") from exc
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise explain_oserror(exc, f"cannot make the lock for {folder}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            err = _busy(folder, fd)
+            os.close(fd)
+            raise err from None
+        except OSError as exc:
+            os.close(fd)
+            raise explain_oserror(exc, f"cannot lock {path}") from exc
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file as we opened it: lock the file that is there now
+    try:
+        info = {"pid": os.getpid(), "host": platform.node(), "command": command or ["iobench", *sys.argv[1:]],
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dataset": str(folder)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        yield path
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM, the storage stopped answering): the lock file may be on a storage that no
+        # longer answers, where an unlink would hang this process in the kernel. Leave it; closing drops the lock,
+        # and the next holder rewrites it.
+        os.close(fd)
+        raise
+    _release(path, fd)
+
+
+def _release(path: Path, fd: int) -> None:
+    with suppress(OSError):
+        os.unlink(path)  # still holding it: whoever opened this file retries on the path's new one
+    os.close(fd)
+
+
+def claim_folder(path: Path) -> Path:
+    """Make a result folder of our own: `path`, or `path-2`, `path-3`, ... when it exists (os.mkdir is exclusive)."""
+    n = 1
+    while True:
+        p = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            os.mkdir(p)
+            return p
+        except FileExistsError:
+            n += 1
+        except FileNotFoundError:
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise explain_oserror(exc, f"cannot make the result folder {p}") from exc
+        except OSError as exc:
+            raise explain_oserror(exc, f"cannot make the result folder {p}") from exc
+
+
+def refuse_used_out(out: Path) -> None:
+    """An --out folder that already holds a (non-empty) result.json is refused: its result would be overwritten."""
+    f = out / "result.json"
+    try:
+        used = f.stat().st_size > 0
+    except OSError:
+        return
+    if used:
+        raise UserError(f"--out {out} already holds a result ({f}); give a new folder, or move that one away")
