@@ -31,6 +31,7 @@ from iobench.dataset import (
     check_mount,
     default_classes,
     find_datasets,
+    fmt_bytes,
     generate,
     read_marker,
     scan,
@@ -165,7 +166,8 @@ def cli() -> None:
 
 
 def _gen_options(f, size_dist: str | None = "imagenet"):
-    f = click.option("--seed", default=0, show_default=True, help="Seed of sizes, content and shuffles.")(f)
+    f = click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed of sizes, content and shuffles (>= 0).")(f)
     f = click.option("--classes", type=int, default=None,
                      help="Class folders (default: ~1,281 files per folder, as ImageNet).")(f)
     f = click.option("--size-dist", default=size_dist, show_default=size_dist is not None,
@@ -189,7 +191,7 @@ def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
     else:
         rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
-        ui.info(f"wrote {rep.written:,} files, {rep.written_bytes / 1e9:.2f} GB in {rep.seconds:.1f} s "
+        ui.info(f"wrote {rep.written:,} files, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
                 f"({rate:,.0f} MB/s, synced) to {rep.manifest.root}")
     return rep.manifest
 

@@ -62,6 +62,7 @@ __all__ = [
     "FioMissing",
     "FioResult",
     "build_job",
+    "fio_can_read",
     "fio_version",
     "parse_fio_json",
     "run_fio",
@@ -177,6 +178,15 @@ class FioJob:
         job_path = d / self.job_name
         job_path.write_text(self.job, encoding="utf-8")
         return job_path
+
+
+def fio_can_read(p: str | os.PathLike[str]) -> bool:
+    """fio's iolog can name this path: no white space, at most MAX_IOLOG_PATH bytes once absolute."""
+    try:
+        _check_path(os.fspath(p))
+    except ValueError:
+        return False
+    return True
 
 
 def _check_path(p: str) -> str:

@@ -28,7 +28,7 @@ from iobench.engines import (
 )
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import UserError, explain_oserror
-from iobench.fio import FioError, fio_version, run_fio
+from iobench.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, latency_summary
 from iobench.metadata import metadata_phase
 from iobench.mitigations import willneed_prefetch
@@ -172,8 +172,17 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
         baseline.note = "fio is not installed: no raw baseline (install it with apt-get install -y fio)"
         ui.warn(baseline.note)
         return
-    n = min(FIO_SAMPLE, len(manifest))
-    pick = np.sort(np.random.default_rng([plan.seed, 0xF10]).choice(len(manifest), size=n, replace=False))
+    # fio's iolog cannot name a path with white space or over 256 bytes: it reads a sample of the others
+    usable = np.array([i for i, p in enumerate(manifest.paths) if fio_can_read(p)], dtype=np.int64)
+    if len(usable) < len(manifest):
+        baseline.note = (f"fio cannot replay {len(manifest) - len(usable):,} of the {len(manifest):,} paths (white "
+                         "space, or over 256 bytes): its baseline reads a sample of the others")
+        ui.warn(baseline.note)
+    if len(usable) == 0:
+        result.save(result_path)
+        return
+    n = min(FIO_SAMPLE, len(usable))
+    pick = np.sort(np.random.default_rng([plan.seed, 0xF10]).choice(usable, size=n, replace=False))
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0

@@ -547,9 +547,11 @@ def _no_answer(result: Result, invalid: list[Run]) -> str:
     most = max(s.concurrency or [1])
     need = MIN_BATCHES_PER_READER * (s.batch_size if s.engine == "dataloader" else 1) * max(most, 1)
     files = max(need, 2 * result.dataset.files)
+    more = (f"--files {files:,} or more" if result.dataset.made_by_iobench and result.settings.replay
+            else f"a dataset of {files:,} files or more")
     return (f"No valid measurement: {len(invalid)} run(s) could not mean anything (first: {why}), so no GPU count "
-            f"is given. For one, read more: --files {files:,} or more (or a smaller --batch-size), so that each of "
-            f"{most} readers reads at least {MIN_BATCHES_PER_READER} batches and each epoch lasts at least "
+            f"is given. For one, read more: {more} (or a smaller --batch-size), so that each reader "
+            f"({most} at most) reads at least {MIN_BATCHES_PER_READER} batches and each epoch lasts at least "
             f"{MIN_SECONDS} s.")
 
 

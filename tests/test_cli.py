@@ -313,3 +313,25 @@ def test_repeat_measures_the_sweep_again_and_is_recorded(tmp_path):
     r = Result.load(out / "result.json")
     assert r.settings.repeat == 2 and [(x.repeat, x.epoch) for x in r.runs] == [(0, 1), (0, 2), (1, 3), (1, 4)]
     _one_line_error(iobench("run", "--mount", str(tmp_path), "--repeat", "0"), "--repeat must be >= 1")
+
+
+def test_dataset_with_white_space_in_names_runs_and_fio_reads_the_others(tmp_path):
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed (scripts/test installs it)")
+    from PIL import Image
+
+    for folder, name in (("class a", "img {i}.jpg"), ("b", "img{i}.jpg")):
+        (tmp_path / "ds" / folder).mkdir(parents=True)
+        for i in range(20):
+            Image.new("RGB", (32, 32), (i, 2 * i, 3 * i)).save(tmp_path / "ds" / folder / name.format(i=i))
+    out = tmp_path / "out"
+    iobench("run", "--dataset", str(tmp_path / "ds"), "--engine", "threads", "--threads", "1", "--no-metadata",
+            "--cache", "cold", "--out", str(out), check=True)
+    r = Result.load(out / "result.json")
+    assert r.complete and r.runs[0].samples == 40  # the loader read every file, spaces or not
+    assert "fio cannot replay 20 of the 40 paths" in r.baseline.note and r.baseline.fio[0].files == 20
+
+
+def test_a_negative_seed_is_refused_in_one_line(tmp_path):
+    proc = iobench("run", "--mount", str(tmp_path), "--seed", "-1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--seed" in proc.stderr
