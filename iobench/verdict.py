@@ -541,6 +541,13 @@ def _loader_sentence(best: Run, sat: int | None, rising: bool) -> str:
 def _no_answer(result: Result, invalid: list[Run]) -> str:
     """The text when no valid run remains: why, and how to get one."""
     s = result.settings
+    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
+    if not s.replay and fio:
+        fastest = max(b.files_per_s for b in fio)
+        return (f"fio baseline only: every cold fio run lasted under {MIN_SECONDS} s (the fastest read "
+                f"{fastest:,.0f} files/s; a cold run cannot loop over its files), so no storage figure is given. "
+                f"For one, read more: --files {max(math.ceil(2 * MIN_SECONDS * fastest), 2 * result.dataset.files):,} "
+                "or more.")
     if not invalid:
         return f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."
     why = invalid[0].invalid_reason

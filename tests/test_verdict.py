@@ -239,3 +239,12 @@ def test_repeats_report_mean_spread_and_flag_over_five_percent():
     r.stats = stats(r)
     v = verdict(r)
     assert v.unstable and r.stats[0].unstable and "spread 7.3%): unstable" in v.text
+
+
+def test_fio_alone_with_runs_too_short_says_how_many_files_would_count():
+    short = _fio(4, 12_000).model_copy(update={"files": 3000, "seconds": 0.25})
+    r = _result([], fio=[short])
+    r.settings = r.settings.model_copy(update={"replay": False})
+    v = verdict(r)
+    assert v.storage_samples_per_s is None and v.text.startswith("fio baseline only: every cold fio run lasted under")
+    assert "--files 12,000 or more" in v.text
