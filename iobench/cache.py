@@ -12,9 +12,12 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import stat
 from collections.abc import Sequence
 
 import numpy as np
+
+from iobench.bounded import in_child
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -25,9 +28,15 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 PAGE = mmap.PAGESIZE
 
 
-def evict(paths: Sequence[str], *, drop_caches: bool | None = None) -> str:
-    """Drop the files from the page cache; returns the method used. drop_caches defaults to being root."""
+def evict(paths: Sequence[str], *, drop_caches: bool | None = None, timeout_s: float | None = None) -> str:
+    """Drop the files from the page cache; returns the method used. drop_caches defaults to being root.
+    `timeout_s`: done in a child process, StorageStalled when it makes no progress that long (see bounded)."""
+    return in_child(lambda beat: _evict(paths, drop_caches, beat), timeout_s, "evicting the page cache")
+
+
+def _evict(paths: Sequence[str], drop_caches: bool | None, beat) -> str:
     os.sync()
+    beat[0] += 1
     if drop_caches is None:
         drop_caches = os.geteuid() == 0
     if drop_caches:
@@ -38,9 +47,9 @@ def evict(paths: Sequence[str], *, drop_caches: bool | None = None) -> str:
         except OSError:
             pass  # e.g. a container without write access to /proc/sys: fall back to per-file advice
     for p in paths:
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
+        beat[0] += 1
+        fd = _open_regular(p)
+        if fd is None:
             continue
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -49,11 +58,29 @@ def evict(paths: Sequence[str], *, drop_caches: bool | None = None) -> str:
     return "fadvise_dontneed"
 
 
+def _open_regular(path: str, follow: bool = False) -> int | None:
+    """An fd for reading `path` when it is a regular file, else None: a FIFO, device or socket is never opened
+    (lstat first, or stat when `follow`ing links; O_NONBLOCK (|O_NOFOLLOW) and an fstat check against a swap in
+    between)."""
+    try:
+        if not stat.S_ISREG((os.stat if follow else os.lstat)(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
 def resident_fraction(path: str) -> float | None:
     """Fraction of a file's pages in the page cache (mincore), None when it cannot be told."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fd = _open_regular(path, follow=True)
+    if fd is None:
         return None
     try:
         size = os.fstat(fd).st_size
@@ -74,9 +101,20 @@ def resident_fraction(path: str) -> float | None:
         os.close(fd)
 
 
-def resident_sample(paths: Sequence[str], sample: int = 256, seed: int = 0) -> float | None:
-    """Mean resident fraction over a random sample of files (None when no file could be checked)."""
+def resident_sample(paths: Sequence[str], sample: int = 256, seed: int = 0,
+                    timeout_s: float | None = None) -> float | None:
+    """Mean resident fraction over a random sample of files (None when no file could be checked). `timeout_s`:
+    checked in a child process, StorageStalled when it makes no progress that long (see bounded)."""
     n = len(paths)
     idx = np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False)
-    fractions = [f for i in idx.tolist() if (f := resident_fraction(paths[i])) is not None]
-    return float(np.mean(fractions)) if fractions else None
+    picked = [paths[i] for i in idx.tolist()]
+
+    def check(beat) -> float | None:
+        fractions = []
+        for p in picked:
+            beat[0] += 1
+            if (f := resident_fraction(p)) is not None:
+                fractions.append(f)
+        return float(np.mean(fractions)) if fractions else None
+
+    return in_child(check, timeout_s, "checking what is cached")

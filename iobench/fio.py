@@ -38,6 +38,7 @@ upper bound), and ``FioResult.caveats`` says when the figure kept may still be b
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -54,6 +55,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from iobench.engines import StorageStalled
 from iobench.errors import UserError
 
 __all__ = [
@@ -478,25 +480,98 @@ def _caveats(seconds: float, foreign_drops: int | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _run(cmd: list[str], cwd: Path, timeout_s: float | None) -> tuple[int, str, str]:
-    """Run fio in its own process group so a timeout can stop its forked jobs too."""
+FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
+FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float | None,
+         io_timeout_s: float | None = None) -> tuple[int, str, str]:
+    """Run fio in its own process group so a timeout can stop its forked jobs too. `io_timeout_s`: fio's processes
+    doing nothing for that long (no bytes read, no read() call, no job waking up: the storage stopped answering)
+    raises StorageStalled. Stopping fio never waits more than a few seconds: a job stuck in uninterruptible IO
+    cannot be killed, and is named (left behind) instead."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True)
+    t0 = last_t = time.monotonic()
+    last = None
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        while True:
             try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.communicate(timeout=5)
-                break
+                left = FIO_TICK_S if timeout_s is None else max(0.0, t0 + timeout_s - time.monotonic())
+                out, err = proc.communicate(timeout=min(FIO_TICK_S, left))
+                return proc.returncode, out, err
             except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if timeout_s is not None and now - t0 >= timeout_s:
+                break
+            if io_timeout_s is not None:
+                progress = _progress(proc.pid)
+                if progress != last:
+                    last, last_t = progress, now
+                elif now - last_t >= io_timeout_s:
+                    from iobench.bounded import stalled
+
+                    raise stalled("fio ran its baseline", io_timeout_s, _stop(proc), "fio process")
+    except StorageStalled:
+        raise
+    except BaseException:  # Ctrl-C: fio, in a session of its own, would read on
+        _stop(proc)
+        raise
+    _stop(proc)
+    raise FioError(f"fio timed out after {timeout_s} s")
+
+
+def _group(pgid: int) -> list[int]:
+    """The pids of process group `pgid` (fio and its job processes), from /proc."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
                 continue
-        raise FioError(f"fio timed out after {timeout_s} s") from None
-    return proc.returncode, out, err
+            if len(fields) > 3 and int(fields[2]) == pgid and fields[0] != b"Z":
+                pids.append(int(name))
+    return pids
+
+
+def _progress(pgid: int) -> tuple:
+    """What fio's processes have done so far: per process, bytes and read calls (/proc/PID/io) and, but for the
+    main process (which wakes up every 100 ms whatever the jobs do), context switches and CPU time (a job parsing
+    its iolog or stat()ing its files before the timed reads is busy, not stalled). Unchanged: nothing moved."""
+    out = []
+    for pid in sorted(_group(pgid)):
+        item = [pid]
+        try:
+            with open(f"/proc/{pid}/io", encoding="ascii") as f:
+                item += [line.split()[1] for line in f if line.startswith(("rchar", "syscr"))]
+            if pid != pgid:
+                with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                    item += [line.split()[1] for line in f if "ctxt_switches" in line]
+                with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                    item += f.read().rsplit(")", 1)[1].split()[11:13]  # utime, stime (fields 14 and 15)
+        except (OSError, IndexError):
+            pass
+        out.append(tuple(item))
+    return tuple(out)
+
+
+def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
+    """SIGTERM then SIGKILL fio's process group, a few seconds each at most; returns the pids still there (stuck
+    in uninterruptible IO), not waited for."""
+    for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, FIO_KILL_WAIT_S)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=wait_s)
+            break
+    if proc.poll() is None:
+        return tuple(_group(proc.pid)) or (proc.pid,)
+    return tuple(_group(proc.pid))
 
 
 def run_fio(
@@ -514,6 +589,7 @@ def run_fio(
     prepare: Callable[[], object] | None = None,
     name: str = "iobench",
     save_to: str | os.PathLike[str] | None = None,
+    io_timeout_s: float | None = None,
 ) -> FioResult:
     """Read *files* with fio (see ``build_job``) and return its measurement.
 
@@ -535,6 +611,9 @@ def run_fio(
     ``raw_json`` keeps fio's own JSON output of the run kept. ``save_to``: a folder to keep it in, as
     ``<name>.json``, beside the job file ``<name>.fio`` and, when small (``KEEP_IOLOGS_MAX``), the iologs it
     replays (each written atomically; ``saved`` lists them). ``name`` names the job and its files.
+
+    ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
+    ``_run``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
@@ -557,7 +636,7 @@ def run_fio(
                 prepare()
             drops0 = _drop_counts()
             t0 = time.perf_counter()
-            rc, out, err = _run(cmd, folder, timeout_s)
+            rc, out, err = _run(cmd, folder, timeout_s, io_timeout_s)
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
             try:

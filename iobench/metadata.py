@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from iobench import cache
+from iobench.bounded import in_child
 from iobench.dataset import Manifest, refuse
 from iobench.measure import latency_summary
 from iobench.result import Latency, Metadata
@@ -22,19 +23,26 @@ from iobench.result import Latency, Metadata
 SAMPLE = 20_000  # stat and open+close time a random sample this large (listing always covers the tree)
 
 
-def list_tree(dirs: list[str]) -> int:
-    """scandir every folder, as ImageFolder does; returns the regular files seen."""
+PARTS = ("evicting the page cache", "listing the dataset", "stat of the samples", "open+close of the samples")
+
+
+def list_tree(dirs: list[str], beat=None) -> int:
+    """scandir every folder, as ImageFolder does; returns the regular files seen. `beat[0]` counts the folders."""
     files = 0
     for d in dirs:
         with os.scandir(d) as it:
             for entry in it:
                 if entry.is_file():
                     files += 1
+        if beat is not None:
+            beat[0] += 1
     return files
 
 
-def _timed(paths: list[str], op) -> tuple[float, np.ndarray]:
-    ns = np.empty(len(paths), dtype=np.int64)
+def _timed(paths: list[str], op, ns: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """Rate and per-file ns of `op` over `paths`; `ns` (shared with a watchdog) receives the times as they come."""
+    if ns is None:
+        ns = np.empty(len(paths), dtype=np.int64)
     clock = time.perf_counter_ns
     t0 = clock()
     for i, p in enumerate(paths):
@@ -57,29 +65,45 @@ def _open_close(path: str) -> None:
     os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
 
 
-def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int = 0) -> Metadata:
+def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int = 0,
+                   timeout_s: float | None = None) -> Metadata:
     """One pass of list, stat, open+close; for "cold", the caches are emptied before each part
     (as root, drop_caches also drops dentries and inodes; per-file fadvise cannot, so cold
-    metadata without root is really warm: the eviction field says which was used)."""
+    metadata without root is really warm: the eviction field says which was used).
+    `timeout_s`: the pass runs in a child process (see bounded); no progress for that long (the storage stopped
+    answering) raises StorageStalled naming the part. The progress marks cost nothing per file: the watchdog
+    sees the per-file times arrive in shared memory."""
+    n = min(SAMPLE, len(manifest))
+    # beat: [part, folders listed / files evicted, stat ns x n, open+close ns x n]
+    return in_child(lambda beat: _phase(manifest, state, scale_files, seed, beat), timeout_s,
+                    lambda beat: PARTS[int(beat[0])], slots=2 + 2 * n)
+
+
+def _phase(manifest: Manifest, state: str, scale_files: int, seed: int, beat: np.ndarray) -> Metadata:
     dirs = sorted({os.path.dirname(p) for p in manifest.paths})
     rng = np.random.default_rng([seed, 0x3E7A])
     n = min(SAMPLE, len(manifest))
     sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
     eviction = None
+    counter = beat[1:2]
 
     def prepare() -> None:
         nonlocal eviction
         if state == "cold":
-            eviction = cache.evict(manifest.paths)
+            beat[0] = 0
+            eviction = cache._evict(manifest.paths, None, counter)
 
     prepare()
+    beat[0] = 1
     t = time.perf_counter()
-    files = list_tree(dirs)
+    files = list_tree(dirs, counter)
     list_s = round(time.perf_counter() - t, 6)
     prepare()
-    stat_rate, stat_ns = _timed(sample, _stat)
+    beat[0] = 2
+    stat_rate, stat_ns = _timed(sample, _stat, beat[2:2 + n])
     prepare()
-    oc_rate, oc_ns = _timed(sample, _open_close)
+    beat[0] = 3
+    oc_rate, oc_ns = _timed(sample, _open_close, beat[2 + n:])
     return Metadata(cache=state, eviction=eviction, dirs=len(dirs), files=files, list_s=list_s,
                     stat_files=n, stat_per_s=round(stat_rate, 1), stat_ms=Latency(**latency_summary(stat_ns)),
                     open_close_files=n, open_close_per_s=round(oc_rate, 1),

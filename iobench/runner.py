@@ -90,9 +90,23 @@ def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
 
 def _metadata(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
     for state in plan.cache:
-        with ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close"):
-            result.metadata.append(metadata_phase(manifest, state, plan.scale_files, plan.seed))
+        try:
+            with ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close"):
+                result.metadata.append(metadata_phase(manifest, state, plan.scale_files, plan.seed,
+                                                      timeout_s=plan.io_timeout_s))
+        except StorageStalled as exc:
+            _stalled(exc, result, result_path, ui)
         result.save(result_path)
+
+
+def _stalled(exc: StorageStalled, result: Result, result_path: Path, ui: UI) -> None:
+    """A phase outside the epochs stalled: keep the result (and the process left behind, if any) and stop as the
+    replay does."""
+    if exc.left_behind:
+        result.warnings.append(exc.left_behind)
+        ui.warn(exc.left_behind)
+    result.save(result_path)
+    raise exc.with_note(f"kept what was measured in {result_path}") from None
 
 
 def make_engine(plan: Settings, conc: int) -> Engine:
@@ -186,13 +200,17 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0
+    timeout = plan.io_timeout_s
     for conc in sorted({max(c, 1) for c in plan.concurrency if c <= n}):  # workers=0 reads like one job
         for state in plan.cache:
             cold = state == "cold"
-            if cold:
-                cache.evict(paths)
-            elif (cache.resident_sample(paths) or 0.0) < WARM_MIN:
-                _warm_up(FileSource(manifest), pick, conc, ui)
+            try:
+                if cold:
+                    cache.evict(paths, timeout_s=timeout)
+                elif (cache.resident_sample(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
+                    _warm_up(FileSource(manifest), pick, conc, ui, io_timeout_s=timeout)
+            except StorageStalled as exc:
+                _stalled(exc, result, result_path, ui)
             # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
             # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
             loops = 1 if cold else _fio_loops(result, conc, n)
@@ -203,8 +221,10 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
                     res = run_fio(paths, conc, sizes=sizes, seed=plan.seed, drop_caches=cold and root, loops=loops,
                                   repeats=FIO_COLD_REPEATS if cold else 1,
-                                  prepare=(lambda p=paths: cache.evict(p)) if cold else None,
-                                  name=name, save_to=result_path.parent / "fio")
+                                  prepare=(lambda p=paths: cache.evict(p, timeout_s=timeout)) if cold else None,
+                                  name=name, save_to=result_path.parent / "fio", io_timeout_s=timeout)
+            except StorageStalled as exc:
+                _stalled(exc, result, result_path, ui)
             except FioError as exc:
                 baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
                 ui.warn(baseline.note)
@@ -245,7 +265,8 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
     conc = engine.concurrency
     if io_timeout_s is not None and hasattr(engine, "io_timeout_s"):
         engine.io_timeout_s = io_timeout_s
-    eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui)
+    eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui,
+                                        io_timeout_s=io_timeout_s)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
     error: BaseException | None = None
@@ -264,13 +285,20 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
 
 
 def _prepare_cache(state: str, paths: list[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
-                   ui: UI) -> tuple[str | None, float | None]:
-    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency."""
-    eviction = cache.evict(paths) if state == "cold" else None
-    resident = cache.resident_sample(paths, seed=epoch)
-    if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
-        _warm_up(source, np.arange(len(source)), conc, ui)  # a warm run right after nothing
-        resident = cache.resident_sample(paths, seed=epoch)
+                   ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[str | None, float | None]:
+    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency. Each part
+    runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
+    StorageStalled (with the process left behind, if any, named in its `left_behind`, also warned here)."""
+    try:
+        eviction = cache.evict(paths, timeout_s=io_timeout_s) if state == "cold" else None
+        resident = cache.resident_sample(paths, seed=epoch, timeout_s=io_timeout_s)
+        if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
+            _warm_up(source, np.arange(len(source)), conc, ui, io_timeout_s=io_timeout_s)  # warm right after nothing
+            resident = cache.resident_sample(paths, seed=epoch, timeout_s=io_timeout_s)
+    except StorageStalled as exc:
+        if exc.left_behind:
+            ui.warn(exc.left_behind)
+        raise
     return eviction, resident
 
 
@@ -299,10 +327,18 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
     ))
 
 
-def _warm_up(source: Source, order: np.ndarray, conc: int, ui: UI) -> None:
-    """Read the samples once, not measured, so that a warm run starts warm."""
+def _warm_up(source: Source, order: np.ndarray, conc: int, ui: UI,
+             io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
+    """Read the samples once, not measured, so that a warm run starts warm (with the engine's watchdog: a stall
+    raises StorageStalled naming the warm-up)."""
     ui.info("warming the page cache: reading the dataset once (not measured)")
-    ThreadEngine(max(conc, 4)).epoch(source, order, EpochRecorder(len(order), max(conc, 4)))
+    engine = ThreadEngine(max(conc, 4), io_timeout_s=io_timeout_s)
+    try:
+        engine.epoch(source, order, EpochRecorder(len(order), max(conc, 4)))
+    except StorageStalled as exc:
+        out = StorageStalled(f"{exc} while warming the page cache", pending=exc.pending, timeout_s=exc.timeout_s,
+                             stuck=exc.stuck, left_behind=exc.left_behind or engine.left_behind)
+        raise out from None
 
 
 def _warn_on(run: Run, result: Result, ui: UI) -> None:
@@ -416,7 +452,7 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
     errors: list[BaseException] = []
     eviction, resident = _prepare_cache(state, source_files(source, manifest), source, max(workers, 1), epoch,
-                                        fits_in_ram, ui)
+                                        fits_in_ram, ui, io_timeout_s=plan.io_timeout_s)
     counters = Counters(device)
 
     def gpu(r: int) -> None:

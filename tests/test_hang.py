@@ -129,7 +129,8 @@ def _reading(proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if any("python" in os.path.basename((c.cmdline() or [""])[0]) for c in me.children()):
+            if any("python" in os.path.basename((c.cmdline() or [""])[0]) and c.name() != "iobench-phase"
+                   for c in me.children()):  # not the child of a phase before the epoch (eviction, residency)
                 time.sleep(0.3)  # a few reads in
                 return
         except psutil.Error:
@@ -145,6 +146,24 @@ def _where(pid: int) -> str:
         with contextlib.suppress(OSError):
             out.append(f"{task.name}: {(task / 'stat').read_text().split()[2]} {(task / 'wchan').read_text()}")
     return "; ".join(out) or "gone"
+
+def _await_exit(proc: subprocess.Popen, within_s: float, err_path: Path) -> int:
+    """The exit code of `proc`, which must come within `within_s` of the storage stopping."""
+    try:
+        return proc.wait(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"iobench did not exit within {within_s} s of the storage stopping; it waits in "
+                             f"{_where(proc.pid)}; stderr:\n{err_path.read_text()}") from None
+
+
+def _resume(proxy: int, stopped_at: float | None, proc: subprocess.Popen) -> None:
+    """Let the storage answer again, and end `proc` if it is still there."""
+    if stopped_at is not None:
+        os.kill(proxy, signal.SIGCONT)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+
 
 
 def _hang_run(bed, tmp_path: Path, engine_args: list[str], interrupts: int = 0) -> tuple[int, float, str, Path]:
@@ -167,18 +186,10 @@ def _hang_run(bed, tmp_path: Path, engine_args: list[str], interrupts: int = 0) 
         for _ in range(interrupts):
             time.sleep(1.0)
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole process group
-        try:
-            code = proc.wait(timeout=EXIT_WITHIN_S + 10)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"iobench did not exit within {EXIT_WITHIN_S + 10} s of the storage stopping; it "
-                                 f"waits in {_where(proc.pid)}; stderr:\n{err_path.read_text()}") from None
+        code = _await_exit(proc, EXIT_WITHIN_S + 10, err_path)
         took = time.monotonic() - stopped_at
     finally:
-        if stopped_at is not None:
-            os.kill(proxy, signal.SIGCONT)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        _resume(proxy, stopped_at, proc)
     text = err_path.read_text()
     left = [int(p) for m in re.finditer(r"PIDs? ([\d, ]+);", text) for p in m.group(1).split(", ")]
     deadline = time.monotonic() + 20
@@ -227,3 +238,62 @@ def test_ctrl_c_twice_on_hung_storage_exits_without_traceback(hung_bed, tmp_path
     assert "Traceback" not in text and "interrupted: kept" in text, text
     assert took < EXIT_WITHIN_S, f"{took:.1f} s\n{text}"
     _check_partial(out)
+
+
+# ------------------------------------------------------------------- the phases outside the epochs (issue: bounded)
+
+
+def test_bounded_child_stall_names_the_phase():
+    from iobench.bounded import in_child
+
+    t0 = time.perf_counter()
+    with pytest.raises(StorageStalled) as info:
+        in_child(lambda beat: threading.Event().wait(), 0.5, "listing the dataset")
+    assert time.perf_counter() - t0 < 5
+    assert str(info.value) == "the storage stopped answering: no answer for 0.5 s while listing the dataset"
+    assert not info.value.stuck  # blocked in Python: killed and gone
+    assert in_child(lambda beat: 7, 0.5, "x") == 7
+    with pytest.raises(ZeroDivisionError):
+        in_child(lambda beat: 1 // 0, 0.5, "x")
+
+
+META_STALLED = re.compile(r"iobench: error: the storage stopped answering: no answer for 5 s while (evicting the page "
+                          r"cache|listing the dataset|stat of the samples|open\+close of the samples); kept what was "
+                          r"measured in (?P<path>\S+/result\.json)")
+
+
+@pytest.mark.root
+@pytest.mark.testbed
+@needs_root
+def test_hung_storage_in_the_metadata_phase_ends_the_run_with_exit_3(hung_bed, tmp_path):
+    """The storage stops as the metadata phase starts (its child process forked): exit 3 in bounded time, one line
+    naming the part, the result kept."""
+    folder, proxy = hung_bed
+    out, err_path = tmp_path / "out", tmp_path / "stderr"
+    argv = [sys.executable, "-m", "iobench.cli", "run", "--mount", str(folder), "--files", str(FILES),
+            "--io-timeout", str(IO_TIMEOUT_S), "--engine", "threads", "--threads", "2", "--no-fio", "--cache", "cold",
+            "--out", str(out)]
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    stopped_at = None
+    try:
+        me, deadline = psutil.Process(proc.pid), time.monotonic() + 60
+        while not stopped_at and time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                if any(c.name() == "iobench-phase" for c in me.children()):  # the metadata phase's child
+                    os.kill(proxy, signal.SIGSTOP)
+                    stopped_at = time.monotonic()
+            time.sleep(0.005)
+        assert stopped_at, f"iobench never forked (exit {proc.poll()}): {err_path.read_text()}"
+        code = _await_exit(proc, 30, err_path)
+        took = time.monotonic() - stopped_at
+    finally:
+        _resume(proxy, stopped_at, proc)
+    text = err_path.read_text()
+    assert code == 3, text
+    lines = [ln for ln in text.splitlines() if ln.startswith("iobench: error:")]
+    assert len(lines) == 1 and META_STALLED.fullmatch(lines[0]), text
+    assert took < EXIT_WITHIN_S, f"{took:.1f} s\n{text}"
+    assert "Traceback" not in text, text
+    r = json.loads((out / "result.json").read_text())
+    assert r["complete"] is False and r["metadata"] == [] and r["runs"] == []

@@ -1,0 +1,129 @@
+"""Work on the dataset outside the measured epochs (the metadata phase, cache eviction, the residency check) run in
+a child process forked for it, with a watchdog: when the child shows no progress for `timeout_s` (the storage
+stopped answering), it is killed and left behind if it does not go (a process stuck in uninterruptible IO cannot
+be killed, and threads of iobench's own process stuck there would keep it from exiting), and `StorageStalled`
+says which phase stalled. Progress is any change in a small shared array the work writes to (`beat`)."""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import select
+import signal
+import warnings
+from collections.abc import Callable
+from time import perf_counter
+from typing import TypeVar
+
+import numpy as np
+
+from iobench.engines import StorageStalled, left_behind_text, stop_signals_deferred
+
+T = TypeVar("T")
+TICK_S = 0.2
+CHILD_NAME = b"iobench-phase"  # the forked child's name (comm)
+
+
+def stalled(phase: str, timeout_s: float, stuck: tuple[int, ...] = (), what: str = "process") -> StorageStalled:
+    """The one-line error of a stall outside an epoch: "... no answer for 5 s while listing the dataset"."""
+    exc = StorageStalled(f"the storage stopped answering: no answer for {timeout_s:g} s while {phase}", pending=1,
+                         timeout_s=timeout_s, stuck=stuck)
+    exc.left_behind = left_behind_text(stuck, what)
+    return exc
+
+
+def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: str | Callable[[np.ndarray], str],
+             slots: int = 1) -> T:
+    """`work(beat)`'s result, `work` run in a forked child; `beat` is an int64 array of `slots` shared with this
+    process: any change to it counts as progress. No progress for `timeout_s`: StorageStalled naming `phase` (or
+    `phase(beat)`, for work of several parts). An exception in the child is raised here. `timeout_s` None: run
+    here, with a private `beat`."""
+    if timeout_s is None:
+        return work(np.zeros(max(slots, 1), dtype=np.int64))
+    mem = mmap.mmap(-1, 8 * max(slots, 1))
+    beat = np.frombuffer(mem, dtype=np.int64)
+    rfd, wfd = os.pipe()
+    parent = os.getpid()
+    with warnings.catch_warnings():  # Python >= 3.12 warns on fork with threads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(rfd)
+            from iobench.engines.threads import _die_with_parent
+
+            _die_with_parent(parent)
+            with contextlib.suppress(Exception):  # its name in ps (and how tests tell it from the readers)
+                import ctypes
+
+                ctypes.CDLL(None).prctl(15, CHILD_NAME)  # PR_SET_NAME
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent decides
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # left behind, it must not hold the terminal or a pipe's reader
+                os.dup2(null, fd)
+            try:
+                report = pickle.dumps((True, work(beat)))
+            except BaseException as exc:  # noqa: BLE001 - sent to the parent
+                try:
+                    report = pickle.dumps((False, exc))
+                except Exception:  # noqa: BLE001
+                    report = pickle.dumps((False, RuntimeError(repr(exc))))
+            view = memoryview(len(report).to_bytes(8, "little") + report)
+            while view:
+                view = view[os.write(wfd, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    report = bytearray()
+    try:
+        last, last_t = beat.copy(), perf_counter()
+        while not _whole(report):
+            if select.select([rfd], [], [], TICK_S)[0]:
+                chunk = os.read(rfd, 1 << 16)
+                if not chunk:
+                    break
+                report += chunk
+                continue
+            now = perf_counter()
+            if not np.array_equal(beat, last):
+                last, last_t = beat.copy(), now
+            elif now - last_t >= timeout_s:
+                raise stalled(phase if isinstance(phase, str) else phase(beat), timeout_s)
+    except BaseException as exc:
+        with stop_signals_deferred(stopping=True):
+            ended = _kill(pid)
+        if not ended and isinstance(exc, StorageStalled):
+            exc.stuck, exc.left_behind = (pid,), left_behind_text([pid], "process")
+        raise
+    finally:
+        os.close(rfd)
+    _reap(pid, 5.0)  # it has reported: it is exiting
+    if not _whole(report):
+        raise RuntimeError("a child process of iobench's ended without reporting (killed?)")
+    ok, value = pickle.loads(bytes(report[8:]))
+    if not ok:
+        raise value
+    return value
+
+
+def _whole(report: bytearray) -> bool:
+    return len(report) >= 8 and len(report) >= 8 + int.from_bytes(report[:8], "little")
+
+
+def _kill(pid: int) -> bool:
+    """SIGKILL the child; True once reaped, False when still there after KILL_WAIT_S (stuck in IO)."""
+    from iobench.engines import KILL_WAIT_S
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return _reap(pid, KILL_WAIT_S)
+
+
+def _reap(pid: int, wait_s: float) -> bool:
+    from iobench.engines.threads import _reaped
+
+    return _reaped(pid, wait_s)
