@@ -7,6 +7,7 @@ and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -37,7 +38,7 @@ from iobench.dataset import (
     scan,
     spec_of,
 )
-from iobench.engines import StorageStalled
+from iobench.engines import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.fio import FioMissing, fio_version
 from iobench.mounts import describe, host_info
@@ -207,6 +208,7 @@ def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int,
         quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
     ui = UI(quiet)
+    _probe(mount, DEFAULT_IO_TIMEOUT_S)
     check_mount(mount, writable=True)
     manifest = _make(mount, _spec(files, size_dist, classes, seed), ui, threads)
     click.echo(str(manifest.root))
@@ -441,6 +443,7 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
 
     _check_json_target(json_path)
     _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
+    _probe(dataset if dataset is not None else mount, plan.io_timeout_s)
     if out is not None:
         lock.refuse_used_out(out)
     for line in restore_left_settings():
@@ -471,6 +474,24 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
     if json_path is not None:
         _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
     return result
+
+
+def _probe(path: Path, timeout_s: float | None) -> None:
+    """Ask the storage something it must answer itself (statvfs, stat, a listing) in a watched child, before any
+    work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang."""
+    from iobench.bounded import in_child
+
+    def ask(beat: np.ndarray) -> None:
+        with contextlib.suppress(OSError):  # a missing or unreadable path is said later, in words of its own
+            os.statvfs(path)
+            beat[0] += 1
+            os.stat(path)
+            beat[0] += 1
+            with os.scandir(path) as entries:
+                next(entries, None)
+        beat[0] += 1
+
+    in_child(ask, timeout_s, f"checking {path}")
 
 
 def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
@@ -553,6 +574,7 @@ def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, sha
         raise UserError(f"--shard-size: {exc}") from None
     if shard_bytes < 1:
         raise UserError(f"--shard-size must be more than 0, got {shard_size!r}")
+    _probe(dataset if dataset is not None else mount, DEFAULT_IO_TIMEOUT_S)
     if files is not None and files < 1:
         raise UserError("--files must be >= 1")
     if dataset is not None and files is not None:
@@ -773,6 +795,7 @@ def clean(mount: Path, dry_run: bool) -> None:
     """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
     from iobench.clean import clean as cleaning
 
+    _probe(mount, DEFAULT_IO_TIMEOUT_S)
     done = cleaning(mount, dry_run=dry_run)
     if not done:
         click.echo(f"nothing to clean under {mount / 'iobench-data'}")

@@ -297,3 +297,27 @@ def test_hung_storage_in_the_metadata_phase_ends_the_run_with_exit_3(hung_bed, t
     assert "Traceback" not in text, text
     r = json.loads((out / "result.json").read_text())
     assert r["complete"] is False and r["metadata"] == [] and r["runs"] == []
+
+
+def test_a_mount_that_stopped_answering_before_the_run_ends_it_with_exit_3(hung_bed, tmp_path):
+    """The storage stops before iobench starts (a dead NFS server, here the sshfs proxy stopped): the first thing the
+    run asks of the mount is watched, and the run ends in about --io-timeout with one line, exit 3."""
+    folder, proxy = hung_bed
+    err_path = tmp_path / "stderr"
+    os.kill(proxy, signal.SIGSTOP)
+    stopped_at, proc = time.monotonic(), None
+    try:
+        with err_path.open("w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(folder), "--files",
+                                     str(FILES), "--io-timeout", "3", "--engine", "threads", "--threads", "2",
+                                     "--no-fio", "--no-metadata", "--out", str(tmp_path / "out")],
+                                    stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        code = _await_exit(proc, 30, err_path)
+    finally:
+        os.kill(proxy, signal.SIGCONT)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    text = err_path.read_text()
+    assert code == 3 and "the storage stopped answering" in text and "Traceback" not in text, text
+    assert time.monotonic() - stopped_at < EXIT_WITHIN_S, text
