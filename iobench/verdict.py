@@ -229,17 +229,20 @@ def supply_run(result: Result) -> Run | None:
     return max(pool, key=lambda r: r.samples_per_s) if pool else None
 
 
-def mean_by_concurrency(runs: Iterable[Run]) -> dict[int, float]:
-    """Mean samples/s per reader count, by reader count."""
+def mean_by_concurrency(points: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """Mean rate per reader count, by reader count, from (readers, rate) points."""
     rates: dict[int, list[float]] = defaultdict(list)
-    for r in runs:
-        rates[r.concurrency].append(r.samples_per_s)
+    for c, rate in points:
+        rates[c].append(rate)
     return {c: sum(v) / len(v) for c, v in sorted(rates.items())}
 
 
 def saturation(runs: list[Run]) -> tuple[int | None, bool]:
     """(smallest reader count reaching SATURATION of the best mean, still rising at the most readers)."""
-    means = mean_by_concurrency(runs)
+    return _saturation(mean_by_concurrency((r.concurrency, r.samples_per_s) for r in runs))
+
+
+def _saturation(means: dict[int, float]) -> tuple[int | None, bool]:
     if len(means) < 2:
         return None, False
     counts = list(means)
@@ -501,15 +504,8 @@ def _plateau(result: Result, sat: int | None, best: Run | None) -> str | None:
     if sat is not None and best is not None:
         return f"the loaders saturate at ~{sat} {reader_unit(best)}"
     fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
-    rates: dict[int, list[float]] = defaultdict(list)
-    for b in fio:
-        rates[b.concurrency].append(b.files_per_s)
-    means = {c: sum(v) / len(v) for c, v in sorted(rates.items())}
-    counts = list(means)
-    if len(counts) < 2 or means[counts[-1]] > RISING * means[counts[-2]]:
-        return None
-    top = max(means.values())
-    return f"fio saturates at ~{next(c for c, v in means.items() if v >= SATURATION * top)} jobs"
+    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.files_per_s) for b in fio))
+    return None if sat is None else f"fio saturates at ~{sat} jobs"
 
 
 def _asked(result: Result, capacity: float) -> tuple[bool | None, bool, str]:

@@ -248,3 +248,10 @@ def test_fio_alone_with_runs_too_short_says_how_many_files_would_count():
     v = verdict(r)
     assert v.storage_samples_per_s is None and v.text.startswith("fio baseline only: every cold fio run lasted under")
     assert "--files 12,000 or more" in v.text
+
+
+def test_one_reader_count_needs_fio_to_show_the_plateau_before_the_storage_is_named():
+    one = [_run(8, 2500)]
+    assert verdict(_result(one, **H200)).limit == "input-pipeline"  # more readers were never tried
+    v = verdict(_result(one, fio=[_fio(4, 2550), _fio(8, 2600)], **H200))
+    assert v.limit == "storage" and "fio saturates at ~4 jobs" in v.text
