@@ -35,7 +35,7 @@ def stalled(phase: str, timeout_s: float, stuck: tuple[int, ...] = (), what: str
 
 
 def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: str | Callable[[np.ndarray], str],
-             slots: int = 1) -> T:
+             slots: int = 1, name: bytes = CHILD_NAME) -> T:
     """`work(beat)`'s result, `work` run in a forked child; `beat` is an int64 array of `slots` shared with this
     process: any change to it counts as progress. No progress for `timeout_s`: StorageStalled naming `phase` (or
     `phase(beat)`, for work of several parts). An exception in the child is raised here. `timeout_s` None: run
@@ -59,7 +59,7 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
             with contextlib.suppress(Exception):  # its name in ps (and how tests tell it from the readers)
                 import ctypes
 
-                ctypes.CDLL(None).prctl(15, CHILD_NAME)  # PR_SET_NAME
+                ctypes.CDLL(None).prctl(15, name)  # PR_SET_NAME
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent decides
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):  # left behind, it must not hold the terminal or a pipe's reader

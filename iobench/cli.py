@@ -491,7 +491,7 @@ def _probe(path: Path, timeout_s: float | None) -> None:
                 next(entries, None)
         beat[0] += 1
 
-    in_child(ask, timeout_s, f"checking {path}")
+    in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
 
 
 def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,

@@ -129,7 +129,7 @@ def _reading(proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if any("python" in os.path.basename((c.cmdline() or [""])[0]) and c.name() != "iobench-phase"
+            if any("python" in os.path.basename((c.cmdline() or [""])[0]) and not c.name().startswith("iobench-")
                    for c in me.children()):  # not the child of a phase before the epoch (eviction, residency)
                 time.sleep(0.3)  # a few reads in
                 return

@@ -241,7 +241,10 @@ def test_asked_gpus_fed_and_not_fed(xfs_data, tmp_path):
     assert v["gpus_asked"] == 2
     assert v["asked_fed"] is False, v["text"]
     assert v["text"].startswith("No:"), v["text"]
-    assert v["limit"] == "storage", v["text"]
+    # not the GPUs: the cap (storage), or, where more readers still got more through it (the block layer merges
+    # neighbouring small reads), the reader count; the limit this scenario is about is scenario 1's
+    words = {"storage": "the limit is the storage", "input-pipeline": "the limit is the input pipeline"}
+    assert v["limit"] in words and words[v["limit"]] in v["answer"], v["text"]
 
 
 def test_too_short_a_run_is_invalid(tmp_path):
