@@ -14,12 +14,12 @@ import select
 import signal
 import warnings
 from collections.abc import Callable
-from time import perf_counter
+from time import perf_counter, sleep
 from typing import TypeVar
 
 import numpy as np
 
-from iobench.engines import StorageStalled, left_behind_text, stop_signals_deferred
+from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
 
 T = TypeVar("T")
 TICK_S = 0.2
@@ -53,27 +53,12 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
         code = 1
         try:
             os.close(rfd)
-            from iobench.engines.threads import _die_with_parent
-
-            _die_with_parent(parent)
-            with contextlib.suppress(Exception):  # its name in ps (and how tests tell it from the readers)
-                import ctypes
-
-                ctypes.CDLL(None).prctl(15, name)  # PR_SET_NAME
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent decides
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):  # left behind, it must not hold the terminal or a pipe's reader
-                os.dup2(null, fd)
+            child_setup(parent, name)
             try:
-                report = pickle.dumps((True, work(beat)))
+                outcome: tuple = (True, work(beat))
             except BaseException as exc:  # noqa: BLE001 - sent to the parent
-                try:
-                    report = pickle.dumps((False, exc))
-                except Exception:  # noqa: BLE001
-                    report = pickle.dumps((False, RuntimeError(repr(exc))))
-            view = memoryview(len(report).to_bytes(8, "little") + report)
-            while view:
-                view = view[os.write(wfd, view):]
+                outcome = (False, exc)
+            send_report(wfd, outcome)
             code = 0
         finally:
             os._exit(code)
@@ -81,7 +66,7 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
     report = bytearray()
     try:
         last, last_t = beat.copy(), perf_counter()
-        while not _whole(report):
+        while not whole_report(report):
             if select.select([rfd], [], [], TICK_S)[0]:
                 chunk = os.read(rfd, 1 << 16)
                 if not chunk:
@@ -95,14 +80,14 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
                 raise stalled(phase if isinstance(phase, str) else phase(beat), timeout_s)
     except BaseException as exc:
         with stop_signals_deferred(stopping=True):
-            ended = _kill(pid)
+            ended = stop_child(pid, graceful=False)
         if not ended and isinstance(exc, StorageStalled):
             exc.stuck, exc.left_behind = (pid,), left_behind_text([pid], "process")
         raise
     finally:
         os.close(rfd)
-    _reap(pid, 5.0)  # it has reported: it is exiting
-    if not _whole(report):
+    reaped(pid, 5.0)  # it has reported: it is exiting
+    if not whole_report(report):
         raise RuntimeError("a child process of iobench's ended without reporting (killed?)")
     ok, value = pickle.loads(bytes(report[8:]))
     if not ok:
@@ -110,20 +95,67 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
     return value
 
 
-def _whole(report: bytearray) -> bool:
+# ---------------------------------------------------------------- a watched child: what in_child and the thread
+# engine's forked epoch share (how it is set up, how it reports, how it is stopped and reaped)
+
+
+def child_setup(parent: int, name: bytes | None = None) -> None:  # pragma: no cover - runs in the child
+    """In a forked child: die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take
+    `name` in ps, leave Ctrl-C to the parent, and hold neither the terminal nor a pipe's reader if left behind."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if name:
+            libc.prctl(15, name)  # PR_SET_NAME
+    if os.getppid() != parent:
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+
+def send_report(wfd: int, value: object) -> None:  # pragma: no cover - runs in the child
+    """Send `value` to the parent: 8 bytes of length, then its pickle (an exception that does not pickle goes as
+    a RuntimeError with its repr)."""
+    try:
+        report = pickle.dumps(value)
+    except Exception:  # noqa: BLE001
+        report = pickle.dumps(RuntimeError(repr(value)))
+    view = memoryview(len(report).to_bytes(8, "little") + report)
+    while view:
+        view = view[os.write(wfd, view):]
+
+
+def whole_report(report: bytearray) -> bool:
+    """The child's report is in: 8 bytes of length, then that many bytes of pickle."""
     return len(report) >= 8 and len(report) >= 8 + int.from_bytes(report[:8], "little")
 
 
-def _kill(pid: int) -> bool:
-    """SIGKILL the child; True once reaped, False when still there after KILL_WAIT_S (stuck in IO)."""
-    from iobench.engines import KILL_WAIT_S
-
+def stop_child(pid: int, graceful: bool) -> bool:
+    """Stop a child: SIGTERM first (it finishes what it is at) when `graceful`, then SIGKILL; True once it has
+    ended, False when it is still there after KILL_WAIT_S (stuck in uninterruptible IO)."""
+    if graceful:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if reaped(pid, GRACE_S):
+            return True
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    return _reap(pid, KILL_WAIT_S)
+    return reaped(pid, KILL_WAIT_S)
 
 
-def _reap(pid: int, wait_s: float) -> bool:
-    from iobench.engines.threads import _reaped
-
-    return _reaped(pid, wait_s)
+def reaped(pid: int, wait_s: float) -> bool:
+    """Wait up to `wait_s` for the child to end; True once it has been reaped."""
+    deadline = perf_counter() + wait_s
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            return True
+        if perf_counter() >= deadline:
+            return False
+        sleep(0.02)

@@ -12,7 +12,6 @@ threads run in the calling process."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import mmap
 import os
@@ -22,11 +21,12 @@ import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from time import perf_counter, perf_counter_ns, sleep
+from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
+from iobench.bounded import child_setup, send_report, stop_child, whole_report
+from iobench.engines import GRACE_S, StorageStalled, left_behind_text, stop_signals_deferred
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
@@ -144,7 +144,7 @@ class ThreadEngine:
         stopped = False
         try:
             last_done, last_t = rec.completed(), perf_counter()
-            while not _whole(report):
+            while not whole_report(report):
                 if select.select([rfd], [], [], TICK_S)[0]:
                     chunk = os.read(rfd, 1 << 16)
                     if not chunk:  # the child ended without a whole report
@@ -164,7 +164,7 @@ class ThreadEngine:
         except BaseException as exc:
             stalled = isinstance(exc, StorageStalled)
             with stop_signals_deferred(stopping=True):
-                ended = _stop_child(pid, graceful=not stalled)
+                ended = stop_child(pid, graceful=not stalled)
             if not ended:
                 reading = int(conc - finished[:conc].sum())
                 self.left_behind = left_behind_text([pid], "reader process",
@@ -175,10 +175,10 @@ class ThreadEngine:
         else:
             os.waitpid(pid, 0)  # it has reported: it is exiting
             try:
-                self._error = pickle.loads(bytes(report[8:])) if _whole(report) else None
+                self._error = pickle.loads(bytes(report[8:])) if whole_report(report) else None
             except Exception:  # noqa: BLE001 - cannot happen short of a broken pickle
                 self._error = None
-            if not _whole(report):  # a child that died without a word (killed, out of memory)
+            if not whole_report(report):  # a child that died without a word (killed, out of memory)
                 self._error = RuntimeError("the reader process ended without reporting (killed?)")
         finally:
             os.close(rfd)
@@ -188,24 +188,14 @@ class ThreadEngine:
 
     def _child(self, threads: list[threading.Thread], wfd: int, parent: int) -> None:  # pragma: no cover
         """In the forked child: run the threads, then send the error (or None) to the parent."""
-        _die_with_parent(parent)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+        child_setup(parent)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "_stop", True))  # the parent's stop
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):  # left behind, it must not hold the terminal's or a pipe's reader waiting
-            os.dup2(null, fd)
         for t in threads:
             t.start()
         for t in threads:
             while t.is_alive():
                 t.join(TICK_S)  # wakes to run the SIGTERM handler
-        try:
-            report = pickle.dumps(self._error)
-        except Exception:  # noqa: BLE001 - an exception that does not pickle
-            report = pickle.dumps(RuntimeError(repr(self._error)))
-        view = memoryview(len(report).to_bytes(8, "little") + report)
-        while view:
-            view = view[os.write(wfd, view):]
+        send_report(wfd, self._error)
 
     def _work(self, w: int, source: Source, order: list[int], take: Callable[[], int], total: np.ndarray,
               opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
@@ -231,44 +221,3 @@ class ThreadEngine:
             self._stop = True
         finally:
             finished[w] = 1
-
-
-def _whole(report: bytearray) -> bool:
-    """The child's report is in: 8 bytes of length, then that many bytes of pickle."""
-    return len(report) >= 8 and len(report) >= 8 + int.from_bytes(report[:8], "little")
-
-
-def _stop_child(pid: int, graceful: bool) -> bool:
-    """Stop the reader process: SIGTERM (its threads finish their current read) unless it `graceful` is false,
-    then SIGKILL; True once it has ended, False when it is still there after KILL_WAIT_S (stuck in IO)."""
-    if graceful:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if _reaped(pid, GRACE_S):
-            return True
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return _reaped(pid, KILL_WAIT_S)
-
-
-def _reaped(pid: int, wait_s: float) -> bool:
-    deadline = perf_counter() + wait_s
-    while True:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            return True
-        if perf_counter() >= deadline:
-            return False
-        sleep(0.02)
-
-
-def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child
-    """Linux: the child gets SIGKILL if iobench itself is killed (no orphan reading on)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
