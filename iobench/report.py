@@ -29,13 +29,13 @@ from iobench.errors import UserError
 from iobench.plan import Measured, mixed_kinds, plan, rate_kind_of
 from iobench.result import FioBaseline, Latency, Result, Run, Verdict
 from iobench.verdict import (
-    CPU_SATURATED,
     au_cell,
+    cpu_saturated,
+    cpu_words,
     replay_runs,
     storage_runs,
     supply_run,
     times,
-    usable_cores,
     verdict,
 )
 
@@ -181,13 +181,12 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
     if any(r.cache == "warm" and r.measures == "page-cache" for r in result.runs):
         out.append("Warm figures were read from this client's RAM (page cache), not from the storage.")
     cpus = result.host.cpus or 0
-    usable = usable_cores(result) or 0
     if cpus and cpus <= SMALL_CLIENT_CPUS:
         out.append(f"Small client: {cpus} CPU cores. iobench's readers share them, so this client may cap the "
                    "rates before the storage does; a training node has many more cores.")
-    if best is not None and best.cpu.iobench_cores and usable and best.cpu.iobench_cores >= CPU_SATURATED * usable:
-        out.append(f"During the best cold run iobench used {best.cpu.iobench_cores:.2f} of the {usable:g} cores it "
-                   "may use: the client CPU, not the storage, set that pace.")
+    if best is not None and cpu_saturated(best.cpu, result):
+        out.append(f"During the best cold run {cpu_words(best.cpu, result)}: the client CPU, not the storage, set "
+                   "that pace.")
     if not result.host.root and any(r.cache == "cold" for r in result.runs):
         out.append("Not run as root: cold runs evicted file pages with posix_fadvise(DONTNEED); the dentry and "
                    "attribute caches were not dropped.")
