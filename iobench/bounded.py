@@ -19,7 +19,15 @@ from typing import TypeVar
 
 import numpy as np
 
-from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
+from iobench.engines import (
+    GRACE_S,
+    KILL_WAIT_S,
+    StorageStalled,
+    deliver,
+    left_behind_text,
+    signals_held,
+    stop_signals_deferred,
+)
 
 T = TypeVar("T")
 TICK_S = 0.2
@@ -46,25 +54,21 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
     beat = np.frombuffer(mem, dtype=np.int64)
     rfd, wfd = os.pipe()
     parent = os.getpid()
-    with warnings.catch_warnings():  # Python >= 3.12 warns on fork with threads
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
+
+    def child() -> None:  # pragma: no cover - the child
+        os.close(rfd)
+        child_setup(parent, name)
         try:
-            os.close(rfd)
-            child_setup(parent, name)
-            try:
-                outcome: tuple = (True, work(beat))
-            except BaseException as exc:  # noqa: BLE001 - sent to the parent
-                outcome = (False, exc)
-            send_report(wfd, outcome)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(wfd)
+            outcome: tuple = (True, work(beat))
+        except BaseException as exc:  # noqa: BLE001 - sent to the parent
+            outcome = (False, exc)
+        send_report(wfd, outcome)
+
+    pid, held = fork_child(child)
     report = bytearray()
     try:
+        os.close(wfd)
+        deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
         last, last_t = beat.copy(), perf_counter()
         while not whole_report(report):
             if select.select([rfd], [], [], TICK_S)[0]:
@@ -99,19 +103,47 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
 # engine's forked epoch share (how it is set up, how it reports, how it is stopped and reaped)
 
 
-def child_setup(parent: int, name: bytes | None = None) -> None:  # pragma: no cover - runs in the child
-    """In a forked child: die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take
-    `name` in ps, leave Ctrl-C to the parent, and hold neither the terminal nor a pipe's reader if left behind."""
+def fork_child(child: Callable[[], None]) -> tuple[int, list[int]]:
+    """Fork; the child runs `child()` and exits (status 0 when it returned). Returns the child's pid and the
+    SIGINT/SIGTERM that came during the fork, held: pass them to `deliver()` inside the try that stops the child.
+    Held because a signal that lands while Python runs its fork handlers is raised inside one (logging's lock
+    release), where Python swallows it: the run would go on as if never asked to stop."""
+    held: list[int] = []
+    with signals_held(held), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python >= 3.12 warns on fork with threads
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's stop (`child` may handle it)
+                if signal.SIGTERM in held:  # came since the fork, while held (or before it: the parent stops too)
+                    os._exit(1)
+                child()
+                code = 0
+            finally:
+                os._exit(code)
+    return pid, held
+
+
+def set_name(name: bytes) -> None:
+    """Name this process (its comm, as ps and top show it); nothing where prctl is not there."""
     with contextlib.suppress(Exception):
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if name:
-            libc.prctl(15, name)  # PR_SET_NAME
+        ctypes.CDLL(None, use_errno=True).prctl(15, name)  # PR_SET_NAME
+
+
+def child_setup(parent: int, name: bytes) -> None:  # pragma: no cover - runs in the child
+    """In a forked child: die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take
+    `name` in ps, and hold neither the terminal nor a pipe's reader if left behind."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    set_name(name)
     if os.getppid() != parent:
         os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)

@@ -124,13 +124,13 @@ def hung_bed(tmp_path_factory):
 
 
 def _reading(proc: subprocess.Popen, timeout: float) -> None:
-    """Until the run forks its readers (DataLoader workers, or the thread engine's reader process)."""
+    """Until the run's readers are up (DataLoader workers, or the thread engine's reader process: each takes its
+    name as it starts, so a child of a phase before the epoch, just forked and not yet named, is not taken)."""
     me = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if any("python" in os.path.basename((c.cmdline() or [""])[0]) and not c.name().startswith("iobench-")
-                   for c in me.children()):  # not the child of a phase before the epoch (eviction, residency)
+            if any(c.name() in ("iobench-worker", "iobench-reader") for c in me.children()):
                 time.sleep(0.3)  # a few reads in
                 return
         except psutil.Error:
@@ -321,3 +321,75 @@ def test_a_mount_that_stopped_answering_before_the_run_ends_it_with_exit_3(hung_
     text = err_path.read_text()
     assert code == 3 and "the storage stopped answering" in text and "Traceback" not in text, text
     assert time.monotonic() - stopped_at < EXIT_WITHIN_S, text
+
+
+# ------------------------------------------------------------------------ a signal that lands during a fork
+
+# Python runs its fork handlers (logging's lock release among them) as Python code; a Ctrl-C that lands in one is
+# raised there and swallowed ("Exception ignored in ..."), so a run forking per epoch or per phase could go on as if
+# never asked to stop (seen: `run --epochs 1000` went on after SIGINT). The hook below sends SIGINT from inside the
+# parent's fork handler, on the first fork only: the run must still stop, with its child stopped.
+_FORK_SIGNAL = """
+import os, signal, sys, time
+import numpy as np
+from iobench.dataset import Manifest
+from iobench.measure import EpochRecorder
+from iobench.sources.files import FileSource
+
+sent = []
+def hook():
+    if not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+os.register_at_fork(after_in_parent=hook)
+manifest = Manifest.load(sys.argv[2])
+order = np.tile(np.arange(len(manifest)), 200)  # long enough that only a stop ends it early
+rec = EpochRecorder(len(order), 2)
+try:
+    if sys.argv[1] == "phase":
+        from iobench.bounded import in_child
+        in_child(lambda beat: time.sleep(60), 30.0, "waiting")
+    elif sys.argv[1] == "threads":
+        from iobench.engines.threads import ThreadEngine
+        ThreadEngine(2, io_timeout_s=30.0).epoch(FileSource(manifest), order, rec)
+    else:
+        from iobench.engines.dataloader import DataLoaderEngine
+        engine = DataLoaderEngine(2, batch_size=4, io_timeout_s=30.0)
+        engine.epoch(FileSource(manifest), order, rec)
+except KeyboardInterrupt:
+    import psutil
+    print("stopped", rec.completed(), len(psutil.Process().children()))
+    sys.exit(0)
+print("went on", rec.completed())
+"""
+
+
+@pytest.mark.parametrize("where", ["phase", "threads", "dataloader"])
+def test_ctrl_c_during_a_fork_stops_the_work(dataset, where):
+    if where == "dataloader":
+        pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, "-c", _FORK_SIGNAL, where, str(dataset.root)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("stopped"), proc.stdout + proc.stderr
+    done, children = map(int, proc.stdout.split()[1:])
+    assert done < 200 * len(dataset) and children == 0, proc.stdout
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_readers_are_named_in_ps(dataset):
+    """ps and top show what iobench's processes are (the tests above also find the readers by these names)."""
+    pytest.importorskip("torch")
+    from iobench.engines.dataloader import DataLoaderEngine
+
+    names: set[str] = set()
+
+    def look(_done: int) -> None:
+        names.update(c.name() for c in psutil.Process().children())
+
+    order = np.tile(np.arange(len(dataset)), 2000)  # ~1 s from the page cache: a few ticks while the child reads
+    ThreadEngine(2, io_timeout_s=30.0).epoch(FileSource(dataset), order, EpochRecorder(len(order), 2), on_tick=look)
+    order = order[:len(dataset) * 20]
+    with DataLoaderEngine(2, batch_size=4, io_timeout_s=30.0, persistent_workers=True) as engine:
+        engine.epoch(FileSource(dataset), order, EpochRecorder(len(order), 2), on_tick=look)
+        names.update(c.name() for c in psutil.Process().children())
+    assert {"iobench-reader", "iobench-worker"} <= names, names

@@ -79,16 +79,12 @@ def left_behind_text(pids: tuple[int, ...] | list[int], what: str = "worker proc
 
 
 @contextlib.contextmanager
-def stop_signals_deferred(stopping: bool) -> Iterator[None]:
-    """While readers are being stopped (a bounded wait), SIGINT and SIGTERM are held instead of raising mid-way:
-    a clean-up cut short leaves workers that Python's exit would then wait for forever. When `stopping` (an
-    interrupt or a stall is already being handled) a held signal is dropped: the run is ending anyway, and a
-    second Ctrl-C must not print a traceback. Otherwise it is delivered once the clean-up is done.
-    Only the main thread can set handlers; elsewhere this does nothing."""
+def signals_held(held: list[int]) -> Iterator[None]:
+    """Until the block ends, SIGINT and SIGTERM are appended to `held` instead of handled; `deliver(held)` hands
+    them on. Only the main thread can set handlers; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[int] = []
     old = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(ValueError, OSError):  # not the main interpreter
@@ -98,9 +94,27 @@ def stop_signals_deferred(stopping: bool) -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        if held and not stopping:
-            handler = old.get(held[0])
-            if callable(handler):
-                handler(held[0], None)
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), held[0])
+
+
+def deliver(held: list[int]) -> None:
+    """Hand the first signal `signals_held` held to its handler now (Ctrl-C: KeyboardInterrupt raised here)."""
+    if not held:
+        return
+    handler = signal.getsignal(held[0])
+    if callable(handler):
+        handler(held[0], None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), held[0])
+
+
+@contextlib.contextmanager
+def stop_signals_deferred(stopping: bool) -> Iterator[None]:
+    """While readers are being stopped (a bounded wait), SIGINT and SIGTERM are held instead of raising mid-way:
+    a clean-up cut short leaves workers that Python's exit would then wait for forever. When `stopping` (an
+    interrupt or a stall is already being handled) a held signal is dropped: the run is ending anyway, and a
+    second Ctrl-C must not print a traceback. Otherwise it is delivered once the clean-up is done."""
+    held: list[int] = []
+    with signals_held(held):
+        yield
+    if not stopping:
+        deliver(held)

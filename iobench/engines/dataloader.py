@@ -32,6 +32,7 @@ import math
 import multiprocessing.process
 import os
 import random
+import signal
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iobench.engines import GRACE_S, KILL_WAIT_S, StorageStalled, left_behind_text, stop_signals_deferred
+from iobench.bounded import set_name
+from iobench.engines import (
+    GRACE_S,
+    KILL_WAIT_S,
+    StorageStalled,
+    deliver,
+    left_behind_text,
+    signals_held,
+    stop_signals_deferred,
+)
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
@@ -299,6 +309,15 @@ def _crop_box(w: int, h: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 
     return x, y, x + cw, y + ch
 
 
+def _worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker
+    """A worker's first step: named in ps, and the signal handlers a worker had before `signals_held` (the fork
+    happens while the main process holds Ctrl-C and SIGTERM): Ctrl-C ends the worker loop quietly, SIGTERM ends
+    the process."""
+    set_name(b"iobench-worker")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def _no_worker_count_warning():
     """torch warns (on making the loader and on each fresh iterator) when workers exceed the usable cores;
@@ -376,7 +395,8 @@ class DataLoaderEngine:
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
                 _SourceDataset(source, self.decode, busy), batch_sampler=self._sampler, num_workers=self.workers,
-                collate_fn=_identity, prefetch_factor=self.prefetch_factor if multi else None,
+                collate_fn=_identity, worker_init_fn=_worker_start if multi else None,
+                prefetch_factor=self.prefetch_factor if multi else None,
                 persistent_workers=self.persistent_workers and multi, timeout=self._poll_s)
         self._source = source
         return self._loader
@@ -408,8 +428,10 @@ class DataLoaderEngine:
         rec.start()
         stopped = False
         try:
-            with _no_worker_count_warning():
+            held: list[int] = []
+            with _no_worker_count_warning(), signals_held(held):  # see bounded.fork_child: workers fork here
                 it = self._it = iter(loader)
+            deliver(held)
             last = perf_counter()
             busy = self._busy
             watch = _Watchdog(self.io_timeout_s, last) if self._poll_s else None

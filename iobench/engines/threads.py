@@ -19,14 +19,13 @@ import pickle
 import select
 import signal
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from iobench.bounded import child_setup, send_report, stop_child, whole_report
-from iobench.engines import GRACE_S, StorageStalled, left_behind_text, stop_signals_deferred
+from iobench.bounded import child_setup, fork_child, send_report, stop_child, whole_report
+from iobench.engines import GRACE_S, StorageStalled, deliver, left_behind_text, stop_signals_deferred
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
@@ -126,23 +125,19 @@ class ThreadEngine:
         rec.done = _LiveCounts(done)  # type: ignore[assignment]
         rfd, wfd = os.pipe()
         parent = os.getpid()
-        with warnings.catch_warnings():  # Python >= 3.12 warns on fork with threads; the child only reads files
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
-            code = 1
-            try:
-                os.close(rfd)
-                # threads made after the fork: Python marks every Thread object made before it as stopped
-                self._child(self._threads(source, order, (total, opened, nbytes, done, finished)), wfd, parent)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(wfd)
+
+        def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
+            os.close(rfd)
+            # threads made after the fork: Python marks every Thread object made before it as stopped
+            self._child(self._threads(source, order, (total, opened, nbytes, done, finished)), wfd, parent)
+
+        pid, held = fork_child(child)
         rec.start()
         report = bytearray()
         stopped = False
         try:
+            os.close(wfd)
+            deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
             last_done, last_t = rec.completed(), perf_counter()
             while not whole_report(report):
                 if select.select([rfd], [], [], TICK_S)[0]:
@@ -188,7 +183,7 @@ class ThreadEngine:
 
     def _child(self, threads: list[threading.Thread], wfd: int, parent: int) -> None:  # pragma: no cover
         """In the forked child: run the threads, then send the error (or None) to the parent."""
-        child_setup(parent)
+        child_setup(parent, b"iobench-reader")
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "_stop", True))  # the parent's stop
         for t in threads:
             t.start()
