@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from iobench.mounts import describe, host_info
 from iobench.order import ORDERS
 from iobench.result import Dataset, Host, Mount, Result, Settings
 from iobench.runner import Interrupted, execute, now_iso
+from iobench.scan import SCAN_THREADS
 from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
 
@@ -183,7 +184,7 @@ def _spec(files: int, size_dist: str, classes: int | None, seed: int) -> GenSpec
     return GenSpec(files, parse_dist(size_dist), classes or default_classes(files), seed)
 
 
-def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
+def _make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
     check_mount(mount, writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     with ui.gen_progress(spec.files) as progress:
@@ -202,9 +203,10 @@ def _make(mount: Path, spec: GenSpec, ui: UI, threads: int = 8) -> Manifest:
               help="Where to write the dataset (under MOUNT/iobench-data/).")
 @click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
 @_gen_options
-@click.option("--threads", type=click.IntRange(min=1), default=8, show_default=True, help="Writer threads (>= 1).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Writer threads (>= 1) [default: 32 on a network or FUSE file system, else 2 per core up to 8].")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int, threads: int,
+def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int, threads: int | None,
         quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
     ui = UI(quiet)
@@ -418,13 +420,35 @@ def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str
              UI(quiet, stdout_free=json_path == STDOUT))
 
 
-def _scan(dataset: Path) -> Manifest:
-    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount."""
+def _scan(dataset: Path, ui: UI) -> Manifest:
+    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount.
+    A tree iobench did not make is listed with a live line on stderr (files and folders so far) and its listing
+    cached outside it (~/.cache/iobench/scans/: the next run stats its folders only)."""
     if not dataset.exists():
         raise EnvironmentRefused(f"dataset {dataset} does not exist")
     if not dataset.is_dir():
         raise EnvironmentRefused(f"dataset {dataset} is not a directory")
-    return scan(dataset)
+    with _scan_progress(ui) as progress:
+        return scan(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info)
+
+
+@contextmanager
+def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
+    """A live line for a scan, as gen's (rich, on stderr, gone when done): files found, folders listed, the rate.
+    There is no total to show a bar against: the count is the progress."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[found]}"),
+                  TimeElapsedColumn(), console=ui.err, disable=ui.quiet or not ui.err.is_terminal,
+                  transient=True) as prog:
+        task = prog.add_task("scan", total=None, found="")
+        t0 = time.perf_counter()
+
+        def update(files: int, folders: int) -> None:
+            rate = files / max(time.perf_counter() - t0, 1e-9)
+            prog.update(task, found=f"{files:,} images in {folders:,} folders ({rate:,.0f} files/s)")
+
+        yield update
 
 
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
@@ -501,7 +525,7 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
     JSON is out."""
     if dataset is not None:
-        manifest, made, params = _scan(dataset), False, None
+        manifest, made, params = _scan(dataset, ui), False, None
         marker = read_marker(manifest.root)
         if marker:
             made, params = True, marker.get("params")
@@ -584,7 +608,7 @@ def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, sha
     folder = lock.dataset_folder(mount, dataset, files, lambda: _spec(files or DEFAULT_FILES, *spec_args[1:]))
     with lock.hold(folder) if folder is not None else nullcontext():  # not while a run reads it
         if dataset is not None:
-            manifest = _scan(dataset)
+            manifest = _scan(dataset, ui)
         else:
             manifest, _, _ = _pick_dataset(mount, files, spec_args, ui)
         for fmt in chosen:

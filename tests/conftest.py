@@ -16,6 +16,19 @@ from iobench.sizes import parse_dist
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches, mounts)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_home(tmp_path_factory: pytest.TempPathFactory):
+    """The tests' scan caches (and anything else under XDG_CACHE_HOME) go to a folder of their own, not the
+    user's ~/.cache; the CLI run in subprocesses inherits it."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
 def make_dataset(mount: Path, files: int, dist: str = "imagenet", classes: int = 4, seed: int = 0) -> Manifest:
     return generate(mount, GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
 

@@ -76,8 +76,9 @@ class ThreadEngine:
 
     def _threads(self, source: Source, order: np.ndarray, arrays: tuple) -> list[threading.Thread]:
         positions = itertools.count()
-        order_list = order.tolist()  # Python ints index a list faster than numpy scalars
-        return [threading.Thread(target=self._work, args=(w, source, order_list, positions.__next__, *arrays),
+        # a memoryview gives Python ints like a list does, without 28+8 bytes per sample (10 M samples: ~360 MB)
+        indices = memoryview(np.ascontiguousarray(order, dtype=np.int64))
+        return [threading.Thread(target=self._work, args=(w, source, indices, positions.__next__, *arrays),
                                  name=f"iobench-reader-{w}", daemon=True)
                 for w in range(self.concurrency)]
 
@@ -192,7 +193,7 @@ class ThreadEngine:
                 t.join(TICK_S)  # wakes to run the SIGTERM handler
         send_report(wfd, self._error)
 
-    def _work(self, w: int, source: Source, order: list[int], take: Callable[[], int], total: np.ndarray,
+    def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
               opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
         clock = perf_counter_ns
         n = len(order)

@@ -6,6 +6,7 @@ import os
 from time import perf_counter_ns as _clock
 
 from iobench.dataset import Manifest
+from iobench.manifest import PathTable
 
 
 class FileSource:
@@ -29,10 +30,10 @@ ADVICE = {"random": os.POSIX_FADV_RANDOM, "sequential": os.POSIX_FADV_SEQUENTIAL
 
 
 class FileReader:
-    __slots__ = ("paths", "buffer", "_whole", "_eof", "open_ns", "_advice")
+    __slots__ = ("_path", "buffer", "_whole", "_eof", "open_ns", "_advice")
 
-    def __init__(self, paths: list[str], max_size: int, advice: int | None = None):
-        self.paths = paths
+    def __init__(self, paths: PathTable, max_size: int, advice: int | None = None):
+        self._path = paths.raw  # the i-th path as bytes: no str kept per sample
         self._advice = advice
         self.buffer = bytearray(max_size + 1)  # +1: a file that grew shows up as a full buffer
         self._whole = [self.buffer]
@@ -41,7 +42,10 @@ class FileReader:
 
     def read(self, index: int) -> int:
         t0 = _clock()
-        fd = os.open(self.paths[index], os.O_RDONLY)
+        try:
+            fd = os.open(self._path(index), os.O_RDONLY)
+        except OSError as exc:  # named by a str, as a loader's open() names it (the path here is bytes)
+            raise OSError(exc.errno, exc.strerror, os.fsdecode(exc.filename)) from None
         self.open_ns = _clock() - t0
         try:
             if self._advice is not None:

@@ -1,0 +1,473 @@
+"""Scanning an image tree iobench did not make (`run --dataset TREE`: an ImageFolder such as ImageNet's train/).
+
+The manifest is in ImageFolder's order: depth first, names sorted, following links to folders as ImageFolder does
+but never into a folder that is its own ancestor (a link loop). On a network file system every listing and stat is a
+round trip, so once listing proves slow a pool of threads lists folders (8-16 in flight give a many-fold speed-up on
+NFS or sshfs); on a local disk the walk stays on one thread, which is fastest there. The listings are put back
+together in the sequential order afterwards: the order never depends on thread timing.
+
+The manifest of a scanned tree is cached outside the tree (iobench never writes into a user's tree), in
+$XDG_CACHE_HOME/iobench/scans/<hash of the tree's resolved path>/ (default ~/.cache/...): `manifest.tsv` (PATH<TAB>SIZE
+as dataset.py writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
+mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder (not
+every file) and uses the cache only when none changed. A file modified in place keeps its folder's mtime, and so its
+cached size: the readers read every file to EOF and count the bytes read() returned, so the bytes are measured anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import queue
+import stat
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from iobench import __version__
+from iobench.dataset import (
+    IMAGE_EXTENSIONS,
+    MANIFEST,
+    Manifest,
+    _inside,
+    _write_manifest,
+    open_tree,
+    read_regular,
+    refuse,
+    write_json_atomic,
+)
+from iobench.errors import UserError, explain_oserror
+
+SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
+CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
+INFO = "scan.json"
+CACHE_FORMAT = 1
+STAT_CHUNK = 256  # image files one thread stats at a time: a folder bigger than this is stat-ed by the whole pool
+CHECK_CHUNK = 64  # folders one thread stats at a time when checking a cached listing
+SETTLE_NS = 2_000_000_000  # a folder changed this recently may change again within its mtime's tick: not cached
+INFO_LIMIT = 1 << 28  # scan.json holds a line per folder: even a tree of millions of folders stays under this
+PROGRESS_EVERY_S = 0.1
+PROBE_S = 0.05  # the parallel walk lists alone this long before it judges whether threads would help
+FAST_ENTRY_S = 20e-6  # under this per entry (a local disk: ~3 us warm, ~8 us cold) one thread is fastest
+
+ScanProgress = Callable[[int, int], None]  # (image files found so far, folders listed so far)
+Key = tuple[int, int]  # (st_dev, st_ino) of a folder
+
+
+@dataclass
+class Walk:
+    """What a walk found: image files in ImageFolder's order, and every folder listed with its mtime."""
+
+    paths: list[str] = field(default_factory=list)  # absolute
+    sizes: list[int] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)  # absolute, in the order the walk entered them (root first)
+    mtimes: list[int] = field(default_factory=list)  # st_mtime_ns of each folder, stat-ed before it was listed
+    parallel: bool = False  # whether a pool of threads listed (part of) it
+
+
+class _Ticker:
+    """Calls `progress` at most every PROGRESS_EVERY_S (a listing of 1,000 folders must not mean 1,000 redraws)."""
+
+    def __init__(self, progress: ScanProgress | None):
+        self.progress = progress
+        self.last = 0.0
+
+    def __call__(self, files: int, folders: int, *, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        if force or now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self.progress(files, folders)
+
+
+def _sorted_entries(d: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(d) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot list the dataset") from exc
+
+
+def _is_image(e: os.DirEntry) -> bool:
+    return e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file()
+
+
+def _walk_images(root: Path, progress: ScanProgress | None = None) -> Walk:
+    """Image files under `root`, depth first with names sorted (ImageFolder's order), following links to folders
+    as ImageFolder does but never into a folder that is its own ancestor. One thread; iterative: any depth."""
+    walk = Walk()
+    tick = _Ticker(progress)
+    top = os.stat(root)
+    walk.folders.append(str(root))
+    walk.mtimes.append(top.st_mtime_ns)
+    stack: list[tuple[Iterator[os.DirEntry], Key]] = [(iter(_sorted_entries(str(root))), (top.st_dev, top.st_ino))]
+    ancestors = {stack[0][1]}
+    seen = 0
+    while stack:
+        e = next(stack[-1][0], None)
+        if e is None:
+            ancestors.discard(stack.pop()[1])
+            continue
+        try:
+            if e.is_dir(follow_symlinks=True):
+                st = e.stat(follow_symlinks=True)
+                key = (st.st_dev, st.st_ino)
+                if key in ancestors:
+                    continue  # a link back up the tree: ImageFolder would loop
+                ancestors.add(key)
+                walk.folders.append(e.path)
+                walk.mtimes.append(st.st_mtime_ns)
+                stack.append((iter(_sorted_entries(e.path)), key))
+            elif _is_image(e):
+                walk.paths.append(e.path)
+                walk.sizes.append(e.stat().st_size)
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot list the dataset") from exc
+        seen += 1
+        if seen % 1024 == 0:  # a time check per entry would cost more than the check is worth
+            tick(len(walk.paths), len(walk.folders))
+    tick(len(walk.paths), len(walk.folders), force=True)
+    return walk
+
+
+@dataclass(eq=False)
+class _Node:
+    """A folder of the parallel walk: filled in by the thread that lists it."""
+
+    path: str
+    mtime_ns: int
+    ancestors: frozenset[Key]  # its own key and those of the folders above it
+    paths: list[str] = field(default_factory=list)  # its image files, sorted
+    sizes: list[int] = field(default_factory=list)
+    subs: list[tuple[int, _Node]] = field(default_factory=list)  # (how many of its files sort before it, sub-folder)
+    unsized: list[os.DirEntry] | None = None  # image files left for the pool to stat (a big folder)
+
+
+_Done = tuple[_Node | None, int]  # what a task of the walk did: the folder it listed (if it listed one), entries seen
+
+
+def _list_node(node: _Node, stop: threading.Event) -> _Done:
+    """List one folder: its image files (stat-ed here unless there are many) and the sub-folders to walk."""
+    files: list[os.DirEntry] = []
+    entries = _sorted_entries(node.path)
+    for e in entries:
+        if stop.is_set():
+            return node, 0
+        try:
+            if e.is_dir(follow_symlinks=True):
+                st = e.stat(follow_symlinks=True)
+                key = (st.st_dev, st.st_ino)
+                if key not in node.ancestors:  # else a link back up the tree: ImageFolder would loop
+                    node.subs.append((len(files), _Node(e.path, st.st_mtime_ns, node.ancestors | {key})))
+            elif _is_image(e):
+                files.append(e)
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot list the dataset") from exc
+    node.paths = [e.path for e in files]
+    if len(files) > STAT_CHUNK:
+        node.sizes = [0] * len(files)
+        node.unsized = files
+    else:
+        node.sizes = _sizes(files, stop)
+    return node, len(entries)
+
+
+def _sizes(files: list[os.DirEntry], stop: threading.Event) -> list[int]:
+    sizes = []
+    for e in files:
+        if stop.is_set():
+            break
+        try:
+            sizes.append(e.stat().st_size)
+        except OSError as exc:
+            raise explain_oserror(exc, "cannot list the dataset") from exc
+    return sizes
+
+
+def _stat_chunk(node: _Node, start: int, stop: threading.Event) -> _Done:
+    assert node.unsized is not None
+    sizes = _sizes(node.unsized[start:start + STAT_CHUNK], stop)
+    node.sizes[start:start + len(sizes)] = sizes
+    return None, len(sizes)
+
+
+def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None) -> Walk:
+    """What `_walk_images` finds, in the same order, with up to `threads` folders listed (and big folders stat-ed)
+    at a time once listing proves slow. Every folder's listing is kept apart and the tree is put together once all
+    are in, so the order is the sequential walk's whatever the timing; whether a link leads back up the tree
+    depends only on the path to it. Where several folders fail to list, which error is reported depends on the
+    timing.
+
+    The main thread lists alone first: where an entry costs microseconds (a local disk, a warm cache) threads only
+    contend for the GIL and one thread is fastest. Once PROBE_S of listing averaged over FAST_ENTRY_S an entry (a
+    round trip per listing or stat: NFS, sshfs, Lustre), what is left goes to the pool."""
+    top = os.stat(root)
+    key = (top.st_dev, top.st_ino)
+    first = _Node(str(root), top.st_mtime_ns, frozenset({key}))
+    finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
+    todo: deque[tuple[Callable[..., _Done], tuple]] = deque()
+    stop = threading.Event()
+    tick = _Ticker(progress)
+    running = files = listed = entries = 0
+    alone_s = 0.0
+    ex: ThreadPoolExecutor | None = None
+
+    def submit(fn: Callable[..., _Done], *args: object) -> None:
+        nonlocal running
+        if ex is None:
+            todo.append((fn, args))
+            return
+        running += 1
+        # a queue of finished tasks: waiting on a set of thousands of futures would cost O(pending) per wait
+        ex.submit(fn, *args).add_done_callback(finished.put)
+
+    def done(node: _Node | None) -> None:
+        nonlocal files, listed
+        if node is not None:
+            listed += 1
+            files += len(node.paths)
+            for _, sub in node.subs:
+                submit(_list_node, sub, stop)
+            if node.unsized:
+                for start in range(0, len(node.unsized), STAT_CHUNK):
+                    submit(_stat_chunk, node, start, stop)
+        tick(files, listed)
+
+    try:
+        submit(_list_node, first, stop)
+        while todo:  # alone, until listing proves slow
+            fn, args = todo.popleft()
+            t0 = time.perf_counter()
+            node, n = fn(*args)
+            alone_s += time.perf_counter() - t0
+            entries += n
+            done(node)
+            if alone_s >= PROBE_S and alone_s > entries * FAST_ENTRY_S and todo:
+                ex = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-scan")
+                for fn, args in todo:
+                    submit(fn, *args)
+                todo.clear()
+        while running:
+            try:
+                fut = finished.get(timeout=PROGRESS_EVERY_S)
+            except queue.Empty:
+                tick(files, listed)  # a slow listing: the line still moves (its elapsed time)
+                continue
+            running -= 1
+            done(fut.result()[0])
+    except BaseException:
+        stop.set()  # the tasks running return at their next entry
+        raise
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
+    tick(files, listed, force=True)
+    walk = _assemble(first)
+    walk.parallel = ex is not None
+    return walk
+
+
+def _assemble(top: _Node) -> Walk:
+    """The listings in the sequential walk's order: depth first, each folder's files and sub-folders by name."""
+    walk = Walk(folders=[top.path], mtimes=[top.mtime_ns])
+    stack: list[tuple[_Node, int, int]] = [(top, 0, 0)]  # (folder, next file, next sub-folder)
+    while stack:
+        node, fi, si = stack.pop()
+        if si < len(node.subs):
+            cut, sub = node.subs[si]
+            walk.paths += node.paths[fi:cut]
+            walk.sizes += node.sizes[fi:cut]
+            stack.append((node, cut, si + 1))
+            stack.append((sub, 0, 0))
+            walk.folders.append(sub.path)
+            walk.mtimes.append(sub.mtime_ns)
+        else:
+            walk.paths += node.paths[fi:]
+            walk.sizes += node.sizes[fi:]
+            node.unsized = None
+    return walk
+
+
+_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"P6", b"P5", b"BM", b"II*\0", b"MM\0*", b"RIFF")
+
+
+def _head(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the dataset") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(path, st.st_mode, "an image file")
+        return os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
+
+
+def _check_images(paths: list[str], sample: int = 32, threads: int = 1) -> None:
+    """Read the first bytes of a few files: a tree of non-images is a mistake worth one line. With `threads`, the
+    files are read at once (a round trip each on a network file system), the verdict still taken in sample order."""
+    idx = np.random.default_rng(0).choice(len(paths), size=min(sample, len(paths)), replace=False).tolist()
+    picked = [paths[i] for i in idx]
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(picked)))) as ex:
+        for path, head in zip(picked, ex.map(_head, picked), strict=True):
+            if not head.startswith(_MAGIC):
+                raise UserError(f"{path} is not an image (its first bytes are {head[:4]!r})")
+
+
+# ---- the cache of listings ---------------------------------------------------------------------------
+
+def cache_home() -> Path:
+    """$XDG_CACHE_HOME, or ~/.cache where it is unset or not absolute (as the XDG spec says)."""
+    env = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(env) if os.path.isabs(env) else Path.home() / ".cache"
+
+
+def cache_folder(root: Path) -> Path:
+    """Where the cached listing of the tree at `root` (resolved) lives."""
+    return cache_home().joinpath(*CACHE_PARTS, _key(root))
+
+
+def _key(root: Path) -> str:
+    return hashlib.sha256(os.fsencode(str(root))).hexdigest()[:32]
+
+
+@dataclass
+class _Cached:
+    manifest: Manifest
+    cached: str  # when it was written, for the user
+
+
+def _load_cache(root: Path, threads: int) -> tuple[_Cached | None, str | None]:
+    """(the cached listing, None) when every folder of the tree still has its mtime; (None, which folder changed)
+    when one does not; (None, None) when there is no cached listing (or none that reads back whole)."""
+    try:
+        fd = open_tree(cache_home(), (*CACHE_PARTS, _key(root)), create=False)
+    except (OSError, UserError, RuntimeError):  # RuntimeError: no home folder to be found
+        return None, None
+    if fd is None:
+        return None, None
+    try:
+        info = json.loads(read_regular(Path(INFO), dir_fd=fd, limit=INFO_LIMIT))
+        if info.get("format") != CACHE_FORMAT or info.get("tree") != str(root):
+            return None, None  # another version's, or (a hash collision) another tree's
+        folders = info["folders"]
+        mtimes = np.frombuffer(base64.b64decode(info["mtime_ns"], validate=True), dtype="<i8")
+        if not (isinstance(folders, list) and len(folders) == len(mtimes) and folders and folders[0] == ""
+                and all(isinstance(f, str) and _inside(f) for f in folders[1:])):
+            return None, None
+        # manifest.tsv and scan.json are renamed into place one after the other: a pair from two writers differs
+        st = os.stat(MANIFEST, dir_fd=fd, follow_symlinks=False)
+        if [st.st_ino, st.st_size] != [info["manifest"]["ino"], info["manifest"]["size"]]:
+            return None, None
+        base = str(root)
+        changed = _changed([os.path.join(base, f) if f else base for f in folders], mtimes, threads)
+        if changed is not None:
+            return None, changed
+        manifest = Manifest.read(fd, root, cache_home().joinpath(*CACHE_PARTS, _key(root)))  # mapped, once indexed
+        if len(manifest) != info["files"] or manifest.total_bytes != info["bytes"]:
+            return None, None
+        return _Cached(manifest, str(info["cached"])), None
+    except (OSError, UserError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None  # unreadable or not ours: scanned again and written anew
+    finally:
+        os.close(fd)
+
+
+def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None:
+    """The first folder whose mtime is not the one recorded (or that is gone), None when all match: one stat per
+    folder, `threads` at a time (a round trip each on a network file system)."""
+    def check(start: int) -> int | None:
+        for i in range(start, min(start + CHECK_CHUNK, len(folders))):
+            try:
+                if os.stat(folders[i]).st_mtime_ns != mtimes[i]:  # links followed, as the walk does
+                    return i
+            except OSError:
+                return i
+        return None
+
+    starts = range(0, len(folders), CHECK_CHUNK)
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts)))) as ex:
+        for i in ex.map(check, starts):
+            if i is not None:
+                return folders[i]
+    return None
+
+
+def _save_cache(root: Path, walk: Walk) -> bool:
+    """Write the tree's listing to its cache folder: each file to a temporary name and renamed into place, no link
+    followed below the cache home. False (and nothing said) where it cannot be written: a read-only home, a full
+    disk, or file names a manifest cannot hold (a new line, a leading #, not UTF-8)."""
+    base = str(root)
+    cut = len(base.rstrip("/")) + 1  # the tree "/" included
+    rel = [p[cut:] for p in walk.paths]
+    if any("\n" in p or p.startswith("#") for p in rel):
+        return False
+    folders = [f[cut:] if f != base else "" for f in walk.folders]
+    sizes = np.array(walk.sizes, dtype=np.int64)
+    try:
+        home = cache_home()
+        home.mkdir(parents=True, exist_ok=True)
+        fd = open_tree(home, (*CACHE_PARTS, _key(root)), create=True)
+        assert fd is not None
+        try:
+            where = home.joinpath(*CACHE_PARTS, _key(root))
+            _write_manifest(fd, where, rel, sizes)
+            st = os.stat(MANIFEST, dir_fd=fd, follow_symlinks=False)
+            info = {"format": CACHE_FORMAT, "iobench": __version__, "tree": base, "files": len(rel),
+                    "bytes": int(sizes.sum()), "cached": time.strftime("%Y-%m-%d %H:%M"),
+                    "manifest": {"ino": st.st_ino, "size": st.st_size},
+                    "folders": folders,  # relative to the tree ("": the tree itself), in the walk's order
+                    "mtime_ns": base64.b64encode(np.array(walk.mtimes, dtype="<i8").tobytes()).decode()}
+            write_json_atomic(fd, INFO, info, where / INFO)
+        finally:
+            os.close(fd)
+    except (OSError, UserError, UnicodeError, RuntimeError):
+        return False
+    return True
+
+
+def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress | None = None, cache: bool = True,
+              say: Callable[[str], None] | None = None, shown: Path | None = None) -> Manifest:
+    """Manifest of the image tree at `root` (a resolved path), in ImageFolder's order: its cached listing when no
+    folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight (1: the
+    sequential walk), cached afterwards. `progress(files, folders)` is called during a walk (at most every 0.1 s),
+    `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
+    shown = shown or root
+    why = None
+    if cache:
+        hit, why = _load_cache(root, threads)
+        if hit is not None:
+            manifest = hit.manifest
+            _check_images(manifest.paths, threads=threads)
+            if say:
+                say(f"using the cached listing of {shown} ({len(manifest):,} files, cached {hit.cached})")
+            return manifest
+    t0 = time.perf_counter()
+    started_ns = time.time_ns()
+    walk = _walk_images(root, progress) if threads <= 1 else _walk_parallel(root, threads, progress)
+    if not walk.paths:
+        raise UserError(f"no images under {shown} (looked for {', '.join(IMAGE_EXTENSIONS)})")
+    _check_images(walk.paths, threads=threads)
+    seconds = time.perf_counter() - t0
+    note = f" (the cached listing was out of date: {why} changed)" if why else ""
+    if cache:
+        # A folder changed in the same tick of its clock as our listing of it could change again without its mtime
+        # moving: such a tree is not cached (nor one whose server's clock runs ahead) and the next run scans again.
+        if max(walk.mtimes) > started_ns - SETTLE_NS:
+            note += "; not cached: the tree changed in the last seconds"
+        else:
+            _save_cache(root, walk)
+    if say:
+        say(f"scanned {len(walk.paths):,} files in {seconds:.1f} s{note}")
+    return Manifest(root, walk.paths, np.array(walk.sizes, dtype=np.int64))

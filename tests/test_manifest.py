@@ -1,0 +1,173 @@
+"""The manifest at any size (iobench/manifest.py): manifest.tsv parsed with numpy gives exactly what a line-by-line
+reading gives, every malformed line is named as before, and manifest.index (memory-mapped) is derived beside it,
+used while it matches, and rebuilt when manifest.tsv changes."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_dataset, needs_root
+
+from iobench import manifest as mf
+from iobench.dataset import Manifest, parse_manifest
+from iobench.errors import UserError
+from iobench.manifest import INDEX, MANIFEST, PathTable, parse_tsv
+
+
+def reference(text: str) -> tuple[list[str], list[int]]:
+    """manifest.tsv read line by line, as the format says (no validation: the inputs here are valid)."""
+    rel, sizes = [], []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if not line.startswith("#"):
+            p, _, size = line.rpartition("\t")
+            rel.append(p)
+            sizes.append(int(size))
+    return rel, sizes
+
+
+def parsed(data: bytes) -> tuple[list[str], list[int]]:
+    blocks, offsets, sizes = parse_tsv(data, Path("m.tsv"))
+    table = PathTable(b"", b"".join(blocks), offsets)
+    return [table.rel(i) for i in range(len(table))], sizes.tolist()
+
+
+TRICKY = ("# a comment\n"
+          "train/a b/x 1.JPEG\t1\n"          # spaces
+          "train/ünï/çödé.jpg\t123456789012345678\n"  # UTF-8, 18 digits
+          "#train/not/this.JPEG\t5\n"
+          "a\tb/with\ttabs.png\t7\n"          # tabs in the path: the size is after the last tab
+          ".hidden/..x/x..\t0\n"               # dots that are not "." or ".." components
+          "last/without/newline.JPEG\t42")
+
+
+@pytest.mark.parametrize("chunk", [1 << 25, 7, 40])
+def test_the_parse_gives_what_a_line_by_line_reading_gives(monkeypatch, tmp_path, chunk):
+    monkeypatch.setattr(mf, "CHUNK_BYTES", chunk)  # small chunks: lines cut across chunk boundaries
+    assert parsed(TRICKY.encode()) == reference(TRICKY)
+    m = make_dataset(tmp_path, 300, classes=3)
+    text = (m.root / MANIFEST).read_text()
+    assert parsed(text.encode()) == reference(text)
+    assert parsed(b"") == ([], [])
+
+
+@pytest.mark.parametrize("line, says", [
+    ("train/x.JPEG 12", "line 3: no tab between path and size"),
+    ("", "line 3: no tab between path and size"),
+    ("train/x.JPEG\t12a", "line 3: size '12a' is not a whole number of bytes"),
+    ("train/x.JPEG\t", "line 3: size '' is not a whole number of bytes"),
+    ("train/x.JPEG\t1234567890123456789", "is not a whole number of bytes"),
+    ("train/x.JPEG\t-5", "is not a whole number of bytes"),
+    ("/etc/passwd\t5", "line 3: '/etc/passwd' is not a relative path inside the dataset"),
+    ("train/../../x\t5", "line 3: 'train/../../x' is not a relative path"),
+    ("../x\t5", "is not a relative path"),
+    ("train/..\t5", "is not a relative path"),
+    ("./x\t5", "is not a relative path"),
+    ("..\t5", "is not a relative path"),
+    ("train//x\t5", "is not a relative path"),
+    ("train/\t5", "is not a relative path"),
+    ("\t5", "is not a relative path"),
+    ("train/a\0b\t5", "is not a relative path"),
+])
+@pytest.mark.parametrize("chunk", [1 << 25, 16])
+def test_each_malformed_line_is_named(monkeypatch, line, says, chunk):
+    monkeypatch.setattr(mf, "CHUNK_BYTES", chunk)
+    data = f"# iobench manifest v1\ntrain/ok.JPEG\t10\n{line}\ntrain/ok2.JPEG\t11\n".encode()
+    with pytest.raises(UserError) as info:
+        parse_tsv(data, Path("/d/manifest.tsv"))
+    assert str(info.value).startswith("/d/manifest.tsv ") and says in str(info.value), str(info.value)
+
+
+def test_a_manifest_that_is_not_utf8_is_named():
+    with pytest.raises(UserError, match="not UTF-8 text"):
+        parse_tsv(b"train/\xff.JPEG\t5\n", Path("m.tsv"))
+
+
+def test_the_index_gives_exactly_the_paths_and_sizes_of_manifest_tsv(tmp_path):
+    made = make_dataset(tmp_path, 500, classes=4)
+    root = made.root
+    (root / INDEX).unlink(missing_ok=True)
+    rel, sizes = parse_manifest(root / MANIFEST)
+    first = Manifest.load(root)  # derives manifest.index
+    assert (root / INDEX).is_file()
+    again = Manifest.load(root)  # maps it
+    assert isinstance(again.paths._block, mmap.mmap)
+    for m in (first, again):
+        assert list(m.paths) == [os.path.join(root, p) for p in rel] == list(made.paths)
+        assert np.array_equal(m.sizes, sizes) and m.sizes.dtype == np.int64
+        assert [m.paths.rel(i) for i in range(len(m))] == rel
+        assert m.paths.raw(7) == os.fsencode(os.path.join(root, rel[7])) and m.paths[-1] == m.paths[len(m) - 1]
+
+
+def test_a_stale_index_is_rebuilt(tmp_path):
+    root = make_dataset(tmp_path, 60, "fixed:8KiB", classes=2).root
+    Manifest.load(root)
+    stamp = (root / INDEX).stat().st_mtime_ns
+    lines = (root / MANIFEST).read_text().splitlines(keepends=True)
+    (root / MANIFEST).write_text("".join(lines[:-10]).replace("\t8192", "\t8000"))  # edited: fewer, other sizes
+    m = Manifest.load(root)
+    assert len(m) == 50 and set(m.sizes.tolist()) == {8000}
+    assert (root / INDEX).stat().st_mtime_ns != stamp
+    assert isinstance(Manifest.load(root).paths._block, mmap.mmap)
+
+
+def test_an_index_that_is_not_one_is_derived_again(tmp_path):
+    root = make_dataset(tmp_path, 60, "fixed:8KiB", classes=2).root
+    Manifest.load(root)
+    (root / INDEX).write_bytes(b"garbage" * 100)
+    assert len(Manifest.load(root)) == 60
+    link = root / INDEX
+    link.unlink()
+    link.symlink_to("/etc/passwd")  # a link where iobench's file should be: named, never followed nor removed
+    with pytest.raises(UserError, match="manifest.index is a symbolic link"):
+        Manifest.load(root)
+    assert link.is_symlink()
+
+
+@needs_root
+def test_a_read_only_dataset_keeps_its_index_in_memory(tmp_path):
+    (tmp_path / "src").mkdir()
+    root = make_dataset(tmp_path / "src", 60, "fixed:8KiB", classes=2).root
+    (root / INDEX).unlink(missing_ok=True)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(root), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        m = Manifest.load(ro)
+        assert len(m) == 60 and not (ro / INDEX).exists() and m.paths[0].startswith(str(ro) + "/")
+        assert Path(m.paths[5]).stat().st_size == 8192
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_a_table_of_paths_outside_the_root_keeps_them_whole(tmp_path):
+    t = PathTable.of(tmp_path, [str(tmp_path / "a"), "/elsewhere/b"])
+    assert list(t) == [str(tmp_path / "a"), "/elsewhere/b"] and t.prefix == b""
+    t = PathTable.of(tmp_path, [str(tmp_path / "a"), str(tmp_path / "c/d")])
+    assert t.prefix == os.fsencode(str(tmp_path) + "/") and t.rel(1) == "c/d" and t[0:2] == list(t)
+
+
+def test_an_inode_number_over_2_to_the_63_is_kept(tmp_path):
+    """GlusterFS's FUSE inode numbers use all 64 bits: the index records them (unsigned)."""
+    from types import SimpleNamespace
+
+    from iobench.manifest import index_bytes, map_index
+
+    tsv = SimpleNamespace(st_size=31, st_mtime_ns=1_700_000_000_000_000_000, st_ino=2**64 - 3)
+    blocks, offsets, sizes = parse_tsv(b"train/a.JPEG\t5\ntrain/bb.JPEG\t7\n", Path("m.tsv"))
+    (tmp_path / INDEX).write_bytes(b"".join(index_bytes(blocks, offsets, sizes, tsv)))  # type: ignore[arg-type]
+    fd = os.open(tmp_path / INDEX, os.O_RDONLY)
+    try:
+        table, got = map_index(fd, tsv, tmp_path)  # type: ignore[arg-type, misc]
+        assert list(table) == [f"{tmp_path}/train/a.JPEG", f"{tmp_path}/train/bb.JPEG"] and got.tolist() == [5, 7]
+        assert map_index(fd, SimpleNamespace(st_size=31, st_mtime_ns=tsv.st_mtime_ns, st_ino=5), tmp_path) is None
+    finally:
+        os.close(fd)
