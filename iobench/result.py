@@ -105,7 +105,8 @@ class Run(_Model):
                           "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "
                           "iobench, set the pace (see docs/performance.md)")
     timeline: list[tuple[float, int]] = Field(
-        description="[seconds since start, samples done] every ~0.2 s: samples/s over time")
+        description="[seconds since start, samples done] every ~0.2 s, and at the end: samples/s over time. A long "
+                    "run keeps under 1,000 points (every 0.4, 0.8, ... s)")
     valid: bool = Field(True, description="the run can mean something and may enter the verdict (the rules are in "
                                           "iobench/verdict.py: enough batches per reader, long enough, a cold run "
                                           "whose eviction took); invalid runs are shown, marked, and left out")
