@@ -44,7 +44,7 @@ import numpy as np
 from iobench import __version__
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.jpeg import JpegPool, write_all
-from iobench.manifest import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv
+from iobench.manifest import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.sizes import SizeDist, parse_dist
 
 MARKER = "iobench-dataset.json"
@@ -779,19 +779,7 @@ def _complete(fd: int, mount: Path, folder: Path, spec: GenSpec, rel: list[str],
 
 
 def _write_manifest(dir_fd: int, folder: Path, rel: list[str], sizes: np.ndarray) -> None:
-    lines = (f"{p}\t{s}\n" for p, s in zip(rel, sizes.tolist(), strict=True))
-
-    def chunks() -> Iterator[bytes]:
-        yield b"# iobench manifest v1: relative path <TAB> size in bytes\n"
-        batch: list[str] = []
-        for line in lines:
-            batch.append(line)
-            if len(batch) == 65536:
-                yield "".join(batch).encode()
-                batch = []
-        yield "".join(batch).encode()
-
-    write_atomic(dir_fd, MANIFEST, chunks(), folder / MANIFEST)
+    write_atomic(dir_fd, MANIFEST, tsv_bytes(rel, sizes), folder / MANIFEST)
 
 
 def _create_file(dfd: int, name: str, folder: Path, rel: str) -> int:
