@@ -21,6 +21,7 @@ class EpochRecorder:
         self.open_ns = np.zeros(n, dtype=np.int64)
         self.nbytes = np.full(n, -1, dtype=np.int64)  # -1: not read (interrupted epoch)
         self.done = [0] * workers  # one counter per worker: no lock on the hot path
+        self.decode_ns: np.ndarray | None = None  # per sample, when the engine decodes (DataLoader --decode)
         self.timeline: list[tuple[float, int]] = []  # (seconds since start, samples done)
         self._ticks = 0
         self._every = 1  # a point every this many ticks (doubles each time the timeline is thinned)

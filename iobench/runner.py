@@ -148,11 +148,9 @@ def _sweep(manifest: Manifest, plan: Settings, result: Result, result_path: Path
                                 _one_epoch(engine, source, manifest, order, state, epoch, plan, result,
                                            result_path, ui, files, repeat=repeat)
                     finally:
-                        if hasattr(engine, "close"):
-                            engine.close()
+                        engine.close()
         finally:
-            if hasattr(source, "close"):
-                source.close()
+            source.close()
     return epoch
 
 
@@ -163,7 +161,7 @@ def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, s
                                io_timeout_s=plan.io_timeout_s)
     run.repeat = repeat
     result.runs.append(run)
-    left_behind = getattr(engine, "left_behind", None)
+    left_behind = engine.left_behind
     if left_behind:  # readers stuck in IO that were left behind (a stall, or Ctrl-C on a hung storage)
         result.warnings.append(left_behind)
         ui.warn(left_behind)
@@ -263,14 +261,14 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str
     `cache_paths` are the files to evict and check when the source is not the manifest's files (a pack);
     `willneed` runs the WILLNEED prefetcher."""
     conc = engine.concurrency
-    if io_timeout_s is not None and hasattr(engine, "io_timeout_s"):
+    if io_timeout_s is not None:
         engine.io_timeout_s = io_timeout_s
     eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui,
                                         io_timeout_s=io_timeout_s)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(device)
     error: BaseException | None = None
-    workers = getattr(engine, "workers", None)
+    workers = engine.workers
     label = (f"{mitigation or order} {state} " + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers"))
     if order_array is None:
         order_array = epoch_order(order, len(manifest), seed, epoch)
@@ -310,10 +308,10 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
     samples = int(read.sum())
     nbytes = int(rec.nbytes[read].sum())
     seconds = max(rec.t_end - rec.t_start, 1e-9)
-    decode_ns = getattr(rec, "decode_ns", None)
+    decode_ns = rec.decode_ns
     return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
-        workers=getattr(engine, "workers", None), batch_size=getattr(engine, "batch_size", None),
+        workers=engine.workers, batch_size=engine.batch_size,
         decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
         resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6),
@@ -495,8 +493,7 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
         raise explain_oserror(errors[0], "reading the dataset failed during a training run")
     if errors:
         raise errors[0]
-    if hasattr(source, "close"):
-        source.close()
+    source.close()
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
     delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
@@ -511,8 +508,8 @@ def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
     merged = EpochRecorder(0, 1)
     for name in ("total_ns", "open_ns", "nbytes"):
         setattr(merged, name, np.concatenate([getattr(r, name) for r in recs]))
-    if all(hasattr(r, "decode_ns") for r in recs):
-        merged.decode_ns = np.concatenate([r.decode_ns for r in recs])  # type: ignore[attr-defined]
+    if all(r.decode_ns is not None for r in recs):
+        merged.decode_ns = np.concatenate([r.decode_ns for r in recs])  # type: ignore[misc]
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.done = [int((merged.nbytes >= 0).sum())]
@@ -542,10 +539,8 @@ def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path
                     cache_paths=source_files(source, manifest), willneed=v.willneed, mitigation=v.name,
                     io_timeout_s=plan.io_timeout_s)
         finally:
-            if hasattr(engine, "close"):
-                engine.close()
-            if hasattr(source, "close"):
-                source.close()
+            engine.close()
+            source.close()
         result.runs.append(run)
         result.save(result_path)
         if isinstance(error, StorageStalled):

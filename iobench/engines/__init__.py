@@ -31,10 +31,16 @@ class Engine(Protocol):
     concurrency: int  # readers at once: threads, or worker processes (1 when the main process reads)
     io_timeout_s: float | None  # no read finished for this long: StorageStalled (None: no watchdog)
     left_behind: str | None  # after an epoch cut short: the readers stuck in IO that were left behind, in words
+    workers: int | None  # DataLoader worker processes (0: the main process reads); None: the engine has none
+    batch_size: int | None  # samples per batch; None: the engine reads sample by sample
 
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None) -> None:
         """Read every sample of `order` once, recording each at its position in `rec`."""
+        ...
+
+    def close(self) -> None:
+        """Stop what outlives an epoch (persistent workers); the next epoch starts afresh."""
         ...
 
 

@@ -143,7 +143,7 @@ class _SourceDataset:
         self._worker = 0
         self._pid = 0
         self._pool: list[torch.Tensor | None] = [None] * busy.shape[1]
-        self._avg = max(int(getattr(source, "max_size", 0)) // 2, 4096)  # bytes per sample, learnt
+        self._avg = max(source.max_size // 2, 4096)  # bytes per sample, learnt
         self._rng: random.Random | None = None
 
     def __len__(self) -> int:
@@ -280,8 +280,7 @@ class _SourceDataset:
     def _undecodable(self, exc: Exception, index: int, data: io.BytesIO) -> OSError:
         """A decode failure as an OSError that names the sample (its file) and keeps the decoder's own words:
         no errno (Pillow gives none), so the message is not ":: Success"."""
-        paths = getattr(self.source, "paths", None)
-        name = paths[index] if paths is not None else f"{self.source.name} sample {index}"
+        name = self.source.sample_name(index)
         words = str(exc).replace(f" {data!r}", "") or "no message"  # Pillow names our in-memory copy, not the file
         return OSError(None, f"cannot decode the image ({type(exc).__name__}: {words})", name)
 
@@ -416,7 +415,7 @@ class DataLoaderEngine:
         self._sampler.order = order
         decode_ns = None
         if self.decode:
-            decode_ns = getattr(rec, "decode_ns", None)
+            decode_ns = rec.decode_ns
             if decode_ns is None or len(decode_ns) != len(order):
                 decode_ns = np.zeros(len(order), dtype=np.int64)
                 rec.decode_ns = decode_ns

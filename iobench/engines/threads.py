@@ -51,6 +51,8 @@ class _LiveCounts:
 
 class ThreadEngine:
     name = "threads"
+    workers = None  # threads, not worker processes
+    batch_size = None  # sample by sample
 
     def __init__(self, concurrency: int, io_timeout_s: float | None = None):
         self.concurrency = concurrency
@@ -58,6 +60,9 @@ class ThreadEngine:
         self.left_behind: str | None = None  # after an epoch cut short: readers stuck in IO left behind
         self._stop = False
         self._error: BaseException | None = None
+
+    def close(self) -> None:
+        """Nothing outlives an epoch: its threads (or its reader process) end with it."""
 
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None) -> None:

@@ -21,10 +21,19 @@ class Reader(Protocol):
 
 
 class Source(Protocol):
-    name: str  # "files", later "lmdb", "tar": the value of runs[].source
+    name: str  # "files", "lmdb", "tar": the value of runs[].source
+    max_size: int  # bytes of the biggest sample (readers size their buffers by it)
 
     def __len__(self) -> int: ...
 
     def reader(self) -> Reader: ...
+
+    def sample_name(self, index: int) -> str:
+        """What sample `index` is called in an error (a file's path; "lmdb sample 12")."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what the source holds open (envs, shard descriptors); nothing for files."""
+        ...
 
 

@@ -25,6 +25,12 @@ class FileSource:
     def reader(self) -> FileReader:
         return FileReader(self.paths, self.max_size, ADVICE[self.advice] if self.advice else None)
 
+    def sample_name(self, index: int) -> str:
+        return self.paths[index]
+
+    def close(self) -> None:
+        """Nothing is held open between reads."""
+
 
 ADVICE = {"random": os.POSIX_FADV_RANDOM, "sequential": os.POSIX_FADV_SEQUENTIAL}
 

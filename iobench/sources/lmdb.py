@@ -124,6 +124,9 @@ class LmdbSource:
         """A reader for the calling thread; opens this process's env on first use."""
         return LmdbReader(open_env(self.path, self.readahead), self.max_size)
 
+    def sample_name(self, index: int) -> str:
+        return f"{self.name} sample {index}"
+
     def close(self) -> None:
         close_env(self.path)
 

@@ -93,6 +93,9 @@ class TarSource:
                     raise explain_oserror(exc, "cannot open a tar shard") from exc
             return fds[s]
 
+    def sample_name(self, index: int) -> str:
+        return f"{self.name} sample {index}"
+
     def close(self) -> None:
         """Close this process's shard descriptors (readers made before reopen them as needed)."""
         fds = self._fds.get(os.getpid())
