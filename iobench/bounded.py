@@ -71,11 +71,10 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
         deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
         last, last_t = beat.copy(), perf_counter()
         while not whole_report(report):
-            if select.select([rfd], [], [], TICK_S)[0]:
-                chunk = os.read(rfd, 1 << 16)
-                if not chunk:
-                    break
-                report += chunk
+            got = read_report(rfd, report)
+            if got is False:
+                break
+            if got:
                 continue
             now = perf_counter()
             if not np.array_equal(beat, last):
@@ -159,6 +158,16 @@ def send_report(wfd: int, value: object) -> None:  # pragma: no cover - runs in 
     view = memoryview(len(report).to_bytes(8, "little") + report)
     while view:
         view = view[os.write(wfd, view):]
+
+
+def read_report(rfd: int, report: bytearray) -> bool | None:
+    """Wait up to TICK_S for the child's report on `rfd`, adding what came to `report`: True when bytes came,
+    False when the pipe closed (the child ended), None when the tick passed with nothing (look at its progress)."""
+    if not select.select([rfd], [], [], TICK_S)[0]:
+        return None
+    chunk = os.read(rfd, 1 << 16)
+    report += chunk
+    return bool(chunk)
 
 
 def whole_report(report: bytearray) -> bool:

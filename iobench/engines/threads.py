@@ -16,7 +16,6 @@ import itertools
 import mmap
 import os
 import pickle
-import select
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from iobench.bounded import child_setup, fork_child, send_report, stop_child, whole_report
+from iobench.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
 from iobench.engines import GRACE_S, StorageStalled, deliver, left_behind_text, stop_signals_deferred
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
@@ -146,11 +145,10 @@ class ThreadEngine:
             deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
             last_done, last_t = rec.completed(), perf_counter()
             while not whole_report(report):
-                if select.select([rfd], [], [], TICK_S)[0]:
-                    chunk = os.read(rfd, 1 << 16)
-                    if not chunk:  # the child ended without a whole report
-                        break
-                    report += chunk
+                got = read_report(rfd, report)
+                if got is False:  # the child ended without a whole report
+                    break
+                if got:
                     continue
                 now_done = rec.tick()
                 if on_tick:
