@@ -55,8 +55,9 @@ SCHEMA_FILE = Path(__file__).parent / "data" / "result.schema.json"  # shipped; 
 
 
 def result_schema() -> dict[str, Any]:
-    """JSON Schema of result.json, generated from the pydantic models of iobench/result.py."""
-    return Result.model_json_schema(by_alias=True)
+    """JSON Schema of result.json, generated from the pydantic models of iobench/result.py: as written
+    (serialization), so computed fields (runs[].kind) are in it."""
+    return Result.model_json_schema(by_alias=True, mode="serialization")
 
 
 def _writable(folder: Path, what: str) -> None:

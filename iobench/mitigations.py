@@ -18,19 +18,23 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from iobench import sources
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.measure import EpochRecorder
 from iobench.order import epoch_order
 from iobench.sources import Source
-from iobench.sources.files import FileSource
+
+if TYPE_CHECKING:
+    from iobench.ui import UI
 
 WILLNEED_DEPTH = 64  # files hinted ahead of the readers
 BIG_READAHEAD_KB = 1024
@@ -49,6 +53,10 @@ class Variant:
     read_ahead_kb: int | None = None  # device readahead while this variant runs
     readers: int | None = None  # threads or workers, instead of the baseline's
 
+    def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
+        """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
+        return sources.open(self.source, manifest, ui, advice=self.advice, readahead=self.readahead)
+
 
 def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:
     """The mitigations `run --mitigations` measures, after the baseline."""
@@ -66,30 +74,6 @@ def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:
     return out
 
 
-def open_source(variant: Variant, manifest: Manifest, ui) -> tuple[Source, dict | None]:
-    """The variant's source, packing the dataset first when its pack is missing; and the pack's costs."""
-    if variant.source == "files":
-        return FileSource(manifest, advice=variant.advice), None
-    from iobench import pack
-
-    found = pack.find_pack(manifest, variant.source)
-    if found is None:
-        with ui.gen_progress(len(manifest)) as progress:
-            rep = (pack.pack_lmdb if variant.source == "lmdb" else pack.pack_tar)(manifest, progress=progress)
-        ui.info(f"packed {rep.samples:,} samples as {variant.source} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")
-        found = rep.path
-    if variant.source == "lmdb":
-        from iobench.sources.lmdb import LmdbSource
-
-        src: Source = LmdbSource(found, len(manifest), readahead=variant.readahead)
-    else:
-        from iobench.sources.tar import TarSource
-
-        src = TarSource(found)
-    info = src.describe()  # type: ignore[attr-defined]
-    return src, {"extra_bytes": info.get("extra_bytes") or 0, "pack_s": info.get("pack_seconds")}
-
-
 def epoch_order_for(variant: Variant, source: Source, n: int, seed: int, epoch: int) -> np.ndarray:
     """The order storage sees: a full shuffle, or for tar-stream the shards' own order (the shuffle buffer
     reorders in memory, after the reads)."""
@@ -101,7 +85,7 @@ def epoch_order_for(variant: Variant, source: Source, n: int, seed: int, epoch: 
 
 
 @contextmanager
-def willneed_prefetch(paths: list[str], order: np.ndarray, rec: EpochRecorder,
+def willneed_prefetch(paths: Sequence[str], order: np.ndarray, rec: EpochRecorder,
                       depth: int = WILLNEED_DEPTH) -> Iterator[None]:
     """A thread that keeps POSIX_FADV_WILLNEED hints `depth` files ahead of the readers in `order`, so the
     kernel starts reading the next files while the current ones are consumed."""
@@ -271,12 +255,3 @@ def _forget(token: str) -> None:
             entries[:] = [e for e in entries if e.get("token") != token]
     except OSError:
         pass
-
-
-def source_files(source: Source, manifest: Manifest) -> list[str]:
-    """The files a source reads: what a cold run must evict and what the residency check looks at."""
-    if source.name == "lmdb":
-        return [str(source.path / "data.mdb")]  # type: ignore[attr-defined]
-    if source.name == "tar":
-        return sorted(str(p) for p in source.path.glob("shard-*.tar"))  # type: ignore[attr-defined]
-    return manifest.paths

@@ -15,3 +15,9 @@ def epoch_order(kind: str, n: int, seed: int, epoch: int) -> np.ndarray:
     if kind == "shuffled":
         return np.random.default_rng([seed, epoch]).permutation(n).astype(np.int64)
     raise ValueError(f"unknown order {kind!r}")
+
+
+def shard(order: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """Rank r's share of an epoch's global permutation, as DistributedSampler deals it (without its padding:
+    every sample is read once, the shares differ by at most one): positions r, r + W, r + 2W, ..."""
+    return order[rank::world_size]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 SCHEMA = "iobench.result/1"
 
@@ -111,6 +111,23 @@ class Run(_Model):
                                           "iobench/verdict.py: enough batches per reader, long enough, a cold run "
                                           "whose eviction took); invalid runs are shown, marked, and left out")
     invalid_reason: str | None = Field(None, description="why the run is not valid, with its figures; null when valid")
+
+    @computed_field(description='what the run measures: "mitigation" (the mitigation phase: `mitigation` is set), '
+                                '"training" (emulated GPUs: `gpus` is set), or "replay" (the loader alone)')
+    @property
+    def kind(self) -> Literal["replay", "training", "mitigation"]:
+        # Derived, not stored: model_copy(update=...) would leave a stored kind stale.
+        if self.mitigation is not None:
+            return "mitigation"
+        return "training" if self.gpus is not None else "replay"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_kind(cls, data: object) -> object:
+        """result.json carries `kind` (it is serialised); loading recomputes it rather than refusing it as extra."""
+        if isinstance(data, dict) and "kind" in data:
+            data = {k: v for k, v in data.items() if k != "kind"}
+        return data
 
 
 class Metadata(_Model):
@@ -376,7 +393,8 @@ class Result(_Model):
 
 
 def docs_markdown() -> str:
-    """docs/results.md: every field of the result file with its description."""
+    """docs/results.md: every field of the result file with its description, computed ones (derived from the
+    others when written) included."""
     lines = [
         "# Result file fields",
         "",
@@ -387,12 +405,12 @@ def docs_markdown() -> str:
     ]
 
     def walk(model: type[BaseModel], prefix: str) -> None:
-        for name, f in model.model_fields.items():
-            key = f.alias or name
-            ann = f.annotation
+        fields = [(f.alias or name, f.annotation, f.description) for name, f in model.model_fields.items()]
+        fields += [(c.alias or name, c.return_type, c.description) for name, c in model.model_computed_fields.items()]
+        for key, ann, description in fields:
             sub = _model_in(ann)
             many = "list" in str(ann) and sub is not None
-            lines.append(f"| `{prefix}{key}{'[]' if many else ''}` | {f.description} |")
+            lines.append(f"| `{prefix}{key}{'[]' if many else ''}` | {description} |")
             if sub is not None:
                 walk(sub, f"{prefix}{key}{'[]' if many else ''}.")
 

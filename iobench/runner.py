@@ -1,4 +1,4 @@
-"""`iobench run`: the run plan, as phases over one dataset: metadata (list, stat, open), replay (the loader's
+"""`iobench run`: a run as phases over one dataset: metadata (list, stat, open), replay (the loader's
 epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
 mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
 so an interruption loses nothing that was measured. Every measured epoch goes through `measure_epoch`
@@ -10,12 +10,14 @@ import math
 import os
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from iobench import cache
+from iobench import cache, engines, sources
 from iobench.dataset import Manifest
 from iobench.engines import (
     DEFAULT_IO_TIMEOUT_S,
@@ -27,15 +29,14 @@ from iobench.engines import (
     stop_signals_deferred,
 )
 from iobench.engines.threads import ThreadEngine
-from iobench.errors import UserError, explain_oserror
+from iobench.errors import explain_oserror
 from iobench.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, latency_summary
 from iobench.metadata import metadata_phase
 from iobench.mitigations import willneed_prefetch
-from iobench.order import epoch_order
+from iobench.order import epoch_order, shard
 from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.sources import Source
-from iobench.sources.files import FileSource
 from iobench.ui import UI
 from iobench.verdict import (
     MIN_TRAIN_STEPS,
@@ -64,19 +65,19 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> Result:
-    """Run the phases the plan asks for; save after each record; finish with the verdict."""
+def execute(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI) -> Result:
+    """Run the phases the settings ask for; save after each record; finish with the verdict."""
     try:
-        if plan.metadata:
-            _metadata(manifest, plan, result, result_path, ui)
-        if plan.replay:
-            _replay(manifest, plan, result, result_path, ui)
-        if plan.fio:
-            _fio(manifest, plan, result, result_path, ui)
-        if plan.replay and plan.rate_per_gpu is not None:
-            _train(manifest, plan, result, result_path, ui, epoch=len(result.runs))
-        if plan.mitigations:
-            _mitigations(manifest, plan, result, result_path, ui, epoch=len(result.runs))
+        if settings.metadata:
+            _metadata(manifest, settings, result, result_path, ui)
+        if settings.replay:
+            _replay(manifest, settings, result, result_path, ui)
+        if settings.fio:
+            _fio(manifest, settings, result, result_path, ui)
+        if settings.replay and settings.rate_per_gpu is not None:
+            _train(manifest, settings, result, result_path, ui, epoch=len(result.runs))
+        if settings.mitigations:
+            _mitigations(manifest, settings, result, result_path, ui, epoch=len(result.runs))
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
@@ -88,12 +89,12 @@ def execute(manifest: Manifest, plan: Settings, result: Result, result_path: Pat
     return result
 
 
-def _metadata(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
-    for state in plan.cache:
+def _metadata(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI) -> None:
+    for state in settings.cache:
         try:
             with ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close"):
-                result.metadata.append(metadata_phase(manifest, state, plan.scale_files, plan.seed,
-                                                      timeout_s=plan.io_timeout_s))
+                result.metadata.append(metadata_phase(manifest, state, settings.scale_files, settings.seed,
+                                                      timeout_s=settings.io_timeout_s))
         except StorageStalled as exc:
             _stalled(exc, result, result_path, ui)
         result.save(result_path)
@@ -109,44 +110,31 @@ def _stalled(exc: StorageStalled, result: Result, result_path: Path, ui: UI) -> 
     raise exc.with_note(f"kept what was measured in {result_path}") from None
 
 
-def make_engine(plan: Settings, conc: int) -> Engine:
-    """The engine the plan names, at one point of its concurrency sweep."""
-    if plan.engine == "dataloader":
-        from iobench.engines.dataloader import DataLoaderEngine  # torch is optional: imported only here
-
-        return DataLoaderEngine(conc, plan.batch_size, plan.prefetch_factor, decode=plan.decode)
-    if plan.decode:
-        raise UserError("--decode needs --engine dataloader (decode runs in its worker processes)")
-    return ThreadEngine(conc)
-
-
-def _replay(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
-    """The sweep, `plan.repeat` times: per source, order, concurrency, cache state and epoch, one measured epoch."""
+def _replay(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI) -> None:
+    """The sweep, `settings.repeat` times: per source, order, concurrency, cache state and epoch, one measured epoch."""
     epoch = 0
-    for repeat in range(plan.repeat):
-        if plan.repeat > 1:
-            ui.info(f"repeat {repeat + 1} of {plan.repeat}")
-        epoch = _sweep(manifest, plan, result, result_path, ui, epoch, repeat)
+    for repeat in range(settings.repeat):
+        if settings.repeat > 1:
+            ui.info(f"repeat {repeat + 1} of {settings.repeat}")
+        epoch = _sweep(manifest, settings, result, result_path, ui, epoch, repeat)
 
 
-def _sweep(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int,
+def _sweep(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI, epoch: int,
            repeat: int) -> int:
     """One pass of the sweep; returns the last epoch number used."""
-    from iobench.mitigations import Variant, open_source, source_files
-
-    for source_name in plan.sources:
-        source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
-        files = source_files(source, manifest)
+    for source_name in settings.sources:
+        source = sources.open(source_name, manifest, ui)
         try:
-            for order in plan.orders:
-                for conc in plan.concurrency:
-                    engine = make_engine(plan, conc)
+            for order in settings.orders:
+                for conc in settings.concurrency:
+                    engine = engines.make(settings, conc)
                     try:
-                        for state in plan.cache:
-                            for _ in range(plan.epochs):
+                        for state in settings.cache:
+                            for _ in range(settings.epochs):
                                 epoch += 1
-                                _one_epoch(engine, source, manifest, order, state, epoch, plan, result,
-                                           result_path, ui, files, repeat=repeat)
+                                spec = EpochSpec(order, state, epoch, settings.seed, result.mount.device,
+                                                 result.dataset.fits_in_ram, io_timeout_s=settings.io_timeout_s)
+                                _one_epoch(engine, source, manifest, spec, result, result_path, ui, repeat=repeat)
                     finally:
                         engine.close()
         finally:
@@ -154,11 +142,9 @@ def _sweep(manifest: Manifest, plan: Settings, result: Result, result_path: Path
     return epoch
 
 
-def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
-               plan: Settings, result: Result, result_path: Path, ui: UI, files: list[str], repeat: int = 0) -> None:
-    run, error = measure_epoch(engine, source, manifest, order, state, epoch, plan.seed,
-                               result.mount.device, result.dataset.fits_in_ram, ui, cache_paths=files,
-                               io_timeout_s=plan.io_timeout_s)
+def _one_epoch(engine: Engine, source: Source, manifest: Manifest, spec: EpochSpec, result: Result, result_path: Path,
+               ui: UI, repeat: int = 0) -> None:
+    run, error = measure_epoch(engine, source, manifest, spec, ui)
     run.repeat = repeat
     result.runs.append(run)
     left_behind = engine.left_behind
@@ -176,7 +162,7 @@ def _one_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, s
     _warn_on(run, result, ui)
 
 
-def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI) -> None:
+def _fio(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI) -> None:
     """fio on (a sample of) the same files, per concurrency and cache state; then each loader run's
     efficiency against it."""
     baseline = result.baseline = Baseline(fio_version=fio_version())
@@ -194,19 +180,19 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
         result.save(result_path)
         return
     n = min(FIO_SAMPLE, len(usable))
-    pick = np.sort(np.random.default_rng([plan.seed, 0xF10]).choice(usable, size=n, replace=False))
+    pick = np.sort(np.random.default_rng([settings.seed, 0xF10]).choice(usable, size=n, replace=False))
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0
-    timeout = plan.io_timeout_s
-    for conc in sorted({max(c, 1) for c in plan.concurrency if c <= n}):  # workers=0 reads like one job
-        for state in plan.cache:
+    timeout = settings.io_timeout_s
+    for conc in sorted({max(c, 1) for c in settings.concurrency if c <= n}):  # workers=0 reads like one job
+        for state in settings.cache:
             cold = state == "cold"
             try:
                 if cold:
                     cache.evict(paths, timeout_s=timeout)
                 elif (cache.resident_sample(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
-                    _warm_up(FileSource(manifest), pick, conc, ui, io_timeout_s=timeout)
+                    _warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
             except StorageStalled as exc:
                 _stalled(exc, result, result_path, ui)
             # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
@@ -217,7 +203,7 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
             try:
                 counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
-                    res = run_fio(paths, conc, sizes=sizes, seed=plan.seed, drop_caches=cold and root, loops=loops,
+                    res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
                                   repeats=FIO_COLD_REPEATS if cold else 1,
                                   prepare=(lambda p=paths: cache.evict(p, timeout_s=timeout)) if cold else None,
                                   name=name, save_to=result_path.parent / "fio", io_timeout_s=timeout)
@@ -246,43 +232,58 @@ def _fio(manifest: Manifest, plan: Settings, result: Result, result_path: Path, 
 
 def _fio_loops(result: Result, conc: int, files: int) -> int:
     """Warm fio loops that last ~FIO_WARM_S at the rate the loaders read warm at this concurrency."""
-    warm = [r.samples_per_s for r in result.runs if r.cache == "warm" and r.concurrency == conc and not r.gpus]
+    warm = [r.samples_per_s for r in result.runs
+            if r.cache == "warm" and r.concurrency == conc and r.kind != "training"]
     return min(20, max(1, math.ceil(FIO_WARM_S * max(warm, default=0.0) / files)))
 
 
-def measure_epoch(engine: Engine, source: Source, manifest: Manifest, order: str, state: str, epoch: int,
-                  seed: int, device: str | None, fits_in_ram: bool, ui: UI, *, order_array: np.ndarray | None = None,
-                  cache_paths: list[str] | None = None, willneed: bool = False,
-                  mitigation: str | None = None,
-                  io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[Run, BaseException | None]:
-    """Prepare the cache state, read one epoch with the engine, and summarise it. An epoch cut short
-    (Ctrl-C, a read error, StorageStalled: no read finished for `io_timeout_s`) is summarised too, with `complete`
-    false, and the exception returned. `order_array` replaces the seeded `order` (e.g. a tar stream's);
-    `cache_paths` are the files to evict and check when the source is not the manifest's files (a pack);
-    `willneed` runs the WILLNEED prefetcher."""
+@dataclass(frozen=True)
+class EpochSpec:
+    """What one measured epoch is: its order and cache state, where it runs, and what a mitigation changes."""
+
+    order: str  # runs[].order: "sequential" | "shuffled" | "shard-stream"
+    cache: str  # "cold": evicted first | "warm": warmed first where the dataset fits in RAM
+    epoch: int  # runs[].epoch; with `seed`, seeds the shuffle
+    seed: int
+    device: str | None  # the mount's block device, for its counters (None: network/FUSE)
+    fits_in_ram: bool  # a warm epoch is warmed up first only where the dataset fits
+    order_array: np.ndarray | None = None  # replaces the seeded `order` (e.g. a tar stream's)
+    willneed: bool = False  # run the WILLNEED prefetcher ahead of the readers
+    mitigation: str | None = None  # runs[].mitigation
+    io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S  # no read finished this long: StorageStalled
+
+    def order_of(self, n: int) -> np.ndarray:
+        return self.order_array if self.order_array is not None else epoch_order(self.order, n, self.seed, self.epoch)
+
+
+def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: EpochSpec,
+                  ui: UI) -> tuple[Run, BaseException | None]:
+    """Prepare the cache state (on the files the source reads), read one epoch with the engine, and summarise it.
+    An epoch cut short (Ctrl-C, a read error, StorageStalled: no read finished for `spec.io_timeout_s`) is
+    summarised too, with `complete` false, and the exception returned."""
     conc = engine.concurrency
-    if io_timeout_s is not None:
-        engine.io_timeout_s = io_timeout_s
-    eviction, resident = _prepare_cache(state, cache_paths or manifest.paths, source, conc, epoch, fits_in_ram, ui,
-                                        io_timeout_s=io_timeout_s)
+    if spec.io_timeout_s is not None:
+        engine.io_timeout_s = spec.io_timeout_s
+    eviction, resident = _prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
+                                        io_timeout_s=spec.io_timeout_s)
     rec = EpochRecorder(len(manifest), conc)
-    counters = Counters(device)
+    counters = Counters(spec.device)
     error: BaseException | None = None
     workers = engine.workers
-    label = (f"{mitigation or order} {state} " + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers"))
-    if order_array is None:
-        order_array = epoch_order(order, len(manifest), seed, epoch)
+    label = (f"{spec.mitigation or spec.order} {spec.cache} "
+             + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers"))
+    order = spec.order_of(len(manifest))
     try:
         with ui.epoch_progress(label, len(manifest)) as tick, \
-                (willneed_prefetch(manifest.paths, order_array, rec) if willneed else nullcontext()):
-            engine.epoch(source, order_array, rec, tick)
+                (willneed_prefetch(manifest.paths, order, rec) if spec.willneed else nullcontext()):
+            engine.epoch(source, order, rec, tick)
     except (KeyboardInterrupt, OSError, StorageStalled) as exc:
         error = exc
-    return _summarize(rec, counters, source.name, order, engine, state, epoch, eviction, resident,
-                      error is None, mitigation=mitigation), error
+    return _summarize(rec, counters, source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
+                      error is None, mitigation=spec.mitigation), error
 
 
-def _prepare_cache(state: str, paths: list[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
+def _prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
                    ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[str | None, float | None]:
     """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency. Each part
     runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
@@ -351,21 +352,21 @@ MAX_LOADER_PROCESSES = 32  # a training run needs gpus x workers processes on th
 MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the one at --gpus)
 
 
-def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
+def _train(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
     """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
     (--gpus), then the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run
     at that count and one above (or below), until a count that is fed sits next to one that is not."""
-    if plan.rate_per_gpu is None:
+    if settings.rate_per_gpu is None:
         return
     supply = supply_run(result)
     if supply is None:
         result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
         return
-    if plan.engine != "dataloader":
+    if settings.engine != "dataloader":
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
         return
     gpus_here = None
-    if plan.consumer == "cuda":
+    if settings.consumer == "cuda":
         import torch
 
         gpus_here = torch.cuda.device_count()  # one real GPU per emulated one
@@ -378,11 +379,11 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
     def attempt(n: int) -> bool | None:
         nonlocal epoch
         workers = max(1, -(-total_workers // n))
-        steps = len(manifest) // (n * plan.batch_size)
+        steps = len(manifest) // (n * settings.batch_size)
         why = None
         if steps < MIN_TRAIN_STEPS + 1:
-            why = (f"each GPU would take {steps} batches of {plan.batch_size}, fewer than the {MIN_TRAIN_STEPS + 1} "
-                   "that make AU mean anything: use more --files or a smaller --batch-size")
+            why = (f"each GPU would take {steps} batches of {settings.batch_size}, fewer than the "
+                   f"{MIN_TRAIN_STEPS + 1} that make AU mean anything: use more --files or a smaller --batch-size")
         elif n * workers > MAX_LOADER_PROCESSES:
             why = (f"{n} GPUs x {workers} workers would need more than {MAX_LOADER_PROCESSES} loader processes on "
                    "this client")
@@ -392,12 +393,13 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
             result.warnings.append(f"no training run at {n} GPUs: {why}; the answer for {n} is predicted from "
                                    "the measured rates")
             return None
-        most = max(workers, min(max(plan.concurrency), MAX_LOADER_PROCESSES // n))
+        most = max(workers, min(max(settings.concurrency), MAX_LOADER_PROCESSES // n))
         while True:
             epoch += 1
             try:
-                run = train_epoch(manifest, plan, n, workers, epoch, result.mount.device, result.dataset.fits_in_ram,
-                                  ui, state="cold" if "cold" in plan.cache else "warm", source_name=supply.source)
+                run = train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
+                                  result.dataset.fits_in_ram, ui, state="cold" if "cold" in settings.cache else "warm",
+                                  source_name=supply.source)
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
                 if exc.run is not None:
                     result.runs.append(exc.run)
@@ -409,7 +411,7 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
                 result.warnings.append(f"the training run at {n} GPUs is invalid ({run.invalid_reason}) and was left "
                                        "out")
                 return None
-            fed = run.au is not None and run.au >= plan.au_target
+            fed = run.au is not None and run.au >= settings.au_target
             # Starved below what one loader gave in the replay: the per-GPU split of the workers, not the storage,
             # may be short. Once, with as many workers per GPU as the sweep's most (within the process budget).
             if fed or workers >= most or (run.delivered_per_s or 0) >= REACHES * supply.samples_per_s:
@@ -418,9 +420,9 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
         passed[n] = fed
         return fed
 
-    if plan.gpus is not None:
-        attempt(plan.gpus)
-    n = max(1, gpus_for(supply.samples_per_s, plan.rate_per_gpu, plan.au_target))
+    if settings.gpus is not None:
+        attempt(settings.gpus)
+    n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target))
     for _ in range(MAX_TRAIN_RUNS):
         ok = passed[n] if n in passed else attempt(n)
         if ok is None:
@@ -430,37 +432,38 @@ def _train(manifest: Manifest, plan: Settings, result: Result, result_path: Path
         n = n + 1 if ok else n - 1
 
 
-def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epoch: int, device: str | None,
+def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int, epoch: int, device: str | None,
                 fits_in_ram: bool, ui: UI, state: str = "cold", source_name: str = "files") -> Run:
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
     own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer.
-    Storage that stops answering (`plan.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
+    Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
     from iobench.consumer import CudaConsumer, SleepConsumer
     from iobench.engines.dataloader import POLL_S, DataLoaderEngine
-    from iobench.mitigations import Variant, open_source, source_files
 
-    source, _ = open_source(Variant(source_name, source=source_name), manifest, ui)
-    order = epoch_order("shuffled", len(manifest), plan.seed, epoch)
-    shards = [order[r::gpus] for r in range(gpus)]
-    engines = [DataLoaderEngine(workers, plan.batch_size, plan.prefetch_factor, decode=plan.decode,
-                                io_timeout_s=plan.io_timeout_s) for _ in range(gpus)]
-    assert plan.rate_per_gpu is not None
-    consumers = ([CudaConsumer(plan.model or "resnet50", plan.batch_size, device=f"cuda:{r}") for r in range(gpus)]
-                 if plan.consumer == "cuda" else [SleepConsumer(plan.rate_per_gpu) for _ in range(gpus)])
-    recs = [EpochRecorder(len(shard), max(workers, 1)) for shard in shards]
+    source = sources.open(source_name, manifest, ui)
+    order = epoch_order("shuffled", len(manifest), settings.seed, epoch)
+    shards = [shard(order, r, gpus) for r in range(gpus)]
+    # DataLoaderEngine itself, not engines.make: each GPU's loop needs its on_batch and halt
+    loaders = [DataLoaderEngine(workers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
+                                io_timeout_s=settings.io_timeout_s) for _ in range(gpus)]
+    assert settings.rate_per_gpu is not None
+    consumers = ([CudaConsumer(settings.model or "resnet50", settings.batch_size, device=f"cuda:{r}")
+                  for r in range(gpus)]
+                 if settings.consumer == "cuda" else [SleepConsumer(settings.rate_per_gpu) for _ in range(gpus)])
+    recs = [EpochRecorder(len(part), max(workers, 1)) for part in shards]
     errors: list[BaseException] = []
-    eviction, resident = _prepare_cache(state, source_files(source, manifest), source, max(workers, 1), epoch,
-                                        fits_in_ram, ui, io_timeout_s=plan.io_timeout_s)
+    eviction, resident = _prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
+                                        io_timeout_s=settings.io_timeout_s)
     counters = Counters(device)
 
     def gpu(r: int) -> None:
         try:
-            engines[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(
-                len(b.positions), b.data if plan.decode else None))
+            loaders[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(
+                len(b.positions), b.data if settings.decode else None))
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
         finally:
-            engines[r].close()
+            loaders[r].close()
 
     threads = [threading.Thread(target=gpu, args=(r,), daemon=True) for r in range(gpus)]
     label = f"training {gpus} GPU{'s' if gpus > 1 else ''} x {workers} workers"
@@ -473,8 +476,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
                     t.join(0.2)
                     tick(sum(rec.completed() for rec in recs))
         except BaseException:  # Ctrl-C: each GPU's loop stops at its next batch or poll, its workers in bounded time
-            for engine in engines:
-                engine.halt()
+            for loader in loaders:
+                loader.halt()
             with stop_signals_deferred(stopping=True):
                 deadline = time.perf_counter() + POLL_S + GRACE_S + KILL_WAIT_S + 1.0
                 for t in threads:
@@ -486,8 +489,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
         stall = StorageStalled.after(sum(e.pending for e in stalls), stalls[0].timeout_s).with_note(
             f"during a training run at {gpus} GPU{'s' if gpus > 1 else ''}")
         stall.stuck, stall.left_behind = stuck, left_behind_text(stuck)
-        stall.run = _summarize(_merge(recs), counters, source.name, "shuffled", engines[0], state, epoch, eviction,
-                               resident, False, gpus=gpus, consumer_rate=plan.rate_per_gpu)
+        stall.run = _summarize(_merge(recs), counters, source.name, "shuffled", loaders[0], state, epoch, eviction,
+                               resident, False, gpus=gpus, consumer_rate=settings.rate_per_gpu)
         raise stall
     if errors and isinstance(errors[0], OSError):
         raise explain_oserror(errors[0], "reading the dataset failed during a training run")
@@ -497,8 +500,8 @@ def train_epoch(manifest: Manifest, plan: Settings, gpus: int, workers: int, epo
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
     delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
-    return _summarize(merged, counters, source.name, "shuffled", engines[0], state, epoch, eviction, resident, True,
-                      gpus=gpus, consumer_rate=plan.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
+    return _summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident, True,
+                      gpus=gpus, consumer_rate=settings.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
                       au_min=round(min(aus), 4) if aus else None,
                       delivered_per_s=round(sum(delivered), 2) if delivered else None)
 
@@ -517,27 +520,27 @@ def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
     return merged
 
 
-def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
+def _mitigations(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
-    from iobench.mitigations import Variant, epoch_order_for, open_source, read_ahead_kb, source_files, variants
+    from iobench.mitigations import Variant, epoch_order_for, read_ahead_kb, variants
 
     supply = supply_run(result)
     readers = supply.workers if supply and supply.workers is not None else (
-        supply.concurrency if supply else plan.concurrency[0])
+        supply.concurrency if supply else settings.concurrency[0])
     can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
         epoch += 1
-        source, cost = open_source(v, manifest, ui)
-        engine = make_engine(plan, v.readers or readers)
+        source = v.open(manifest, ui)
+        pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
+        engine = engines.make(settings, v.readers or readers)
         try:
-            order = epoch_order_for(v, source, len(manifest), plan.seed, epoch)
+            spec = EpochSpec("shard-stream" if v.stream else "shuffled", "cold", epoch, settings.seed,
+                             result.mount.device, result.dataset.fits_in_ram,
+                             order_array=epoch_order_for(v, source, len(manifest), settings.seed, epoch),
+                             willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
             with read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else nullcontext():
-                run, error = measure_epoch(
-                    engine, source, manifest, "shard-stream" if v.stream else "shuffled", "cold", epoch, plan.seed,
-                    result.mount.device, result.dataset.fits_in_ram, ui, order_array=order,
-                    cache_paths=source_files(source, manifest), willneed=v.willneed, mitigation=v.name,
-                    io_timeout_s=plan.io_timeout_s)
+                run, error = measure_epoch(engine, source, manifest, spec, ui)
         finally:
             engine.close()
             source.close()
@@ -550,9 +553,10 @@ def _mitigations(manifest: Manifest, plan: Settings, result: Result, result_path
         base_rate = base_rate or run.samples_per_s
         result.mitigations.append(Mitigation(
             name=v.name, source=run.source, samples_per_s=run.samples_per_s,
-            speedup=round(run.samples_per_s / base_rate, 3), extra_bytes=int((cost or {}).get("extra_bytes") or 0),
-            pack_s=(cost or {}).get("pack_s"),
-            gpus_fed=gpus_for(run.samples_per_s, plan.rate_per_gpu, plan.au_target) if plan.rate_per_gpu else None,
+            speedup=round(run.samples_per_s / base_rate, 3), extra_bytes=int(pack.get("extra_bytes") or 0),
+            pack_s=pack.get("pack_seconds"),
+            gpus_fed=gpus_for(run.samples_per_s, settings.rate_per_gpu, settings.au_target)
+            if settings.rate_per_gpu else None,
             note="WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the "
                  "sample order is weaker than a full permutation" if v.stream else None))
         result.save(result_path)

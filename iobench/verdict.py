@@ -136,8 +136,8 @@ def fio_valid(b: FioBaseline) -> bool:
 
 
 def replay_runs(result: Result) -> list[Run]:
-    """The sweep's valid runs: not the training runs (gpus set), not the mitigations (measured apart)."""
-    return [r for r in result.runs if r.valid and r.complete and r.samples and r.gpus is None and r.mitigation is None]
+    """The sweep's valid runs: not the training runs, not the mitigations (measured apart)."""
+    return [r for r in result.runs if r.valid and r.complete and r.samples and r.kind == "replay"]
 
 
 def _config(r: Run) -> tuple:
@@ -209,7 +209,7 @@ def storage_runs(result: Result) -> list[Run]:
 
 def training_runs(result: Result) -> list[Run]:
     """Valid training runs (emulated GPUs) with an AU."""
-    return [r for r in result.runs if r.gpus and r.au is not None and r.valid and r.complete]
+    return [r for r in result.runs if r.kind == "training" and r.au is not None and r.valid and r.complete]
 
 
 def shaped_runs(result: Result) -> list[Run]:

@@ -7,9 +7,13 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import make_dataset
 
+from iobench import engines, sources
 from iobench.engines import Engine
 from iobench.engines.threads import ThreadEngine
+from iobench.errors import UserError
+from iobench.result import Result, Settings
 from iobench.sources import Source
 from iobench.sources.files import FileSource
 from iobench.sources.lmdb import LmdbSource
@@ -52,3 +56,39 @@ def test_the_runner_does_not_probe_engines_or_sources():
     probes = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
               and n.func.id == "hasattr"]
     assert not probes, f"hasattr in runner.py at lines {probes}"
+
+
+@pytest.mark.parametrize("name", ["files", "lmdb", "tar"])
+def test_sources_open_packs_once_and_every_source_reads_the_same_bytes(tmp_path, name):
+    m = make_dataset(tmp_path, 40, "fixed:8KiB", classes=2)
+    src = sources.open(name, m)
+    try:
+        assert src.name == name and len(src) == len(m)
+        assert src.files() and all(Path(f).is_file() for f in src.files())
+        assert src.describe()["source"] == name
+        reader = src.reader()
+        n = reader.read(7)
+        assert bytes(reader.buffer[:n]) == Path(m.paths[7]).read_bytes()
+    finally:
+        src.close()
+    again = sources.open(name, m)  # the pack is found beside the dataset, not made again
+    assert list(again.files()) == list(src.files())
+    again.close()
+
+
+def test_engines_make_the_engine_the_settings_name():
+    settings = Settings(orders=["shuffled"], concurrency=[3], cache=["cold"], epochs=1, seed=0, engine="threads")
+    engine = engines.make(settings, 3)
+    assert isinstance(engine, ThreadEngine) and engine.concurrency == 3
+    with pytest.raises(UserError, match="--decode needs --engine dataloader"):
+        engines.make(settings.model_copy(update={"decode": True}), 3)
+
+
+def test_run_kind_is_derived_and_survives_a_round_trip():
+    example = Path(__file__).parents[1] / "reports" / "example" / "local" / "result.json"
+    run = Result.load(example).runs[0].model_copy(update={"mitigation": None, "gpus": None})
+    assert run.kind == "replay"
+    assert run.model_copy(update={"gpus": 2}).kind == "training"
+    assert run.model_copy(update={"mitigation": "lmdb"}).kind == "mitigation"
+    again = type(run).model_validate_json(run.model_copy(update={"gpus": 2}).model_dump_json())
+    assert again.kind == "training"

@@ -13,7 +13,7 @@ from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
 from iobench.measure import EpochRecorder
 from iobench.order import epoch_order
-from iobench.runner import measure_epoch
+from iobench.runner import EpochSpec, measure_epoch
 from iobench.sources.files import FileSource
 from iobench.ui import UI
 
@@ -94,8 +94,8 @@ def test_file_bigger_than_expected_is_read_whole(tmp_path):
 def test_cold_starts_uncached_and_is_slower_than_warm(tmp_path):
     m = make_dataset(tmp_path, 1500, "fixed:110KiB", classes=2)
     src, ui = FileSource(m), UI(quiet=True)
-    run_cold, _ = measure_epoch(ThreadEngine(1), src, m, "shuffled", "cold", 1, 0, None, True, ui)
-    run_warm, _ = measure_epoch(ThreadEngine(1), src, m, "shuffled", "warm", 2, 0, None, True, ui)
+    run_cold, _ = measure_epoch(ThreadEngine(1), src, m, EpochSpec("shuffled", "cold", 1, 0, None, True), ui)
+    run_warm, _ = measure_epoch(ThreadEngine(1), src, m, EpochSpec("shuffled", "warm", 2, 0, None, True), ui)
     assert run_cold.eviction == "drop_caches"
     assert run_cold.resident_before is not None and run_cold.resident_before < 0.05
     assert run_cold.measures == "storage"

@@ -1,5 +1,6 @@
 """Engines: how concurrently samples are fetched. Each engine is one module behind `Engine`:
-threads.py (a thread pool) and dataloader.py (a torch DataLoader; torch is imported only there).
+threads.py (a thread pool) and dataloader.py (a torch DataLoader; torch is imported only there); `make` makes the
+one a run's settings name.
 
 Both watch for storage that stops answering (`io_timeout_s`): the loop that consumes the readers' work notices
 when nothing was read for that long, leaves the stuck readers behind (they cannot be interrupted while the
@@ -13,13 +14,16 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from iobench.errors import EnvironmentRefused
+from iobench.errors import EnvironmentRefused, UserError
 from iobench.measure import EpochRecorder
 from iobench.sources import Source
+
+if TYPE_CHECKING:
+    from iobench.result import Settings
 
 DEFAULT_IO_TIMEOUT_S = 60.0  # `iobench run --io-timeout`: no read finished for this long is a stalled storage
 GRACE_S = 3.0  # stopping readers: how long those mid-read may take to finish before they are killed
@@ -42,6 +46,21 @@ class Engine(Protocol):
     def close(self) -> None:
         """Stop what outlives an epoch (persistent workers); the next epoch starts afresh."""
         ...
+
+
+def make(settings: Settings, readers: int) -> Engine:
+    """The engine `settings.engine` names, with `readers` threads or DataLoader workers."""
+    # Imported on use: torch only where the DataLoader is asked for; threads.py imports this module.
+    if settings.engine == "dataloader":
+        from iobench.engines.dataloader import DataLoaderEngine
+
+        return DataLoaderEngine(readers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
+                                io_timeout_s=settings.io_timeout_s)
+    if settings.decode:
+        raise UserError("--decode needs --engine dataloader (decode runs in its worker processes)")
+    from iobench.engines.threads import ThreadEngine
+
+    return ThreadEngine(readers, io_timeout_s=settings.io_timeout_s)
 
 
 class StorageStalled(EnvironmentRefused):

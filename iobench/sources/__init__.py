@@ -1,6 +1,6 @@
 """Sample sources: where a sample's bytes come from. Every pattern runs on every source.
 
-Each source is one module here (files.py, ...) behind the two small protocols below.
+Each source is one module here (files.py, ...) behind the two small protocols below; `open` makes one by name.
 
 A source hands each worker thread or process its own `Reader`; `Reader.read(index)` reads sample
 `index` whole into the reader's reusable buffer and returns its length. One reader per worker keeps
@@ -10,7 +10,17 @@ fork) open it in `reader()`.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Protocol
+
+from iobench.errors import UserError
+
+if TYPE_CHECKING:
+    from iobench.dataset import Manifest
+    from iobench.ui import UI
+
+NAMES = ("files", "lmdb", "tar")
 
 
 class Reader(Protocol):
@@ -32,8 +42,46 @@ class Source(Protocol):
         """What sample `index` is called in an error (a file's path; "lmdb sample 12")."""
         ...
 
+    def files(self) -> Sequence[str]:
+        """The files this source reads: what a cold epoch evicts and the residency check samples."""
+        ...
+
+    def describe(self) -> dict:
+        """What a result records about this source; a pack's `extra_bytes` and `pack_seconds` among it."""
+        ...
+
     def close(self) -> None:
         """Let go of what the source holds open (envs, shard descriptors); nothing for files."""
         ...
+
+
+def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
+         readahead: bool = True) -> Source:
+    """The source `name` over the manifest's samples. A pack (lmdb, tar) that is missing is made first, beside the
+    dataset, and found there by later runs. `advice`: files, posix_fadvise per file; `readahead`: lmdb, the env's."""
+    # The modules are imported on use: the protocols stay light to import (engines and fio import them).
+    if name == "files":
+        from iobench.sources.files import FileSource
+
+        return FileSource(manifest, advice=advice)
+    if name not in NAMES:
+        raise UserError(f"unknown source {name!r}: {', '.join(NAMES)}")
+    from iobench import pack
+
+    found = pack.find_pack(manifest, name)
+    if found is None:
+        make = pack.pack_lmdb if name == "lmdb" else pack.pack_tar
+        with (ui.gen_progress(len(manifest)) if ui else nullcontext()) as progress:
+            rep = make(manifest, progress=progress)
+        if ui:
+            ui.info(f"packed {rep.samples:,} samples as {name} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")
+        found = rep.path
+    if name == "lmdb":
+        from iobench.sources.lmdb import LmdbSource
+
+        return LmdbSource(found, len(manifest), readahead=readahead)
+    from iobench.sources.tar import TarSource
+
+    return TarSource(found)
 
 

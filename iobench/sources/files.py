@@ -28,6 +28,13 @@ class FileSource:
     def sample_name(self, index: int) -> str:
         return self.paths[index]
 
+    def files(self) -> PathTable:
+        return self.paths
+
+    def describe(self) -> dict:
+        """What a result records about this source."""
+        return {"source": self.name, "samples": len(self), "advice": self.advice}
+
     def close(self) -> None:
         """Nothing is held open between reads."""
 

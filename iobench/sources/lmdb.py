@@ -127,6 +127,9 @@ class LmdbSource:
     def sample_name(self, index: int) -> str:
         return f"{self.name} sample {index}"
 
+    def files(self) -> list[str]:
+        return [str(self.path / LMDB_DATA)]
+
     def close(self) -> None:
         close_env(self.path)
 

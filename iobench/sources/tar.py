@@ -96,6 +96,9 @@ class TarSource:
     def sample_name(self, index: int) -> str:
         return f"{self.name} sample {index}"
 
+    def files(self) -> list[str]:
+        return self.shard_files
+
     def close(self) -> None:
         """Close this process's shard descriptors (readers made before reopen them as needed)."""
         fds = self._fds.get(os.getpid())
