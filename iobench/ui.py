@@ -10,11 +10,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from iobench.report.facts import Table as ReportTable
+from iobench.report.facts import fio_table, metadata_table, mitigations_table, runs_table, stats_table
 from iobench.result import Result
-from iobench.verdict import au_cell
 
 
 class UI:
@@ -93,68 +96,32 @@ class UI:
             yield update
 
     def summary(self, result: Result) -> None:
-        """Tables of what was measured (metadata, loader runs, fio baseline), then the notes."""
+        """The report's tables (metadata, runs, repeats, fio baseline, mitigations), then the invalid runs and notes."""
         if self.quiet:
             return
-        if result.metadata:
-            t = Table(title=f"metadata: {result.metadata[0].files:,} files in {result.metadata[0].dirs} folders, "
-                            "one thread")
-            for col in ("cache", "list s", "stat/s", "stat p99 ms", "open+close/s", "open p99 ms",
-                        f"list at {result.metadata[0].scale_files:,} files (predicted)"):
-                t.add_column(col, justify="left" if col == "cache" else "right")
-            for m in result.metadata:
-                t.add_row(m.cache, f"{m.list_s:.3f}", f"{m.stat_per_s:,.0f}", f"{m.stat_ms.p99:.3f}",
-                          f"{m.open_close_per_s:,.0f}", f"{m.open_close_ms.p99:.3f}", f"{m.projected_list_s:,.1f} s")
-            self.out.print(t)
-        if result.runs:
-            t = Table(title=f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
-                            f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)")
-            for col in ("engine", "readers", "cache", "measures", "files/s", "MB/s", "p50 ms", "p99 ms",
-                        "p99.9 ms", "cores used", "vs fio", "GPUs", "AU"):
-                t.add_column(col, justify="left" if col in ("engine", "cache", "measures") else "right")
-            for r in result.runs:
-                engine = "threads" if r.engine == "threads" else ("decode " if r.decode else "") + "DataLoader"
-                readers = f"{r.concurrency} thr" if r.workers is None else f"{r.workers} wkr"
-                what = f" [{r.mitigation}]" if r.mitigation else ("" if r.order == "shuffled" else f" ({r.order})")
-                t.add_row(engine + what, readers,
-                          r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " INVALID"),
-                          r.measures, f"{r.samples_per_s:,.0f}", f"{r.mb_per_s:,.1f}", f"{r.latency_ms.p50:.3f}",
-                          f"{r.latency_ms.p99:.3f}", f"{r.latency_ms.p999:.3f}",
-                          f"{r.cpu.iobench_cores:.2f}" if r.cpu.iobench_cores is not None else "-",
-                          f"{r.efficiency:.2f}" if r.efficiency is not None else "-",
-                          str(r.gpus) if r.gpus else "-", au_cell(r.au))
-            self.out.print(t)
-        if any(st.repeats > 1 for st in result.stats):
-            t = Table(title=f"over {result.settings.repeat} repeats: steady-state samples/s (epochs after the first)")
-            for col in ("engine", "readers", "cache", "repeats", "mean", "std", "spread", "stable"):
-                t.add_column(col, justify="left" if col in ("engine", "cache", "stable") else "right")
-            for st in result.stats:
-                t.add_row(st.engine, str(st.readers), st.cache, str(st.repeats), f"{st.mean_samples_per_s:,.0f}",
-                          "-" if st.std_samples_per_s is None else f"{st.std_samples_per_s:,.0f}",
-                          "-" if st.spread is None else f"{100 * st.spread:.1f}%",
-                          "UNSTABLE (> 5%)" if st.unstable else "yes")
-            self.out.print(t)
-        if result.baseline and result.baseline.fio:
-            t = Table(title=f"fio {result.baseline.fio_version} on {result.baseline.fio[0].files:,} of the files")
-            for col in ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms"):
-                t.add_column(col, justify="left" if col == "cache" else "right")
-            for b in result.baseline.fio:
-                t.add_row(str(b.concurrency), b.cache, f"{b.files_per_s:,.0f}", f"{b.mb_per_s:,.1f}",
-                          f"{b.latency_ms.p50:.3f}", f"{b.latency_ms.p99:.3f}")
-            self.out.print(t)
-        if result.mitigations:
-            t = Table(title="mitigations: cold, same pattern and readers as the baseline")
-            for col in ("mitigation", "source", "samples/s", "speed-up", "extra space", "pack time", "GPUs fed"):
-                t.add_column(col, justify="left" if col in ("mitigation", "source") else "right")
-            for m in result.mitigations:
-                t.add_row(m.name, m.source, f"{m.samples_per_s:,.0f}", f"{m.speedup:.2f}x",
-                          f"{m.extra_bytes / 1e9:.2f} GB" if m.extra_bytes else "-",
-                          f"{m.pack_s:.1f} s" if m.pack_s else "-",
-                          str(m.gpus_fed) if m.gpus_fed is not None else "-")
-            self.out.print(t)
+        for t in (metadata_table(result), runs_table(result) if result.runs else None, stats_table(result),
+                  fio_table(result), mitigations_table(result)):
+            if t is not None:
+                self.table(t)
         for r in result.runs:
             if not r.valid:
                 self.out.print(f"[yellow]invalid:[/] epoch {r.epoch} ({r.cache}, {r.concurrency} readers"
                                + (f", {r.gpus} GPUs" if r.gpus else "") + f"): {r.invalid_reason}", highlight=False)
         for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
             self.out.print(f"[yellow]note:[/] {w}", highlight=False)
+
+    def table(self, t: ReportTable) -> None:
+        """A report table (iobench.report.facts) in its narrow form, as the Markdown report shows it. Cells are
+        plain text: a mitigation such as "[lmdb]" is not rich markup."""
+        t = t.narrow()
+        table = Table(title=Text(t.title))
+        for i, h in enumerate(t.head):
+            table.add_column(Text(h), justify="left" if t.is_text(i) else "right")
+        for ri, row in enumerate(t.rows):
+            table.add_row(*(Text(c, style="bold" if (ri, i) in t.wins else "") for i, c in enumerate(row)))
+        if self.out.is_terminal:
+            self.out.print(table)
+            return
+        # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
+        width = Measurement.get(self.out, self.out.options.update_width(100_000), table).maximum
+        Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import os
 import re
 import shutil
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import pytest
 from conftest import iobench
+from rich.console import Console
 
 from iobench.errors import UserError
 from iobench.report import (
     CSV_COLUMNS,
     Series,
+    facts,
     line_chart,
     load_results,
     render_html,
@@ -26,8 +29,13 @@ from iobench.report import (
     write_csv,
     write_reports,
 )
+from iobench.report.charts import shows_trend
+from iobench.report.facts import fio_table, metadata_table, mitigations_table, runs_table, training_table
+from iobench.report.format import num
 from iobench.result import Result
+from iobench.ui import UI
 
+EXAMPLE = Path(__file__).parent.parent / "reports" / "example" / "local" / "result.json"  # mitigations, training
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0"]
 
@@ -132,9 +140,11 @@ def test_single_report_in_headless_chromium(results, chromium, tmp_path):
     assert f"{gpu} GPU" in dom.text and "Limit" in dom.text and "Storage gives (cold)" in dom.text
     assert "Pipeline delivers" in dom.text and r.verdict.answer in dom.text
     assert f"One {gpu} needs" in dom.text and (r.settings.rate_source or "") in dom.text
-    for section in ("Environment", "Throughput", "Latency", "Samples/s over time", "fio baseline", "Metadata",
-                    "Mitigations", "Training runs", "What-ifs (predictions)", "Little's law"):
+    for section in ("Environment", "Throughput", "Latency", "fio baseline", "Metadata", "Mitigations",
+                    "Training runs", "What-ifs (predictions)", "Little's law"):
         assert section in dom.text, section
+    # samples/s over time: drawn only where the main run's timeline can show a trend
+    assert ("Samples/s over time" in dom.text) == shows_trend(facts(r).main)
     assert "iobench run --mount" in dom.text  # the command to repeat it
     assert "Small client" in dom.text or (r.host.cpus or 0) > 4
 
@@ -284,3 +294,78 @@ def test_write_reports_and_load_errors(results, tmp_path):
     (tmp_path / "other.json").write_text('{"hello": 1}')
     with pytest.raises(UserError, match="not an iobench result file"):
         load_results([tmp_path / "other.json"])
+
+
+# ---------------------------------------------------------------------------------------------- one table, every writer
+
+
+class _Tables(HTMLParser):
+    """Every HTML table as rows of cell texts (header first)."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append(re.sub(r"\s+", " ", "".join(self.cell)).strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def _terminal(result: Result) -> list[list[str]]:
+    """The terminal summary as a pipe sees it, each table line split into its cells."""
+    ui = UI()
+    ui.out = Console(file=io.StringIO(), width=160, soft_wrap=True)
+    ui.summary(result)
+    text = ui.out.file.getvalue()
+    return [[c.strip() for c in line.split("│" if "│" in line else "┃")[1:-1]] for line in text.splitlines()
+            if line.startswith(("│", "┃"))]
+
+
+def test_every_writer_prints_the_tables_facts_built(results, tmp_path):
+    """Each table is built once (facts) and printed by each writer: the page shows it whole, the Markdown and the
+    terminal its narrow form, the CSV the same runs' figures."""
+    for r in (results[0], Result.load(EXAMPLE)):
+        tables = [t for t in (runs_table(r), metadata_table(r), fio_table(r), mitigations_table(r), training_table(r))
+                  if t is not None]
+        assert len(tables) >= 3
+        page = _Tables(render_html([r])).tables
+        md = [[[c.strip("*") for c in row] for row in t] for t in _md_tables(render_markdown([r]))]
+        term = _terminal(r)
+        for t in tables:
+            assert [list(t.head), *map(list, t.rows)] in page, t.title
+            n = t.narrow()
+            assert [list(n.head), *map(list, n.rows)] in md, t.title
+            if t.title.startswith("training"):
+                continue  # the terminal shows training runs in the runs table
+            assert list(n.head) in term, t.title
+            for row in n.rows:
+                assert list(row) in term, (t.title, row)
+        path = tmp_path / "runs.csv"
+        write_csv([r], path)
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        runs = runs_table(r)
+        rate, readers = runs.head.index("samples/s"), runs.head.index("readers")
+        csv_runs = [row for row in rows if row["kind"] != "fio"]
+        assert len(csv_runs) == len(runs.rows)
+        for row, cells in zip(csv_runs, runs.rows, strict=True):
+            assert num(float(row["samples_per_s"])) == cells[rate] and row["readers"] in cells[readers]
+        fio = fio_table(r)
+        if fio is not None:
+            assert [num(float(row["samples_per_s"])) for row in rows if row["kind"] == "fio"] == \
+                [row[fio.head.index("files/s")] for row in fio.rows]

@@ -1,0 +1,98 @@
+"""Reports from result files: one self-contained HTML page (plots drawn here as inline SVG: no network, no CDN,
+no JavaScript), a Markdown version, and a flat CSV (one row per measured run).
+
+One result gives the single-run report: the verdict first (GPUs fed, what limits, AU target, per-GPU rate and its
+source), the caveats, the environment, then the curves and tables. Several results give the pre-purchase view
+(`compare`): one side-by-side table with the winner per metric, GPUs fed per system, overlaid curves, and each
+system's full report folded below.
+
+    facts.py      what is said: the verdict's runs, headline, caveats, environment, each table (header and rows)
+    compare.py    what a comparison says: the metrics side by side, winners, what is not like for like
+    format.py     how numbers and names read
+    svg.py        the plotter (line and bar charts), knowing nothing of results
+    charts.py     which runs go in which chart of the HTML page
+    html.py       the HTML writer (Jinja2, templates/), markdown.py and csv_writer.py the others
+    ui.py (iobench/ui.py) prints the same tables in the terminal.
+
+    render_html(results) -> str        render_markdown(results) -> str        write_csv(results, path)
+    write_reports(result, folder)      writes report.html and report.md beside result.json (`iobench run`)
+    write(results, html=, md=, csv=)   what `iobench report` / `iobench compare` call
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from iobench.errors import UserError
+from iobench.report.compare import METRICS, Metric, compare_headline, compare_table, like_for_like
+from iobench.report.csv_writer import CSV_COLUMNS, csv_rows, write_csv
+from iobench.report.facts import Facts, Table, caveats, default_label, facts, headline, labels
+from iobench.report.html import render_html
+from iobench.report.markdown import render_markdown
+from iobench.report.svg import Series, bar_chart, line_chart
+from iobench.result import Result
+
+__all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
+           "compare_table", "csv_rows", "default_label", "facts", "headline", "labels", "like_for_like", "line_chart",
+           "load_results", "render_html", "render_markdown", "write", "write_csv", "write_reports"]
+
+
+def _stderr_warning(line: str) -> None:
+    sys.stderr.write(f"iobench: warning: {line}\n")
+
+
+def load_results(paths: Iterable[Path], warn: Callable[[str], None] | None = _stderr_warning) -> list[Result]:
+    """Result files, each checked; a missing or foreign file is a UserError naming it. A folder means the
+    result.json inside it (as `iobench run --out` writes). An unfinished one (complete: false) is loaded, with
+    one warning line naming it (`warn`; None: silent)."""
+    out = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            p = p / "result.json"
+        try:
+            out.append(Result.load(p))
+        except FileNotFoundError:
+            raise UserError(f"no result file at {p}") from None
+        except (ValidationError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UserError(f"{p} is not an iobench result file ({first})") from None
+        except OSError as exc:
+            raise UserError(f"cannot read {p}: {exc.strerror}") from None
+        if warn is not None and not out[-1].complete:
+            warn(f"{p} is an unfinished run (complete: false): its figures cover only what was measured before it "
+                 "stopped")
+    if not out:
+        raise UserError("give at least one result file")
+    return out
+
+
+def write(results: Sequence[Result], html_path: Path | None = None, md_path: Path | None = None,
+          csv_path: Path | None = None, names: Sequence[str] | None = None) -> list[Path]:
+    """Write the reports asked for; returns the paths written."""
+    written = []
+    for path, render in ((html_path, render_html), (md_path, render_markdown)):
+        if path is not None:
+            _write_text(Path(path), render(list(results), names))
+            written.append(Path(path))
+    if csv_path is not None:
+        write_csv(results, Path(csv_path), names)
+        written.append(Path(csv_path))
+    return written
+
+
+def write_reports(result: Result, folder: Path) -> list[Path]:
+    """report.html and report.md in `folder` (beside result.json): what `iobench run` writes by default."""
+    folder = Path(folder)
+    return write([result], html_path=folder / "report.html", md_path=folder / "report.md")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,263 @@
+"""Which runs go in which chart of the HTML page, and what each chart's caption says. svg.py draws them.
+
+Cold and warm throughput are drawn on scales of their own: warm reads (often this client's RAM) run several times
+faster than cold ones, and on one axis they flattened the cold curves, the storage figures the report is about.
+A run's samples/s over time is drawn only when its timeline has enough points to show a trend."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from iobench.report.facts import Facts
+from iobench.report.format import gpu_name, readers, short
+from iobench.report.svg import Series, bar_chart, line_chart
+from iobench.result import Latency, Result, Run
+from iobench.verdict import replay_runs
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+COLD, WARM, FIO = "#1f77b4", "#ff7f0e", "#7f7f7f"
+MIN_TREND_POINTS = 5  # rate steps a timeline needs before its chart shows more than start-up and end
+
+
+@dataclass(frozen=True)
+class Figure:
+    svg: str  # drawn by svg.py, escaped there
+    caption: str
+
+
+# --------------------------------------------------------------------------------------------- throughput
+
+
+def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    """(cache, order/decode name, [(readers, mean samples/s)]) for the replay sweep, cold first."""
+    groups: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in replay_runs(result):
+        kind = r.order + (", decode" if r.decode else "") + ("" if r.source == "files" else f", {r.source}")
+        groups[(r.cache, kind)][r.concurrency].append(r.samples_per_s)
+    out = []
+    for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1])):
+        out.append((cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())]))
+    return out
+
+
+def _fio_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
+    if not result.baseline or not result.baseline.fio:
+        return []
+    by: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for b in result.baseline.fio:
+        by[b.cache].append((float(b.concurrency), b.files_per_s))
+    return [(cache, sorted(v)) for cache, v in sorted(by.items())]
+
+
+def _readers_unit(result: Result) -> str:
+    return "DataLoader workers" if result.settings.engine == "dataloader" else "reader threads"
+
+
+def _x_ticks(values: Iterable[float]) -> list[tuple[float, str]] | None:
+    vals = sorted({v for v in values if v > 0})
+    return [(v, short(v)) for v in vals] if 0 < len(vals) <= 12 else None
+
+
+def _need_lines(f: Facts, result: Result, ymax: float) -> tuple[list[tuple[float, str]], str]:
+    """A dashed line at one GPU's need, when it fits the chart; else a sentence for the caption."""
+    if f.need_per_gpu is None:
+        return [], ""
+    gpu = gpu_name(f.verdict, result)
+    tau = f.verdict.au_target if f.verdict and f.verdict.au_target else result.settings.au_target
+    text = f"1 {gpu} needs {f.need_per_gpu:,.0f}/s (AU ≥ {tau:.0%})"
+    if f.need_per_gpu <= 2.5 * ymax:
+        return [(f.need_per_gpu, text)], ""
+    return [], f" One {gpu} needs {f.need_per_gpu:,.0f} samples/s at AU ≥ {tau:.0%}: off this chart's scale."
+
+
+_CACHE_WORDS = {
+    "cold": "Cold: read from the storage (this client's cache emptied first)",
+    "warm": "Warm: the same reads again, often from this client's RAM (page cache), on a scale of their own so that "
+            "they do not flatten the cold curves",
+}
+
+
+def throughput_charts(result: Result, f: Facts) -> list[Figure]:
+    """samples/s against readers: one chart for cold, one for warm; fio's curves in each, dashed."""
+    out = []
+    fio = dict(_fio_curves(result))
+    for cache in ("cold", "warm"):
+        series = [Series(f"{cache}, {kind}", pts, COLD if cache == "cold" else WARM, dash=cache == "warm")
+                  for c, kind, pts in _curves(result) if c == cache]
+        if cache in fio:
+            series.append(Series(f"fio {cache} (jobs)", fio[cache], FIO if cache == "cold" else "#bbbbbb", dash=True))
+        if not series:
+            continue
+        ymax = max(y for s in series for _, y in s.points)
+        lines, note = _need_lines(f, result, ymax)
+        xs = [x for s in series for x, _ in s.points]
+        svg = line_chart(series, title=f"samples/s vs readers, {cache}", x_label=_readers_unit(result) + " (fio: jobs)",
+                         y_label="samples/s", x_log=True, x_ticks=_x_ticks(xs), hlines=lines)
+        out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; fio reads the same files as a raw baseline." + note))
+    return out
+
+
+def compare_throughput_charts(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> list[Figure]:
+    """Every system's curves overlaid: one chart for cold, one for warm; a log scale where systems are an order of
+    magnitude apart."""
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(results))]
+    first = next((i for i, f in enumerate(fs) if f.need_per_gpu), None)
+    out = []
+    for cache in ("cold", "warm"):
+        series = [Series(f"{n}: {cache}" + ("" if kind == "shuffled" else f", {kind}"), pts, c, dash=cache == "warm")
+                  for n, r, c in zip(names, results, colors, strict=True) for cc, kind, pts in _curves(r)
+                  if cc == cache]
+        if not series:
+            continue
+        ymax = max(y for s in series for _, y in s.points)
+        lines, note = _need_lines(fs[first], results[first], ymax) if first is not None else ([], "")
+        ys = [y for s in series for _, y in s.points if y > 0]
+        y_log = bool(ys) and max(ys) > 10 * min(ys)
+        xs = [x for s in series for x, _ in s.points]
+        svg = line_chart(series, title=f"samples/s vs readers, {cache}, all systems",
+                         x_label="readers (threads or workers)",
+                         y_label="samples/s" + (" (log scale)" if y_log else ""), x_log=True,
+                         x_ticks=_x_ticks(xs), hlines=lines, y_log=y_log)
+        out.append(Figure(svg, _CACHE_WORDS[cache] + "." + note))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- latency
+
+_NINES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9"), (1.0, "max"))
+
+
+def _nines(p: float) -> float:
+    return 3.5 if p >= 1.0 else -math.log10(1 - p)
+
+
+def _cdf_points(lat: Latency) -> list[tuple[float, float]]:
+    vals = (lat.p50, lat.p90, lat.p99, lat.p999, lat.max)
+    return [(max(v, 1e-4), _nines(p)) for v, (p, _) in zip(vals, _NINES, strict=True)]
+
+
+def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -> Figure | None:
+    """Percentile plot (a CDF with the tail stretched): x latency (ms, log), y p50 .. max."""
+    if not named:
+        return None
+    series = [Series(name, _cdf_points(lat), color, dash=dash) for name, lat, color, dash in named]
+    yt = [(_nines(p), text) for p, text in _NINES]
+    svg = line_chart(series, title=title, x_label="latency per sample, ms (log scale)", y_label="percentile",
+                     x_log=True, y_ticks=yt, y_zero=False)
+    return Figure(svg, "Latency distribution per sample (open + read + close): the further right, the slower; "
+                       "the tail (p99 .. max) is stretched out.") if svg else None
+
+
+def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
+    runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.concurrency, r.order))
+    colors = {}
+    out = []
+    for r in runs:
+        key = (r.cache, r.concurrency, r.order, r.decode)
+        if key in colors:
+            continue
+        colors[key] = PALETTE[len(colors) % len(PALETTE)]
+        name = f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}")
+        out.append((name, r.latency_ms, colors[key], r.cache == "warm"))
+    return out
+
+
+def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
+    named = [(f.label, f.best_cold.latency_ms, c, False) for f, c in zip(fs, colors, strict=True) if f.best_cold]
+    return latency_chart(named, "latency percentiles of each system's best cold run")
+
+
+# --------------------------------------------------------------------------------------------- over time
+
+
+def _rates(timeline: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
+    """Samples/s between timeline points, as (time, rate) steps; intervals under 10 ms merge into the next."""
+    out: list[tuple[float, float]] = []
+    if len(timeline) < 2:
+        return out
+    t0, n0 = timeline[0]
+    for t, n in timeline[1:]:
+        if t - t0 < 0.01:
+            continue
+        rate = (n - n0) / (t - t0)
+        if not out:
+            out.append((t0, rate))
+        out.append((t, rate))
+        t0, n0 = t, n
+    return out
+
+
+def shows_trend(r: Run | None) -> bool:
+    """Enough rate steps for a trend: fewer show only the start-up and the end (a run of about a second)."""
+    return r is not None and len(_rates(r.timeline)) >= MIN_TREND_POINTS
+
+
+def timeline_chart(runs: Sequence[tuple[str, Run, str]], title: str, caption: str) -> Figure | None:
+    series = [Series(name, pts, color, step=True) for name, r, color in runs if (pts := _rates(r.timeline))]
+    if not series:
+        return None
+    svg = line_chart(series, title=title, x_label="seconds since the epoch started", y_label="samples/s")
+    return Figure(svg, caption)
+
+
+def main_timeline(f: Facts) -> Figure | None:
+    """The main run's samples/s over time, when it shows a trend."""
+    if not shows_trend(f.main):
+        return None
+    r = f.main
+    assert r is not None
+    name = f"{r.cache}, {readers(r)}, {r.order}"
+    return timeline_chart([(name, r, COLD if r.cache == "cold" else WARM)], "samples/s over time",
+                          f"The main run ({name}, {r.samples:,} samples in {r.seconds:.2f} s, mean "
+                          f"{r.samples_per_s:,.0f}/s): a flat line is a steady supply; dips are stalls the GPUs would "
+                          "feel.")
+
+
+def compare_timeline(fs: Sequence[Facts]) -> Figure | None:
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
+    tl = [(f.label, f.main, c) for f, c in zip(fs, colors, strict=True) if f.main is not None and shows_trend(f.main)]
+    short_runs = [f.label for f in fs if f.main is not None and not shows_trend(f.main)]
+    caption = "Each system's main run (its best cold shuffled run): steadier is better." + (
+        f" Left out, their main run too short to show a trend: {', '.join(short_runs)}." if short_runs else "")
+    return timeline_chart(tl, "samples/s over time, each system's main run", caption) if tl else None
+
+
+# --------------------------------------------------------------------------------------------- bars
+
+
+def gauge(result: Result, f: Facts) -> str:
+    """Supply against demand: the verdict's storage and pipeline figures (and the warm rate), with a mark at each
+    GPU's need."""
+    v = f.verdict
+    if f.need_per_gpu is None or v is None or (v.storage_samples_per_s is None and v.pipeline_samples_per_s is None):
+        return ""
+    gpu = gpu_name(v, result)
+    bars = [(name, x, COLD) for name, x in (("storage, cold", v.storage_samples_per_s),
+                                            ("pipeline", v.pipeline_samples_per_s)) if x is not None]
+    if f.best_warm is not None:
+        warm = "page cache, warm" if f.best_warm.measures == "page-cache" else "warm re-read"
+        bars.append((warm, f.best_warm.samples_per_s, WARM))
+    top = max(b[1] for b in bars)
+    k_max = min(int(top // f.need_per_gpu) + 1, 12)
+    step = max(1, k_max // 6)
+    marks = [(k * f.need_per_gpu, f"{k} {gpu}" if k == 1 else str(k)) for k in range(1, k_max + 1)
+             if k == 1 or k % step == 0]
+    return bar_chart(bars, title=f"samples/s delivered against what each {gpu} needs", x_label="samples/s",
+                     marks=marks, fmt=lambda x: f"{x:,.0f}/s", label_width=130)
+
+
+def speedup_chart(result: Result) -> Figure | None:
+    ms_ = result.mitigations
+    if not ms_:
+        return None
+    bars = [(m.name, m.speedup, "#2ca02c" if m.speedup >= 1.1 else ("#d62728" if m.speedup < 0.9 else "#9aa5b1"))
+            for m in ms_]
+    svg = bar_chart(bars, title="speed-up against the baseline", x_label="speed-up (× baseline samples/s, cold)",
+                    marks=[(1.0, "baseline")], fmt=lambda x: f"{x:.2f}x")
+    return Figure(svg, "Each mitigation against the baseline: same read pattern, same readers, cold; green: at least "
+                       "10% faster, red: at least 10% slower.")

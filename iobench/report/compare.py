@@ -1,0 +1,176 @@
+"""What the comparison of several results says (`iobench compare`): the metrics side by side with the winner of
+each, the headline, the winners in words, what makes it not like for like. The writers only lay these out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from iobench.plan import mixed_kinds, rate_kind_of
+from iobench.report.facts import Facts, Table, fio_best_run
+from iobench.report.format import gpu_name, model_name, ms, num, readers
+from iobench.result import Result
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: Callable[[Result, Facts], float | str | None]
+    better: str | None = None  # "higher", "lower" or None (information only)
+    fmt: Callable[[object], str] = str
+
+
+def _fio_best(result: Result) -> float | None:
+    best = fio_best_run(result)
+    return best.files_per_s if best else None
+
+
+def _meta(result: Result, attr: str) -> float | None:
+    cold = [m for m in result.metadata if m.cache == "cold"] or result.metadata
+    return getattr(cold[0], attr) if cold else None
+
+
+def _best_mit(result: Result) -> str | None:
+    ms_ = [m for m in result.mitigations if m.name != "baseline"]
+    if not ms_:
+        return None
+    m = max(ms_, key=lambda x: x.speedup)
+    return f"{m.name} ({m.speedup:.2f}x)"
+
+
+def _fmt_num(x: object) -> str:
+    return num(x) if isinstance(x, int | float) else str(x)
+
+
+def _fmt_ms(x: object) -> str:
+    return ms(x) if isinstance(x, int | float) else str(x)
+
+
+def _gpus_cell(result: Result, f: Facts) -> float | None:
+    return f.verdict.gpus_fed if f.verdict and f.verdict.gpus_fed is not None else None
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("GPUs fed", _gpus_cell, "higher"),
+    Metric("how GPUs fed was found", lambda r, f: None if not f.verdict or f.verdict.gpus_fed is None else
+           ("training runs" if f.verdict.gpus_fed_confirmed else "predicted")),
+    Metric("limit", lambda r, f: f.verdict.limit if f.verdict else None),
+    Metric("cold samples/s (best)", lambda r, f: f.best_cold.samples_per_s if f.best_cold else None, "higher",
+           _fmt_num),
+    Metric("cold MB/s (that run)", lambda r, f: f.best_cold.mb_per_s if f.best_cold else None, "higher", _fmt_num),
+    Metric("at readers", lambda r, f: readers(f.best_cold) if f.best_cold else None),
+    Metric("saturates at (readers)", lambda r, f: f.verdict.saturates_at if f.verdict else None),
+    Metric("cold p50 latency, ms", lambda r, f: f.best_cold.latency_ms.p50 if f.best_cold else None, "lower", _fmt_ms),
+    Metric("cold p99 latency, ms", lambda r, f: f.best_cold.latency_ms.p99 if f.best_cold else None, "lower", _fmt_ms),
+    Metric("cold p99.9 latency, ms", lambda r, f: f.best_cold.latency_ms.p999 if f.best_cold else None, "lower",
+           _fmt_ms),
+    Metric("warm samples/s (best)", lambda r, f: f.best_warm.samples_per_s if f.best_warm else None, "higher",
+           _fmt_num),
+    Metric("fio cold files/s (best)", lambda r, f: _fio_best(r), "higher", _fmt_num),
+    Metric("stat()/s, cold, 1 thread", lambda r, f: _meta(r, "stat_per_s"), "higher", _fmt_num),
+    Metric("open+close/s, cold, 1 thread", lambda r, f: _meta(r, "open_close_per_s"), "higher", _fmt_num),
+    Metric("listing at full scale, s (predicted)", lambda r, f: _meta(r, "projected_list_s"), "lower",
+           lambda x: f"{x:,.1f}" if isinstance(x, int | float) else str(x)),
+    Metric("best mitigation", lambda r, f: _best_mit(r)),
+    Metric("file system", lambda r, f: f"{r.mount.fstype} ({r.mount.family})"),
+    Metric("mount options", lambda r, f: r.mount.options),
+    Metric("dataset", lambda r, f: f"{r.dataset.files:,} files, mean {r.dataset.mean_bytes / 1000:,.0f} kB"),
+    Metric("client", lambda r, f: f"{r.host.hostname}, {r.host.cpus or '?'} CPUs, {r.host.ram_bytes / 1e9:,.0f} GB"),
+    Metric("finished", lambda r, f: "yes" if r.complete else "NO (partial)"),
+)
+
+
+def compare_table(results: Sequence[Result], fs: Sequence[Facts]) -> tuple[Table, dict[str, list[int]]]:
+    """The metrics side by side (a column per system; `wins`: the best cell of each row that has a direction),
+    and the winners by metric name (system indexes)."""
+    rows: list[tuple[str, ...]] = []
+    wins: set[tuple[int, int]] = set()
+    winners: dict[str, list[int]] = {}
+    for i, m in enumerate(METRICS):
+        vals = [m.value(r, f) for r, f in zip(results, fs, strict=True)]
+        rows.append((m.name, *("-" if v is None else m.fmt(v) for v in vals)))
+        nums = [(j, float(v)) for j, v in enumerate(vals) if isinstance(v, int | float)]
+        if m.better and len(nums) >= 2 and len({v for _, v in nums}) > 1:
+            target = max(v for _, v in nums) if m.better == "higher" else min(v for _, v in nums)
+            best = [j for j, v in nums if v == target]
+            winners[m.name] = best
+            wins |= {(i, j + 1) for j in best}
+    names = [f.label for f in fs]
+    return Table("side by side", ("metric", *names), tuple(rows), left=1 + len(names), wins=frozenset(wins)), winners
+
+
+def mitigations_compare_table(results: Sequence[Result], names: Sequence[str]) -> Table | None:
+    """Each mitigation's samples/s and speed-up on each system (None when no system measured any)."""
+    if not any(r.mitigations for r in results):
+        return None
+    rows = []
+    for mn in dict.fromkeys(m.name for r in results for m in r.mitigations):
+        cells = []
+        for r in results:
+            m = next((m for m in r.mitigations if m.name == mn), None)
+            cells.append(f"{m.samples_per_s:,.0f}/s ({m.speedup:.2f}x)" if m else "-")
+        rows.append((mn, *cells))
+    return Table("mitigations on each system", ("mitigation", *names), tuple(rows))
+
+
+def like_for_like(results: Sequence[Result], names: Sequence[str]) -> list[str]:
+    """Differences that make the comparison not like for like."""
+    out = []
+
+    def differ(what: str, key: Callable[[Result], object]) -> None:
+        vals = [key(r) for r in results]
+        if len(set(map(str, vals))) > 1:
+            out.append(f"{what} differ: " + "; ".join(f"{n}: {v}" for n, v in zip(names, vals, strict=True)))
+
+    differ("dataset sizes", lambda r: f"{r.dataset.files:,} files")
+    means = [r.dataset.mean_bytes for r in results]
+    if max(means) > 1.1 * min(means):
+        out.append("mean file sizes differ by more than 10%: " + "; ".join(
+            f"{n}: {m / 1000:,.0f} kB" for n, m in zip(names, means, strict=True)))
+    differ("engines", lambda r: r.settings.engine)
+    differ("reader sweeps", lambda r: ",".join(map(str, r.settings.concurrency)))
+    differ("GPU consumers", lambda r: f"{r.settings.gpu} x {r.settings.model} at {r.settings.rate_per_gpu}")
+    differ("client hosts", lambda r: r.host.hostname)
+    differ("decode settings", lambda r: r.settings.decode)
+    return out
+
+
+def winner_sentences(names: Sequence[str], winners: dict[str, list[int]]) -> list[str]:
+    pick = (("GPUs fed", "Most GPUs fed"), ("cold samples/s (best)", "Fastest cold reads"),
+            ("cold p99 latency, ms", "Lowest tail latency (p99)"),
+            ("listing at full scale, s (predicted)", "Fastest start-up listing"),
+            ("open+close/s, cold, 1 thread", "Fastest metadata (open+close)"))
+    out = []
+    for key, words in pick:
+        if key in winners:
+            out.append(f"{words}: {' and '.join(names[j] for j in winners[key])}")
+    return out
+
+
+def compare_headline(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> str:
+    """The comparison in one sentence: who feeds the most GPUs, or who reads fastest, and by how much."""
+    fed = [f.verdict.gpus_fed if f.verdict and f.verdict.gpus_fed is not None else None for f in fs]
+    rates = [f.best_cold.samples_per_s if f.best_cold else None for f in fs]
+    out = []
+    known = [(g, i) for i, g in enumerate(fed) if g is not None]
+    if len({g for g, _ in known}) > 1:
+        g, i = max(known)
+        rest = ", ".join(f"{names[j]}: {h}" for h, j in known if j != i)
+        gpu = gpu_name(fs[i].verdict, results[i])
+        out.append(f"{names[i]} feeds the most {gpu} GPUs: {g} (against {rest})")
+    ranked = sorted(((x, i) for i, x in enumerate(rates) if x), reverse=True)
+    if len(ranked) >= 2:
+        (x, i), (y, j) = ranked[0], ranked[1]
+        out.append(f"{names[i]} reads fastest from storage (cold): {x:,.0f} samples/s, {x / y:.1f}x "
+                   f"{'the next best, ' if len(ranked) > 2 else ''}{names[j]}")
+    if known and all(g == 0 for g, _ in known):
+        v = fs[known[0][1]].verdict
+        tau = (v.au_target if v and v.au_target else results[0].settings.au_target)
+        out.append(f"none keeps even one {gpu_name(v, results[0])} ≥ {tau:.0%} busy training "
+                   f"{model_name(v, results[0])}")
+    text = "; ".join(out)
+    if text.startswith("none"):
+        text = "N" + text[1:]
+    text = text + "." if text else "No storage figures to compare."
+    mixed = mixed_kinds([(n, r.settings.rate_per_gpu, rate_kind_of(r)) for r, n in zip(results, names, strict=True)])
+    return f"{text} Warning: {mixed}" if mixed else text

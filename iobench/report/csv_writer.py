@@ -1,0 +1,71 @@
+"""The CSV export: one flat row per measured run (replay, training, mitigation) and per fio baseline run, every
+figure as a number (not as the tables show it), for a spreadsheet or a script. Named csv_writer so that it is
+never taken for the standard library's csv, which it uses."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+from iobench.report.facts import labels
+from iobench.result import Result
+
+CSV_COLUMNS = (
+    "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
+    "kind", "engine", "source", "order", "mitigation", "readers", "workers", "batch_size", "decode", "cache",
+    "measures", "resident_before", "eviction", "complete", "samples", "bytes", "seconds", "samples_per_s", "mb_per_s",
+    "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "latency_mean_ms",
+    "open_p50_ms", "open_p99_ms", "decode_p50_ms", "cpu_busy_pct", "iowait_pct", "iobench_cores", "efficiency",
+    "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "gpu", "model", "au_target", "verdict_gpus_fed",
+    "verdict_limit",
+)
+
+
+def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> list[dict[str, object]]:
+    """One flat row per measured run (replay, training, mitigation), and one per fio baseline run (kind "fio")."""
+    rows: list[dict[str, object]] = []
+    for r, n in zip(results, labels(results, names), strict=True):
+        v = r.verdict
+        common = {"system": n, "created": r.created, "host": r.host.hostname, "mount": r.mount.path,
+                  "fstype": r.mount.fstype, "family": r.mount.family, "remote": r.remote,
+                  "dataset_files": r.dataset.files, "dataset_mean_bytes": r.dataset.mean_bytes,
+                  "gpu": r.settings.gpu, "model": r.settings.model, "au_target": r.settings.au_target,
+                  "verdict_gpus_fed": v.gpus_fed if v else None, "verdict_limit": v.limit if v else None}
+        for x in r.runs:
+            lat = x.latency_ms
+            rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
+                         "mitigation": x.mitigation, "readers": x.concurrency, "workers": x.workers,
+                         "batch_size": x.batch_size, "decode": x.decode, "cache": x.cache, "measures": x.measures,
+                         "resident_before": x.resident_before, "eviction": x.eviction, "complete": x.complete,
+                         "samples": x.samples, "bytes": x.bytes, "seconds": x.seconds,
+                         "samples_per_s": x.samples_per_s, "mb_per_s": x.mb_per_s, "latency_p50_ms": lat.p50,
+                         "latency_p90_ms": lat.p90, "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999,
+                         "latency_max_ms": lat.max, "latency_mean_ms": lat.mean, "open_p50_ms": x.open_ms.p50,
+                         "open_p99_ms": x.open_ms.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
+                         "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
+                         "iobench_cores": x.cpu.iobench_cores, "efficiency": x.efficiency, "gpus": x.gpus,
+                         "consumer_rate": x.consumer_rate, "au": x.au, "au_min": x.au_min,
+                         "delivered_per_s": x.delivered_per_s})
+        for b in (r.baseline.fio if r.baseline else []):
+            lat = b.latency_ms
+            rows.append({**common, "kind": "fio", "engine": "fio", "source": "files", "order": "shuffled",
+                         "readers": b.concurrency, "cache": b.cache, "measures": "unknown", "complete": True,
+                         "samples": b.files, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.files_per_s,
+                         "mb_per_s": b.mb_per_s, "latency_p50_ms": lat.p50, "latency_p90_ms": lat.p90,
+                         "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999, "latency_max_ms": lat.max,
+                         "latency_mean_ms": lat.mean})
+    return rows
+
+
+def write_csv(results: Sequence[Result], path: Path, names: Sequence[str] | None = None) -> None:
+    """CSV with CSV_COLUMNS, one row per run (see csv_rows); empty cells for what does not apply."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="raise")
+        w.writeheader()
+        for row in csv_rows(list(results), names):
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+    tmp.replace(path)

@@ -1,0 +1,359 @@
+"""What a report says about a result, computed once for every writer (HTML, Markdown, the terminal summary):
+the verdict and the runs that stand for it, the headline, the caveats, the environment, and each table as a
+header and rows of text (`Table`). The writers only lay these out; none of them decides a figure or a word."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from iobench.errors import UserError
+from iobench.plan import Measured, plan
+from iobench.report.format import engine, gb, ms, num, readers, when
+from iobench.result import FioBaseline, Result, Run, Verdict
+from iobench.verdict import au_cell, cpu_saturated, cpu_words, replay_runs, storage_runs, supply_run, verdict
+
+SMALL_CLIENT_CPUS = 4
+SMALL_DATASET = 100_000
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a report says about one result, computed once for every writer."""
+
+    label: str
+    verdict: Verdict | None
+    provisional: bool  # the verdict was computed here from an unfinished result
+    best_cold: Run | None  # the verdict's best cold (storage) run
+    best_warm: Run | None
+    main: Run | None  # the run whose timeline is shown (the supply run, else the best run)
+    need_per_gpu: float | None  # au_target x per-GPU rate
+    caveats: list[str]
+
+
+def facts(result: Result, label: str | None = None) -> Facts:
+    v, provisional = result.verdict, False
+    if v is None:
+        try:
+            v, provisional = verdict(result), not result.complete
+        except (ValueError, StopIteration, ZeroDivisionError):
+            v = None
+    done = replay_runs(result)
+    pool = storage_runs(result)
+    best_cold = max(pool, key=lambda r: r.samples_per_s) if pool else None
+    warm = [r for r in done if r.cache == "warm"]
+    best_warm = max(warm, key=lambda r: r.samples_per_s) if warm else None
+    main = supply_run(result) or best_cold or (max(done, key=lambda r: r.samples_per_s) if done else None)
+    s = result.settings
+    rate = (v.rate_per_gpu if v and v.rate_per_gpu else None) or s.rate_per_gpu
+    tau = (v.au_target if v and v.au_target else None) or s.au_target
+    need = tau * rate if rate else None
+    return Facts(label=label or default_label(result), verdict=v, provisional=provisional, best_cold=best_cold,
+                 best_warm=best_warm, main=main, need_per_gpu=need, caveats=caveats(result, best_cold, v))
+
+
+def default_label(result: Result) -> str:
+    return f"{result.mount.fstype} at {result.mount.path}"
+
+
+def labels(results: Sequence[Result], names: Sequence[str] | None = None) -> list[str]:
+    """One distinct label per result: the given names, else 'fstype at path', made unique where needed. Every writer
+    starts here, so this is where no results at all is refused."""
+    if not results:
+        raise UserError("no results to report")
+    if names:
+        if len(names) != len(results):
+            raise UserError(f"{len(names)} names for {len(results)} results")
+        return list(names)
+    base = [default_label(r) for r in results]
+    out = [f"{b} ({r.host.hostname}, {when(r.created)[:16]})" if base.count(b) > 1 else b
+           for b, r in zip(base, results, strict=True)]
+    # still duplicate (same host and minute): number them
+    return [f"{x} #{i + 1}" if out.count(x) > 1 else x for i, x in enumerate(out)]
+
+
+def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -> list[str]:
+    """What a reader must know before trusting the figures, most important first."""
+    out: list[str] = []
+    if not result.complete:
+        out.append("This run did not finish (complete: false): the figures cover only what was measured before it "
+                   "stopped, and the verdict is provisional.")
+    interrupted = [r for r in result.runs if not r.complete]
+    if interrupted:
+        out.append(f"{len(interrupted)} epoch(s) were interrupted: their figures cover the samples read.")
+    out += result.warnings
+    if result.remote and not any("server" in w for w in result.warnings):
+        out.append(f"{result.mount.fstype} is a network/FUSE file system: cold runs evicted this client's cache "
+                   "only; the server's cache was not evicted and may have served part of the cold figures.")
+    cached_cold = [r for r in result.runs if r.cache == "cold" and r.measures in ("page-cache", "mixed")]
+    if cached_cold:
+        out.append(f"{len(cached_cold)} cold run(s) found the data already cached (measures: page-cache or mixed): "
+                   "eviction did not take; they are not storage figures and the verdict leaves them out.")
+    if any(r.cache == "warm" and r.measures == "page-cache" for r in result.runs):
+        out.append("Warm figures were read from this client's RAM (page cache), not from the storage.")
+    cpus = result.host.cpus or 0
+    if cpus and cpus <= SMALL_CLIENT_CPUS:
+        out.append(f"Small client: {cpus} CPU cores. iobench's readers share them, so this client may cap the "
+                   "rates before the storage does; a training node has many more cores.")
+    if best is not None and cpu_saturated(best.cpu, result):
+        out.append(f"During the best cold run {cpu_words(best.cpu, result)}: the client CPU, not the storage, set "
+                   "that pace.")
+    if not result.host.root and any(r.cache == "cold" for r in result.runs):
+        out.append("Not run as root: cold runs evicted file pages with posix_fadvise(DONTNEED); the dentry and "
+                   "attribute caches were not dropped.")
+    if result.dataset.files < SMALL_DATASET:
+        out.append(f"Small dataset: {result.dataset.files:,} files ({result.dataset.bytes / 1e9:.2f} GB). Full-size "
+                   f"datasets (ImageNet: {result.settings.scale_files:,} files) stress metadata and caches more.")
+    if v is not None and v.gpus_fed is not None and not v.gpus_fed_confirmed:
+        out.append("GPUs fed is predicted from the sustained rate; no training run with emulated GPUs confirmed it.")
+    invalid = [r for r in result.runs if not r.valid]
+    if invalid:
+        out.append(f"{len(invalid)} run(s) are marked invalid and left out of the verdict: "
+                   + "; ".join(f"epoch {r.epoch}, {r.invalid_reason}" for r in invalid[:3])
+                   + ("; ..." if len(invalid) > 3 else "") + ".")
+    if result.baseline and result.baseline.note:
+        out.append(f"fio baseline: {result.baseline.note}")
+    return out
+
+
+def headline(result: Result, f: Facts) -> str:
+    """The answer in one plain sentence, for the top of the report."""
+    text = _headline(result, f)
+    return f"Provisional (the run did not finish): {text[:1].lower()}{text[1:]}" if f.provisional else text
+
+
+def _headline(result: Result, f: Facts) -> str:
+    v = f.verdict
+    if v is not None and v.answer:
+        return v.answer
+    fio = fio_best_run(result)
+    if fio is not None:
+        return (f"fio baseline only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} MB/s) "
+                f"cold at {fio.concurrency} jobs.")
+    return "No storage figure: no valid cold (storage) run completed."
+
+
+def fio_best_run(result: Result) -> FioBaseline | None:
+    runs = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
+    return max(runs, key=lambda b: b.files_per_s) if runs else None
+
+
+def consumer_words(result: Result) -> str:
+    if result.settings.consumer == "cuda":
+        return "each training step a real step of the model on a local GPU"
+    return "each training step a sleep of batch ÷ rate (as MLPerf Storage emulates a GPU)"
+
+
+def steps_per_gpu(result: Result, r: Run) -> int:
+    """Batches each emulated GPU consumed in a training run."""
+    batch = r.batch_size or result.settings.batch_size or 1
+    return math.ceil(r.samples / max(r.gpus or 1, 1) / batch)
+
+
+def environment(result: Result) -> list[tuple[str, str]]:
+    """Where, on what, with which settings and command: (name, value) rows."""
+    m, d, h, s = result.mount, result.dataset, result.host, result.settings
+    evictions = sorted({r.eviction for r in result.runs if r.eviction})
+    details = ", ".join(f"{k}={v}" for k, v in m.details.items()) or "-"
+    params = ", ".join(f"{k}={v}" for k, v in (d.params or {}).items()) or "-"
+    cpus = f"{h.cpus} CPUs" if h.cpus else "CPUs unknown"
+    rows: list[tuple[str, str]] = [
+        ("mount", f"{m.path} ({m.source})"),
+        ("file system", f"{m.fstype} — family {m.family}" + (" (network/FUSE: remote)" if result.remote else "")),
+        ("mount options", m.options),
+        ("device", f"{m.device or '-'}, read_ahead_kb {m.read_ahead_kb if m.read_ahead_kb is not None else '-'}"),
+        ("file-system details", details),
+    ]
+    if m.unread:
+        rows.append(("not read", "; ".join(m.unread)))
+    rows += [
+        ("cache states", ", ".join(s.cache) + (f" (cold by {', '.join(evictions)})" if evictions else "")),
+        ("dataset", f"{d.files:,} files, {gb(d.bytes)}, mean {d.mean_bytes / 1000:,.1f} kB, median "
+                    f"{d.median_bytes / 1000:,.1f} kB" + (" — fits in RAM" if d.fits_in_ram else "")),
+        ("dataset path", d.path),
+        ("made by", f"iobench gen ({params})" if d.made_by_iobench else "an existing tree (--dataset)"),
+        ("workload", f"{s.workload or '-'}: engine {s.engine}, readers {', '.join(map(str, s.concurrency))}, "
+                     f"orders {', '.join(s.orders) or '-'}, epochs {s.epochs}"
+                     + (f", batch {s.batch_size}" if s.engine == "dataloader" else "")
+                     + (", decode + augment" if s.decode else "")),
+        ("GPU consumer", f"{(s.gpu or '-').upper()} x {s.model or '-'} at "
+                         f"{num(s.rate_per_gpu)} samples/s, AU target {s.au_target:.0%}"
+                         + (f", {s.gpus} GPUs asked" if s.gpus else "") + f"; {consumer_words(result)}"),
+        ("client", f"{h.hostname}: {cpus}, {gb(h.ram_bytes)} RAM ({gb(h.ram_available_bytes)} available), "
+                   f"kernel {h.kernel}, Python {h.python}, {'root' if h.root else 'not root'}"),
+        ("when", f"{when(result.created)} → {when(result.finished)}"
+                 + ("" if result.complete else " (unfinished)")),
+        ("iobench", f"{h.iobench}, {result.schema_}"),
+        ("to repeat", shlex.join(result.command)),
+    ]
+    return rows
+
+
+MONO_ROWS = ("to repeat", "mount options", "dataset path")  # environment rows that are commands and paths
+
+
+# --------------------------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table as every writer shows it: a title (the terminal's caption; the pages have a section heading
+    instead), the header, and rows of text cells."""
+
+    title: str
+    head: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    left: int = 1  # the first `left` columns are text (aligned left); the others figures (aligned right) ...
+    text_cols: tuple[int, ...] = ()  # ... but for these, text too
+    wins: frozenset[tuple[int, int]] = frozenset()  # (row, column) cells holding the best value of their kind
+    wide: tuple[int, ...] = ()  # columns only the HTML page shows: Markdown and the terminal stay narrow
+
+    def is_text(self, col: int) -> bool:
+        return col < self.left or col in self.text_cols
+
+    def narrow(self) -> Table:
+        """The table without its `wide` columns (Markdown, the terminal)."""
+        if not self.wide:
+            return self
+        keep = [i for i in range(len(self.head)) if i not in self.wide]
+        new = {old: i for i, old in enumerate(keep)}
+        return replace(self, head=tuple(self.head[i] for i in keep),
+                       rows=tuple(tuple(row[i] for i in keep) for row in self.rows),
+                       left=sum(1 for i in keep if i < self.left),
+                       text_cols=tuple(new[i] for i in self.text_cols if i in new),
+                       wins=frozenset((r, new[c]) for r, c in self.wins if c in new), wide=())
+
+
+def _cells(*xs: object) -> tuple[str, ...]:
+    return tuple(str(x) for x in xs)
+
+
+def runs_table(result: Result) -> Table:
+    """Every measured run: the sweep, the training runs and the mitigations, in the order measured."""
+    rows = tuple(_cells(
+        engine(r) + (f" [{r.mitigation}]" if r.mitigation else ""), r.order, readers(r),
+        r.cache + ("" if r.complete else " (interrupted)"), r.measures, num(r.samples_per_s), num(r.mb_per_s, 1),
+        ms(r.latency_ms.p50), ms(r.latency_ms.p99), ms(r.latency_ms.p999), ms(r.latency_ms.max),
+        num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
+        num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
+        for r in result.runs)
+    # p90 is left to the latency chart: a table that fits the page has a column fewer
+    return Table(f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
+                 f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)",
+                 ("engine", "pattern", "readers", "cache", "measures", "samples/s", "MB/s", "p50 ms", "p99 ms",
+                  "p99.9 ms", "max ms", "cores used", "vs fio", "GPUs", "AU"),
+                 rows, left=5, wide=(11,))
+
+
+def metadata_table(result: Result) -> Table | None:
+    if not result.metadata:
+        return None
+    m0 = result.metadata[0]
+    rows = tuple(_cells(m.cache, f"{m.list_s:.3f}", num(m.stat_per_s), ms(m.stat_ms.p99), num(m.open_close_per_s),
+                        ms(m.open_close_ms.p99), f"{m.projected_list_s:,.1f} s") for m in result.metadata)
+    return Table(f"metadata: {m0.files:,} files in {m0.dirs:,} folders, one thread",
+                 ("cache", "list s", "stat/s", "stat p99 ms", "open+close/s", "open+close p99 ms",
+                  f"listing {m0.scale_files:,} files (predicted)"), rows)
+
+
+def fio_table(result: Result) -> Table | None:
+    b = result.baseline
+    if b is None or not b.fio:
+        return None
+    rows = tuple(_cells(x.concurrency, x.cache, num(x.files_per_s), num(x.mb_per_s, 1), ms(x.latency_ms.p50),
+                        ms(x.latency_ms.p99), x.files) for x in b.fio)
+    return Table(f"fio {b.fio_version or ''} on {b.fio[0].files:,} of the files",
+                 ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms", "files"), rows, left=0,
+                 text_cols=(1,), wide=(6,))
+
+
+def efficiency_table(result: Result) -> Table | None:
+    """Each loader run against fio at the same concurrency and cache state."""
+    eff = [r for r in replay_runs(result) if r.efficiency is not None]
+    if not eff:
+        return None
+    rows = tuple(_cells(readers(r), r.cache, num(r.samples_per_s), num(r.efficiency, 2)) for r in eff)
+    return Table("efficiency: iobench's loader against fio at the same concurrency and cache state",
+                 ("readers", "cache", "samples/s", "samples/s ÷ fio files/s"), rows, left=2)
+
+
+def mitigations_table(result: Result) -> Table | None:
+    ms_ = result.mitigations
+    if not ms_:
+        return None
+    rows = tuple(_cells(m.name, m.source, num(m.samples_per_s), f"{m.speedup:.2f}x",
+                        gb(m.extra_bytes) if m.extra_bytes else "-", f"{m.pack_s:.1f} s" if m.pack_s else "-",
+                        m.gpus_fed if m.gpus_fed is not None else "-", m.note or "") for m in ms_)
+    best = max(range(len(ms_)), key=lambda i: ms_[i].speedup)
+    return Table("mitigations: cold, same pattern and readers as the baseline",
+                 ("mitigation", "source", "samples/s (cold)", "speed-up", "extra space", "pack time", "GPUs fed",
+                  "note"), rows, left=2, text_cols=(7,),
+                 wins=frozenset({(best, 3)}) if ms_[best].speedup > 1 else frozenset(), wide=(5,))
+
+
+def training_table(result: Result) -> Table | None:
+    train = [r for r in result.runs if r.kind == "training"]
+    if not train:
+        return None
+    tau = result.settings.au_target
+    rows = tuple(_cells(r.gpus, num(r.consumer_rate), readers(r), r.cache, steps_per_gpu(result, r), au_cell(r.au),
+                        au_cell(r.au_min), num(r.delivered_per_s),
+                        ("fed" if r.au is not None and r.au >= tau else "starved")
+                        + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"))
+                 for r in train)
+    return Table("training runs (emulated GPUs)",
+                 ("GPUs", "samples/s per GPU", "loaders (per GPU)", "cache", "batches per GPU", "AU", "lowest AU",
+                  "delivered samples/s", "outcome"), rows, left=0, text_cols=(2, 3, 8), wide=(2, 3))
+
+
+def stats_table(result: Result) -> Table | None:
+    """Each configuration over the repeats (`--repeat N`): mean, spread, stable or not."""
+    if not any(st.repeats > 1 for st in result.stats):
+        return None
+    rows = tuple(_cells(st.engine, st.readers, st.cache, st.repeats, num(st.mean_samples_per_s),
+                        num(st.std_samples_per_s), "-" if st.spread is None else f"{100 * st.spread:.1f}%",
+                        "UNSTABLE (> 5%)" if st.unstable else "yes") for st in result.stats)
+    return Table(f"over {result.settings.repeat} repeats: steady-state samples/s (epochs after the first)",
+                 ("engine", "readers", "cache", "repeats", "mean", "std", "spread", "stable"), rows,
+                 text_cols=(2, 7))
+
+
+# --------------------------------------------------------------------------------------------- what-ifs
+
+
+def whatifs(result: Result) -> Measured | None:
+    """The plan's what-ifs for this result's own GPU consumer (None without one or without a cold run)."""
+    s = result.settings
+    if not s.rate_per_gpu:
+        return None
+    m = plan(s.gpu or "gpu", 1, s.model or "model", au_target=s.au_target, rate=s.rate_per_gpu, result=result).measured
+    return m if m is not None and m.cache == "cold" else None
+
+
+def cache_whatif_table(m: Measured) -> Table | None:
+    if not m.cache_whatif:
+        return None
+    rows = tuple(_cells(f"{w.fraction:.0%}", num(w.samples_per_s), w.gpus, w.label) for w in m.cache_whatif)
+    return Table("part of the dataset cached (predicted)",
+                 ("cached fraction x", "samples/s (predicted)", "GPUs fed (predicted)", ""), rows, text_cols=(3,))
+
+
+def readers_whatif_table(m: Measured) -> Table | None:
+    if not m.concurrency_whatif:
+        return None
+    rows = tuple(_cells(w.readers, num(w.samples_per_s), num(w.measured) if w.measured is not None else "-", w.gpus)
+                 for w in m.concurrency_whatif)
+    return Table("more readers (predicted)", ("readers", "samples/s (predicted)", "measured", "GPUs fed (predicted)"),
+                 rows, left=0)
+
+
+def whatif_gpu_note(result: Result, m: Measured) -> str:
+    text = ("GPUs fed (predicted) = samples/s ÷ (AU target × per-GPU rate), the arithmetic the verdict uses without "
+            "training runs.")
+    v = result.verdict
+    if v is not None and v.gpus_fed_confirmed and v.gpus_fed is not None and v.gpus_fed < m.gpus_supported:
+        text += (f" Here the training runs measured {v.gpus_fed} at today's rate where the arithmetic says "
+                 f"{m.gpus_supported}: read these as upper bounds.")
+    return text

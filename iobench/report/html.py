@@ -1,0 +1,221 @@
+"""The HTML report: one self-contained page (CSS and SVG inline: no network, no script), rendered with Jinja2
+from templates/ (report.html.j2 for one result, compare.html.j2 for several; macros.html.j2 holds the parts both
+use). This module gathers what each template shows from facts, compare and charts; autoescape escapes every value,
+and only the SVG (escaped as svg.py draws it) goes in marked safe."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from iobench.report import charts
+from iobench.report.compare import (
+    compare_headline,
+    compare_table,
+    like_for_like,
+    mitigations_compare_table,
+    winner_sentences,
+)
+from iobench.report.facts import (
+    MONO_ROWS,
+    Facts,
+    cache_whatif_table,
+    consumer_words,
+    efficiency_table,
+    environment,
+    facts,
+    fio_best_run,
+    fio_table,
+    headline,
+    labels,
+    metadata_table,
+    mitigations_table,
+    readers_whatif_table,
+    runs_table,
+    training_table,
+    whatif_gpu_note,
+    whatifs,
+)
+from iobench.report.format import gpu_name, model_name, ms, num, readers, short, when
+from iobench.result import Result
+from iobench.verdict import times
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@cache
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(num=num, ms=ms, pct=lambda x: f"{x:.0%}", count=lambda x: f"{x:,}")
+    return env
+
+
+@dataclass(frozen=True)
+class Big:
+    """The hero's big figure: GPUs fed, else the storage's samples/s, with what it is and how it was found."""
+
+    value: str
+    cls: str  # "ok", "bad" or ""
+    sub: str
+    badges: list[tuple[str, str]]  # (class, text)
+
+
+def _big(result: Result, f: Facts) -> Big:
+    v, best = f.verdict, f.best_cold
+    gpu, model = gpu_name(v, result), model_name(v, result)
+    tau = v.au_target if v and v.au_target else result.settings.au_target
+    if v is not None and v.gpus_fed is not None:
+        fed = v.gpus_fed
+        if v.gpus_fed_confirmed and result.settings.consumer == "cuda":
+            badges = [("ok", "measured with training runs on a real GPU")]
+        elif v.gpus_fed_confirmed:
+            badges = [("ok", "measured with emulated-GPU training runs")]
+        else:
+            badges = [("warn", "predicted from the measured rates")]
+        if f.provisional:
+            badges.append(("warn", "provisional: run unfinished"))
+        return Big(str(fed), "bad" if fed == 0 else "ok",
+                   f"{gpu} GPU{'' if fed == 1 else 's'} fed, training {model} at ≥ {tau:.0%} busy", badges)
+    if best is not None:
+        return Big(short(best.samples_per_s), "", "samples/s from storage (cold); no GPU consumer set", [])
+    fio = fio_best_run(result)
+    if fio is not None:
+        return Big(short(fio.files_per_s), "", f"files/s cold, fio at {fio.concurrency} jobs; no loader replay", [])
+    return Big("–", "bad", "no storage (cold) figure", [])
+
+
+_LIMIT_WORDS = {"storage": ("Storage", "the loaders reach what the storage gives, and more readers give no more"),
+                "client-cpu": ("Client CPU", "iobench used nearly all the cores it may use"),
+                "input-pipeline": ("Input pipeline", "the storage gives more than the loader delivers"),
+                "gpu": ("The GPUs", "storage and pipeline keep up with the GPUs asked about")}
+
+
+def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
+    """(name, figure, note) for the hero's tiles."""
+    v, best = f.verdict, f.best_cold
+    gpu = gpu_name(v, result)
+    tau = v.au_target if v and v.au_target else result.settings.au_target
+    tiles = []
+    if v is not None and v.limit:
+        tiles.append(("Limit", *_LIMIT_WORDS[v.limit]))
+    if v is not None and v.storage_samples_per_s is not None:
+        tiles.append(("Storage gives (cold)", ("at least " if v.storage_is_lower_bound else "")
+                      + f"{v.storage_samples_per_s:,.0f} samples/s", v.storage_from or ""))
+    if v is not None and v.pipeline_samples_per_s is not None:
+        tiles.append(("Pipeline delivers", f"{v.pipeline_samples_per_s:,.0f} samples/s", v.pipeline_from or ""))
+    if f.need_per_gpu is not None:
+        rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
+        cap = min((x for x in (v.storage_samples_per_s, v.pipeline_samples_per_s) if x is not None), default=None) \
+            if v else None
+        share = f"; storage and pipeline give {times(cap / f.need_per_gpu)} that" if cap else ""
+        tiles.append((f"One {gpu} needs", f"{f.need_per_gpu:,.0f} samples/s",
+                      f"{tau:.0%} AU target x {rate:,.0f} samples/s per GPU{share}"))
+    if best is not None:
+        tiles.append(("Latency per file (cold)", f"p99 {ms(best.latency_ms.p99)} ms",
+                      f"p50 {ms(best.latency_ms.p50)} ms, max {ms(best.latency_ms.max)} ms"))
+    if f.best_warm is not None:
+        w = f.best_warm
+        where = "from RAM (page cache)" if w.measures == "page-cache" else "warm"
+        tiles.append(("Warm re-read", f"{w.samples_per_s:,.0f} samples/s", f"{where}, {readers(w)}"))
+    return tiles
+
+
+def _hero(result: Result, f: Facts) -> dict[str, Any]:
+    v = f.verdict
+    return {"headline": headline(result, f), "big": _big(result, f), "tiles": _tiles(result, f),
+            "gauge": charts.gauge(result, f), "provisional": f.provisional,
+            "text": v.text if v is not None else "No verdict: nothing was measured.",
+            "source": result.settings.rate_source if (v and v.rate_per_gpu) or result.settings.rate_per_gpu else None}
+
+
+def _sections(result: Result, f: Facts) -> dict[str, Any]:
+    """What the detail sections of one result show (everything below the verdict)."""
+    m = whatifs(result)
+    return {
+        "result": result, "settings": result.settings, "baseline": result.baseline,
+        "environment": environment(result), "mono": MONO_ROWS,
+        "throughput": charts.throughput_charts(result, f), "runs": runs_table(result) if result.runs else None,
+        "latency": charts.latency_chart(charts.latency_series(result), "latency percentiles per run"),
+        "timeline": charts.main_timeline(f),
+        "fio": fio_table(result), "efficiency": efficiency_table(result),
+        "metadata": metadata_table(result), "mitigations": mitigations_table(result),
+        "speedup": charts.speedup_chart(result), "training": training_table(result),
+        "consumer": consumer_words(result),
+        "whatif": m, "cache_whatif": cache_whatif_table(m) if m else None,
+        "readers_whatif": readers_whatif_table(m) if m else None,
+        "whatif_notes": [n for n in m.notes if "no cache rate" in n] if m else [],
+        "whatif_gpu_note": whatif_gpu_note(result, m) if m else "",
+    }
+
+
+def _single_html(result: Result, label: str) -> str:
+    f = facts(result, label)
+    return _env().get_template("report.html.j2").render(
+        title=f"iobench: {label}", label=label, result=result, when=when(result.created), f=f,
+        hero=_hero(result, f), s=_sections(result, f), versions=result.host.iobench, schema=result.schema_)
+
+
+@dataclass(frozen=True)
+class Card:
+    """One system's card in the comparison: GPUs fed (or its cold samples/s), how found, what limits."""
+
+    name: str
+    big: str
+    cls: str
+    sub: str
+    rate: str
+    limit: str
+    how: str
+    best: bool
+    complete: bool
+
+
+def _cards(results: Sequence[Result], fs: Sequence[Facts], winners: dict[str, list[int]]) -> list[Card]:
+    key = "GPUs fed" if "GPUs fed" in winners else "cold samples/s (best)"
+    top = set(winners.get(key, []))
+    out = []
+    for i, (r, f) in enumerate(zip(results, fs, strict=True)):
+        v = f.verdict
+        gpu, model = gpu_name(v, r), model_name(v, r)
+        if v is not None and v.gpus_fed is not None:
+            big = str(v.gpus_fed)
+            sub = f"{gpu} GPU{'' if v.gpus_fed == 1 else 's'} fed ({model}, AU ≥ {v.au_target or 0:.0%})"
+            how = "training runs" if v.gpus_fed_confirmed else "predicted"
+        else:
+            big = short(f.best_cold.samples_per_s) if f.best_cold else "–"
+            sub, how = "samples/s cold", ""
+        rate = (f"{f.best_cold.samples_per_s:,.0f} samples/s cold, p99 {ms(f.best_cold.latency_ms.p99)} ms"
+                if f.best_cold else "no cold figure")
+        if f.need_per_gpu and f.best_cold:
+            rate += f"; {times(f.best_cold.samples_per_s / f.need_per_gpu)} one {gpu}'s need"
+        out.append(Card(f.label, big, "bad" if big == "0" else ("ok" if i in top else ""), sub, rate,
+                        f"limit: {v.limit}" if v and v.limit else "", how, i in top, r.complete))
+    return out
+
+
+def _compare_html(results: Sequence[Result], names: Sequence[str]) -> str:
+    fs = [facts(r, n) for r, n in zip(results, names, strict=True)]
+    side, winners = compare_table(results, fs)
+    systems = [{"label": f.label, "caveats": f.caveats, "text": f.verdict.text if f.verdict else "no verdict",
+                "s": _sections(r, f)} for r, f in zip(results, fs, strict=True)]
+    return _env().get_template("compare.html.j2").render(
+        title="iobench compare: " + ", ".join(names), names=names,
+        partial=[n for r, n in zip(results, names, strict=True) if not r.complete],
+        headline=compare_headline(results, fs, names), cards=_cards(results, fs, winners),
+        sentences=winner_sentences(names, winners), diffs=like_for_like(results, names), side=side,
+        throughput=charts.compare_throughput_charts(results, fs, names), latency=charts.compare_latency_chart(fs),
+        timeline=charts.compare_timeline(fs), mitigations=mitigations_compare_table(results, names), systems=systems,
+        versions=", ".join(sorted({r.host.iobench for r in results})), schema=results[0].schema_)
+
+
+def render_html(results: Sequence[Result], names: Sequence[str] | None = None) -> str:
+    """One self-contained HTML page: the single-run report for one result, the comparison for several."""
+    results = list(results)
+    ls = labels(results, names)
+    return _single_html(results[0], ls[0]) if len(results) == 1 else _compare_html(results, ls)

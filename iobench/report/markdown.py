@@ -1,0 +1,153 @@
+"""The Markdown report: the same facts and tables as the HTML page (the narrow form of each table), no plots."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from iobench.report.compare import compare_headline, compare_table, like_for_like, winner_sentences
+from iobench.report.facts import (
+    Facts,
+    Table,
+    cache_whatif_table,
+    facts,
+    fio_table,
+    headline,
+    labels,
+    metadata_table,
+    mitigations_table,
+    readers_whatif_table,
+    runs_table,
+    training_table,
+    whatif_gpu_note,
+    whatifs,
+)
+from iobench.report.format import gb, gpu_name, model_name, ms, num, readers, when
+from iobench.result import Result
+
+
+def _md_table(t: Table) -> str:
+    """The table's narrow form, its best cells bold."""
+    t = t.narrow()
+
+    def cell(x: object) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    out = ["| " + " | ".join(cell(h) for h in t.head) + " |", "|" + "|".join("---" for _ in t.head) + "|"]
+    for ri, row in enumerate(t.rows):
+        cells = [f"**{cell(c)}**" if (ri, i) in t.wins else cell(c) for i, c in enumerate(row)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _kv(rows: Sequence[tuple[str, str]]) -> str:
+    return _md_table(Table("", ("", ""), tuple(rows)))
+
+
+def _environment(result: Result) -> str:
+    """A shorter environment than the page's (the page has every setting): where, what, when, how to repeat."""
+    m, d, hst, s = result.mount, result.dataset, result.host, result.settings
+    return _kv([
+        ("mount", f"{m.path} ({m.source})"), ("file system", f"{m.fstype} ({m.family})"),
+        ("mount options", f"`{m.options}`"),
+        ("details", ", ".join(f"{k}={v}" for k, v in m.details.items()) or "-"),
+        ("cache states", ", ".join(s.cache) + " (cold by "
+         + (", ".join(sorted({r.eviction for r in result.runs if r.eviction})) or "-") + ")"),
+        ("dataset", f"{d.files:,} files, {gb(d.bytes)}, mean {d.mean_bytes / 1000:,.1f} kB, median "
+                    f"{d.median_bytes / 1000:,.1f} kB"),
+        ("client", f"{hst.hostname}, {hst.cpus} CPUs, {gb(hst.ram_bytes)} RAM, kernel {hst.kernel}, "
+                   f"{'root' if hst.root else 'not root'}"),
+        ("when", f"{when(result.created)} → {when(result.finished)}"),
+        ("to repeat", f"`{shlex.join(result.command)}`")])
+
+
+def _section(h: str, title: str, t: Table | None, missing: str) -> list[str]:
+    return [f"{h} {title}", "", _md_table(t) if t is not None else missing, ""]
+
+
+def _sections(result: Result, h: str = "##") -> list[str]:
+    out = [f"{h} Environment", "", _environment(result), ""]
+    if result.runs:
+        out += [f"{h} Runs", "", _md_table(runs_table(result)), ""]
+    b = result.baseline
+    out += _section(h, "fio baseline", fio_table(result), b.note if b and b.note else "No fio baseline in this result.")
+    out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
+    out += _section(h, "Mitigations", mitigations_table(result),
+                    "No mitigation phase in this result (`--mitigations`).")
+    out += _section(h, "Training runs (emulated GPUs)", training_table(result),
+                    "No training runs: GPUs fed is predicted from the sustained rate.")
+    m = whatifs(result)
+    if m is not None:
+        cache, more = cache_whatif_table(m), readers_whatif_table(m)
+        out += [f"{h} What-ifs (predictions, not measurements)", ""]
+        if cache:
+            out += [f"Part of the dataset cached, F = 1 / (x/C + (1-x)/S), C = {num(m.warm_samples_per_s)} warm, "
+                    f"S = {num(m.samples_per_s)} cold:", "", _md_table(cache), ""]
+        if more:
+            out += [f"More readers, Little's law ({m.in_flight or 0:.2f} in flight at {m.readers} readers, p50 "
+                    f"{ms(m.p50_ms)} ms); {m.cap_reason}:", "", _md_table(more), ""]
+        out += [whatif_gpu_note(result, m), ""]
+    return out
+
+
+def _verdict(result: Result, f: Facts) -> list[str]:
+    v, best = f.verdict, f.best_cold
+    out = [f"### {headline(result, f)}", ""]
+    if v is not None and v.gpus_fed is not None:
+        gpu, model = gpu_name(v, result), model_name(v, result)
+        how = "measured with training runs" if v.gpus_fed_confirmed else "predicted from the sustained rate"
+        out.append(f"**GPUs fed: {v.gpus_fed} × {gpu}** training {model} at AU ≥ {(v.au_target or 0):.0%} ({how})"
+                   + (f"; **limit: {v.limit}**" if v.limit else ""))
+        out.append("")
+    rows = []
+    if best:
+        rows.append(("storage delivers (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
+                                                f"at {readers(best)}; p99 {ms(best.latency_ms.p99)} ms"))
+    if f.need_per_gpu is not None:
+        rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
+        rows.append((f"one {gpu_name(v, result)} needs", f"{f.need_per_gpu:,.0f} samples/s (AU target × "
+                                                          f"{rate:,.0f}/s per GPU)"))
+        rows.append(("per-GPU rate source", result.settings.rate_source or "-"))
+    if f.best_warm:
+        rows.append(("warm re-read", f"{f.best_warm.samples_per_s:,.0f} samples/s ({f.best_warm.measures})"))
+    if rows:
+        out += [_kv(rows), ""]
+    out += [f"> **Verdict{' (provisional)' if f.provisional else ''}:** "
+            + (v.text if v else "No verdict: nothing was measured."), ""]
+    if f.caveats:
+        out += ["**Caveats**", ""] + [f"- {c}" for c in f.caveats] + [""]
+    return out
+
+
+def render_markdown(results: Sequence[Result], names: Sequence[str] | None = None) -> str:
+    """The same report in Markdown (tables, no plots)."""
+    results = list(results)
+    ls = labels(results, names)
+    if len(results) == 1:
+        r, f = results[0], facts(results[0], ls[0])
+        out = [f"# Can this storage feed the GPUs? {ls[0]}", "",
+               f"iobench report, {when(r.created)} on {r.host.hostname}. MB = 10^6 B; latencies in ms.", ""]
+        if not r.complete:
+            out += ["**Unfinished run (complete: false): the figures cover what was measured before it stopped; "
+                    "the verdict is provisional.**", ""]
+        out += _verdict(r, f) + _sections(r)
+        return "\n".join(out).rstrip() + "\n"
+    fs = [facts(r, n) for r, n in zip(results, ls, strict=True)]
+    side, winners = compare_table(results, fs)
+    out = [f"# Pre-purchase comparison: {len(results)} storage systems, same workload", ""]
+    partial = [n for r, n in zip(results, ls, strict=True) if not r.complete]
+    if partial:
+        out += [f"**Unfinished run(s): {', '.join(partial)} (complete: false).**", ""]
+    out += [f"**{compare_headline(results, fs, ls)}**", ""]
+    gpus = [(n, f.verdict.gpus_fed if f.verdict else None) for n, f in zip(ls, fs, strict=True)]
+    out += ["GPUs fed per system: " + "; ".join(f"**{n}: {g if g is not None else '-'}**" for n, g in gpus), ""]
+    sentences = winner_sentences(ls, winners)
+    if sentences:
+        out += ["Winners: " + ". ".join(sentences) + ".", ""]
+    diffs = like_for_like(results, ls)
+    if diffs:
+        out += ["**Not like for like:**", ""] + [f"- {d}" for d in diffs] + [""]
+    out += ["## Side by side", "", _md_table(side), "", "Bold: the best value of a row.", ""]
+    for n, r, f in zip(ls, results, fs, strict=True):
+        out += [f"## {n}", ""] + _verdict(r, f) + _sections(r, h="###")
+    return "\n".join(out).rstrip() + "\n"
