@@ -38,6 +38,7 @@ from iobench.dataset import (
     scan,
     spec_of,
 )
+from iobench.distributed import RankLost
 from iobench.engines import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.fio import FioMissing, fio_version
@@ -311,6 +312,12 @@ def _run_options(f):
 @click.option("--io-timeout", "io_timeout", type=float, default=60.0, show_default=True,
               help="Seconds without a finished read after which the storage counts as stalled: the run ends there "
                    "(exit 3), the epoch kept with complete false, readers stuck in IO left behind.")
+@click.option("--ranks", type=click.IntRange(min=1), default=None,
+              help="Launch this many ranks on this host (torchrun's launcher, gloo): one distributed run, each rank a "
+                   "GPU with its own DataLoader, a per-step allreduce. Across nodes: torchrun (docs/distributed.md).")
+@click.option("--timeout", "timeout_", type=float, default=None,
+              help="Distributed runs: seconds after which a rank that stopped answering ends the run (exit 3, what "
+                   "was gathered kept) [default: 300].")
 def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int,
         threads_: str | None, cache_: str, json_path: str | None, out: Path | None, quiet: bool,
         workload: str | None, order_: str | None, source_: str, epochs: int | None, fio_: bool, metadata_: bool,
@@ -318,7 +325,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         engine: str | None, workers_: str | None, batch_size: int | None, prefetch_factor: int, decode: bool | None,
         model: str | None, gpu: str | None, rate: float | None, gpus_: int | None, au_target: float | None,
         consumer: str, mitigations_: bool, rate_kind: str | None, check_: bool, repeat_: int,
-        io_timeout: float) -> None:
+        io_timeout: float, ranks: int | None, timeout_: float | None) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     from iobench.workload import DEFAULT, load
 
@@ -329,8 +336,20 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         raise UserError(f"--io-timeout must be a number of seconds > 0, got {io_timeout:g}")
     if prefetch_factor < 1 or (gpus_ is not None and gpus_ < 1):
         raise UserError("--prefetch-factor and --gpus must be >= 1")
-    if check_ and gpus_ is None:
+    from iobench import distributed
+
+    w = distributed.world()
+    many = w is not None or ranks is not None
+    if check_ and gpus_ is None and not many:
         raise UserError("--check needs --gpus N: it exits 1 when N GPUs are not fed")
+    if timeout_ is not None and not many:
+        raise UserError("--timeout applies to a distributed run (--ranks P, or under torchrun); a stalled storage "
+                        "is --io-timeout")
+    timeout_s = DEFAULT_RANK_TIMEOUT_S if timeout_ is None else timeout_
+    if not timeout_s > 0 or math.isinf(timeout_s):
+        raise UserError(f"--timeout must be a number of seconds > 0, got {timeout_s:g}")
+    if ranks is not None and w is not None and not os.environ.get("IOBENCH_RANKS"):
+        raise UserError("--ranks launches ranks itself; under torchrun the ranks are its --nnodes x --nproc-per-node")
     wl = load(workload or DEFAULT).merged(
         files=files, size_dist=size_dist, classes=classes, engine=engine, batch_size=batch_size, decode=decode,
         epochs=epochs, model=model, gpu=gpu, rate=rate, kind=rate_kind, au_target=au_target,
@@ -365,12 +384,72 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         rate_per_gpu=per_gpu, rate_source=rate_source,
         rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_,
         io_timeout_s=io_timeout)
+    if many:
+        plan = _distributed_settings(click.get_current_context(), plan, engine_name, ranks or w.local_world_size)
+    if ranks is not None and w is None:  # the launcher: the ranks run this same command line
+        raise click.exceptions.Exit(distributed.launch(ranks, sys.argv[1:], timeout_s))
     shape = wl.dataset
-    result = _measure(plan, mount, dataset, files, (shape.files, shape.size_dist, shape.classes, seed), json_path,
-                      out, ui, notes)
+    spec_args = (shape.files, shape.size_dist, shape.classes, seed)
+    if w is None:
+        result = _measure(plan, mount, dataset, files, spec_args, json_path, out, ui, notes)
+    else:
+        result = _rank(w, timeout_s, plan, mount, dataset, files, spec_args, json_path, out, ui, notes)
+        if result is None:
+            return
     assert result.verdict is not None
     if check_ and result.verdict.asked_fed is not True:  # not fed, or no valid run could say
         raise click.exceptions.Exit(EXIT_NOT_FED)
+
+
+DEFAULT_RANK_TIMEOUT_S = 300.0
+
+
+def _distributed_settings(ctx: click.Context, plan: Settings, engine: str, local_ranks: int) -> Settings:
+    """A distributed run is the training job itself: shuffled epochs through a DataLoader per rank, at one worker
+    count, with a GPU consumer. Options for the phases it does not run are refused (one line each)."""
+    from iobench.distributed import workers_per_rank
+    from iobench.mounts import usable_cpus
+
+    if engine != "dataloader":
+        raise UserError("a distributed run reads through a DataLoader per rank, as training does: it needs PyTorch "
+                        "and does not take --engine threads")
+    for name, opt in (("threads_", "--threads"), ("fio_", "--fio"), ("metadata_", "--metadata"),
+                      ("mitigations_", "--mitigations"), ("gpus_", "--gpus"), ("scale_files", "--scale-files")):
+        if _given(ctx, name):
+            raise UserError(f"{opt} does not apply to a distributed run (its GPUs are its ranks; it measures the "
+                            "job's epochs only): run it without --ranks or torchrun")
+    if ctx.params.get("repeat_", 1) != 1:
+        raise UserError("--repeat does not apply to a distributed run: give --epochs N")
+    if plan.sources != ["files"] or plan.orders != ["shuffled"]:
+        raise UserError("a distributed run reads the files in a fresh shuffle each epoch: --source and --order "
+                        "other than files and shuffled do not apply")
+    if _given(ctx, "workers_") and len(plan.concurrency) > 1:
+        raise UserError("a distributed run reads at one --workers count per rank: give one value")
+    if plan.rate_per_gpu is None:
+        raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
+    workers = (plan.concurrency[0] if _given(ctx, "workers_")
+               else workers_per_rank(plan, local_ranks, usable_cpus()))
+    return plan.model_copy(update={"concurrency": [workers], "metadata": False, "fio": False, "mitigations": False,
+                                   "repeat": 1})
+
+
+def _rank(w, timeout_s: float, plan: Settings, mount: Path, dataset: Path | None, files: int | None,
+          spec_args: tuple, json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
+    """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
+    the job's epochs; the others follow it. A rank that fails tells the others why before it leaves."""
+    from iobench import distributed
+
+    job = distributed.Job(w, timeout_s)
+    try:
+        if w.rank == 0:
+            return _measure(plan, mount, dataset, files, spec_args, json_path, out, ui, notes, job=job)
+        distributed.follow(job, UI(quiet=True))
+        return None
+    except BaseException as exc:
+        job.fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    finally:
+        job.close()
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -453,7 +532,7 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
 
 
 def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-             json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None) -> Result:
+             json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None, job=None) -> Result:
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
 
@@ -485,7 +564,7 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
             made.insert(0, out)
         try:
             with _stdout_to_stderr(json_path == STDOUT):
-                result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes)
+                result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes, job)
             if stopped is not None:
                 # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
                 if json_path is not None:
@@ -520,7 +599,7 @@ def _probe(path: Path, timeout_s: float | None) -> None:
 
 
 def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-                  out: Path | None, ui: UI, notes: list[str] | None) -> tuple[Result, Exception | None]:
+                  out: Path | None, ui: UI, notes: list[str] | None, job=None) -> tuple[Result, Exception | None]:
     """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome.
     `notes` are caveats the command found before measuring; they go into the result's warnings.
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
@@ -564,8 +643,14 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
     from iobench.report import write_reports
 
     try:
-        execute(manifest, plan, result, result_path, ui)
-    except (Interrupted, StorageStalled) as exc:
+        if job is None:
+            execute(manifest, plan, result, result_path, ui)
+        else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
+            from iobench import distributed
+
+            distributed.lead(job, manifest, plan, result, ui)
+            distributed.execute(job, manifest, plan, ui, result, result_path)
+    except (Interrupted, StorageStalled, RankLost) as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc
     ui.summary(result)
@@ -704,23 +789,29 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
 @click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
               help="Kind of table rate (see `iobench gpus`) [default: measured]; not with --rate.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
-@click.option("--result", "result_path", type=Path, default=None,
+@click.option("--result", "result_paths", type=Path, multiple=True,
               help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
-                   "and what-ifs (part of the dataset cached, more readers).")
+                   "and what-ifs (part of the dataset cached, more readers). Repeat it with distributed results at "
+                   "1, 2, ... nodes: how the storage scaled with clients.")
 @click.option("--json", "json_path", default=None,
               help="Also write the plan as JSON here (- for stdout): its fields, nodes, and `measured` with --result.")
 def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
-             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_path: Path | None,
+             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_paths: tuple[Path, ...],
              json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     from iobench.plan import format_plan, plan
     from iobench.report import load_results
 
     _check_json_target(json_path)
-    result = load_results([result_path])[0] if result_path is not None else None
+    results = load_results(result_paths) if result_paths else []
+    if len(results) > 1 and any(r.distributed is None for r in results):
+        raise UserError("several --result are read as a scaling series: each must be a distributed run (--ranks or "
+                        "torchrun); give one result otherwise")
+    # of a series, the result with the most nodes is the one planned from
+    result = max(results, key=lambda r: r.distributed.nodes if r.distributed else 0) if results else None
     try:
         p = plan(gpu, gpus_, model, dataset_files=dataset_files, mean_kb=mean_kb, au_target=au_target, rate=rate,
-                 result=result, gpus_per_node=gpus_per_node, kind=rate_kind)
+                 result=result, gpus_per_node=gpus_per_node, kind=rate_kind, series=results)
     except ValueError as exc:
         raise UserError(f"plan: {exc}") from None
     ui = UI(stdout_free=json_path == STDOUT)

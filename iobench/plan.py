@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from io import StringIO
 
+from iobench.cluster_plan import ScalePoint, job_run, scaling, scaling_sentence
 from iobench.gpus import GIVEN, KIND_ALIASES, KINDS, cpu_cores_for_decode, kind_of_source, rate_for
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
@@ -129,6 +130,10 @@ class Measured:
     cap_reason: str = ""
     notes: list[str] = field(default_factory=list)
     kind_warning: str | None = None  # `mixed_kinds` of the plan's rate and the result's
+    nodes_measured: int | None = None  # distributed result: client nodes that read at once (samples_per_s is theirs)
+    per_node_samples_per_s: float | None = None  # samples_per_s / nodes_measured
+    scaling: list[ScalePoint] = field(default_factory=list)  # distributed results at several node counts
+    scaling_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,14 +207,16 @@ def mixed_kinds(figures: Iterable[tuple[str, float | None, str | None]]) -> str 
 
 def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, mean_kb: float | None = None,
          au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
-         gpus_per_node: int = 8, kind: str | None = None) -> CapacityPlan:
+         gpus_per_node: int = 8, kind: str | None = None, series: list[Result] | None = None) -> CapacityPlan:
     """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
 
     rate: samples/s one GPU consumes, kind "given" (default: the table's row of `kind`, see `gpus.rate_for`).
     kind: the kind of table rate, "measured" (default), "published" or "mlperf-storage"; not with `rate`
     (UserError). A model and GPU without a row of that kind is a UserError naming the kinds they have.
     mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean, else ImageNet's 110 kB.
-    result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs.
+    result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs. A
+    distributed result gives the rate its nodes read at once, per node (iobench.cluster_plan).
+    series: distributed results at several node counts (`result` among them): how the storage scaled.
     """
     if gpus < 1:
         raise ValueError("gpus must be >= 1")
@@ -242,7 +249,12 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         dataset_bytes=dataset_files * mean)
     if result is None:
         return p
-    return CapacityPlan(**{**p.__dict__, "measured": _measured(p, result)})
+    measured = _measured(p, result)
+    if measured is not None and result.distributed is not None:
+        points = scaling(series or [result])
+        measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
+                               "scaling_note": scaling_sentence(points)})
+    return CapacityPlan(**{**p.__dict__, "measured": measured})
 
 
 def _measured(p: CapacityPlan, result: Result) -> Measured | None:
@@ -250,7 +262,10 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     pool = storage_runs(result)
     warm = [r for r in runs if r.cache == "warm"]
     notes: list[str] = []
-    if pool:
+    job = job_run(result) if result.distributed is not None else None
+    if job is not None:  # many clients at once: the job's figure, not one client's best
+        ref, cache, pool, warm = job, job.cache, [], []
+    elif pool:
         ref = max(pool, key=lambda r: r.samples_per_s)
         cache = "cold"
     elif warm:
@@ -279,8 +294,17 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     if not result.complete:
         notes.insert(0, "the result is of an unfinished run (complete: false): its figures cover only what was "
                         "measured before it stopped")
-    notes.append("measured from one client: whether the storage gives each of several client nodes this rate at "
-                 "once was not measured")
+    d = result.distributed
+    if d is None:
+        notes.append("measured from one client: whether the storage gives each of several client nodes this rate at "
+                     "once was not measured")
+    else:
+        notes.append(f"measured with {d.nodes} client node{'s' if d.nodes > 1 else ''} reading at once ({d.world_size} "
+                     f"ranks, {d.workers} DataLoader workers each): {s / d.nodes:,.0f} samples/s per node; more "
+                     "nodes than that were not measured")
+        if v is not None and v.asked_fed:
+            notes.append("the job's GPUs were fed in that run: its rate is what they asked for, a lower bound of what "
+                         "the storage gives")
     startup = None
     if result.metadata:
         per_file = max(m.list_s / m.files for m in result.metadata if m.files)
@@ -293,7 +317,8 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
         spare_samples_per_s=s - p.minimum_samples_per_s,
         verdict_gpus_fed=v.gpus_fed if same and v is not None else None,
         verdict_confirmed=bool(same and v is not None and v.gpus_fed_confirmed),
-        warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes)
+        warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes,
+        nodes_measured=d.nodes if d else None, per_node_samples_per_s=s / d.nodes if d else None)
     s_rate = result.settings.rate_per_gpu or (v.rate_per_gpu if v is not None else None)
     extra: dict = {"kind_warning": mixed_kinds([
         (f"this plan ({_who(p)})", p.rate_per_gpu, p.rate_kind),
@@ -301,7 +326,7 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
          rate_kind_of(result))])}
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
-    if cache == "cold":
+    if cache == "cold" and job is None:  # Little's law over one client's sweep; a job has no sweep
         extra.update(_concurrency_whatif(p, ref, pool, c_rate, _highest_seen(result)))
     return Measured(**{**m.__dict__, **extra})
 
@@ -445,6 +470,8 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
         how = "confirmed by training runs" if m.verdict_confirmed else "predicted"
         t.add_row(f"GPUs fed in the result's own verdict (same {_rate(p.rate_per_gpu)} samples/s)",
                   f"{m.verdict_gpus_fed} ({how})")
+    if m.nodes_measured is not None and m.per_node_samples_per_s is not None:
+        t.add_row(f"per client node ({m.nodes_measured} measured at once)", _n(m.per_node_samples_per_s))
     t.add_row(f"client nodes of {p.gpus_per_node} GPUs (predicted, {kind})", str(m.nodes_supported))
     t.add_row(f"headroom over the minimum for {p.gpus} GPUs", f"{m.headroom:.2f}x")
     t.add_row("spare (shortfall if negative) samples/s", _n(m.spare_samples_per_s))
@@ -469,6 +496,16 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
                       _n(w.measured) if w.measured is not None else "-", str(w.gpus))
         con.print(t)
         con.print(m.cap_reason, highlight=False)
+    if m.scaling:
+        t = Table(title="measured: the storage with more client nodes reading at once")
+        for col in ("nodes", "ranks", "samples/s together", "per node", "per node vs the fewest", "job fed"):
+            t.add_column(col, justify="right")
+        for pt in m.scaling:
+            t.add_row(str(pt.nodes), str(pt.ranks), _n(pt.samples_per_s), _n(pt.per_node),
+                      f"{pt.per_node_vs_fewest:.0%}", "yes (lower bound)" if pt.fed else "no")
+        con.print(t)
+    if m.scaling_note:
+        con.print(m.scaling_note, highlight=False)
     for note in m.notes:
         con.print(f"note: {note}", highlight=False)
     return buf.getvalue()

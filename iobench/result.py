@@ -100,6 +100,18 @@ class Run(_Model):
     delivered_per_s: float | None = Field(
         None, description="samples/s the input pipelines delivered to the GPUs over AU's window (first step "
                           "excluded), summed over the GPUs")
+    ranks: int | None = Field(None, description="ranks (GPUs) of a distributed run that read this epoch together, one "
+                                                "per process on one or more nodes (see `distributed` and `ranks`); "
+                                                "null for a run on this client alone")
+    slowest_rank: int | None = Field(
+        None, description="distributed: the rank whose own pace (samples / (seconds - its allreduce wait)) was the "
+                          "lowest: the one the others waited for at the per-step allreduce")
+    straggler_spread: float | None = Field(
+        None, description="distributed: (fastest - slowest own pace) / fastest, over the ranks; 0 when all kept "
+                          "the same pace")
+    read_once: bool | None = Field(
+        None, description="distributed: every sample of the dataset was read exactly once across the ranks this "
+                          "epoch (checked from each rank's count, index sum and index hash sum); null elsewhere")
     efficiency: float | None = Field(
         None, description="samples_per_s over fio's files/s at the same concurrency and cache state "
                           "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "
@@ -294,16 +306,61 @@ class RunStats(_Model):
     unstable: bool = Field(description="spread over 5% (MLPerf Storage's rule): the figure does not repeat")
 
 
+class Distributed(_Model):
+    world_size: int = Field(description="ranks in the job: one process per GPU, on all nodes")
+    nodes: int = Field(description="hosts the ranks ran on (by host name)")
+    ranks_per_node: dict[str, int] = Field(description="host name -> ranks on it")
+    backend: str = Field(description='torch.distributed backend of the per-step collective ("gloo")')
+    rendezvous: str = Field(description="MASTER_ADDR:MASTER_PORT: the store and address every rank met at")
+    launcher: str = Field(description='"torchrun" or "iobench --ranks" (P local ranks through torchrun\'s launcher)')
+    timeout_s: float = Field(description="--timeout: a rank that stops answering ends the run after this long")
+    workers: int = Field(description="DataLoader workers per rank")
+    mounts: dict[str, str] = Field(description="host name -> its mount of the dataset: fstype, source and options "
+                                               "as in /proc/mounts; a warning names any host whose mount differs "
+                                               "from rank 0's")
+    shared_page_cache: bool = Field(description="some ranks share a host and so its page cache: one reading a "
+                                                "sample may serve another from RAM within an epoch")
+
+
+class RankEpoch(_Model):
+    epoch: int = Field(description="epoch number (as runs[].epoch)")
+    cache: Literal["cold", "warm"] = Field(description="cache state of the epoch")
+    complete: bool = Field(description="the rank read its whole share")
+    samples: int = Field(description="samples this rank read")
+    bytes: int = Field(description="bytes read() returned to this rank")
+    seconds: float = Field(description="wall time of this rank's epoch")
+    samples_per_s: float = Field(description="samples / seconds")
+    au: float | None = Field(description="this rank's GPU's AU (compute / wall, first step excluded)")
+    data_wait_s: float = Field(description="seconds the training loop waited for its next batch")
+    allreduce_s: float = Field(description="seconds in the per-step allreduce: waiting for the slower ranks")
+    steps: int = Field(description="batches this rank consumed")
+    latency_ms: Latency = Field(description="per sample open + read + close, from this rank's histogram")
+    cpu: Cpu = Field(description="CPU during this rank's epoch (this process and its workers; the host's busy %)")
+    resident_before: float | None = Field(description="fraction of sampled pages cached on this host at the start")
+    shard_digest: str = Field(description="CRC32 of the sorted indices this rank read: changes every epoch as the "
+                                          "global reshuffle deals a new share")
+
+
+class RankRecord(_Model):
+    rank: int = Field(description="global rank")
+    local_rank: int = Field(description="rank on its host")
+    host: str = Field(description="host name")
+    pid: int = Field(description="process id on that host")
+    cpus_usable: float = Field(description="cores this rank's process may use (affinity, cgroup quota)")
+    epochs: list[RankEpoch] = Field(default_factory=list, description="this rank's figures per epoch")
+
+
 class Verdict(_Model):
     text: str = Field(description="the answer in sentences: the first answers the question asked (with --gpus N it "
                                   'starts "Yes:" or "No:"), then `evidence`, then notes')
     answer: str = Field("", description="the first sentence of `text`: the answer to the question asked")
-    limit: Literal["storage", "client-cpu", "input-pipeline", "gpu"] | None = Field(
+    limit: Literal["storage", "client-cpu", "input-pipeline", "gpu", "slowest-rank"] | None = Field(
         None, description='what stops more GPUs from being fed: "storage" (the loaders reach the storage figure and '
                           'more readers give no more), "client-cpu" (iobench used nearly all the cores it may use), '
                           '"input-pipeline" (the storage gave more than the pipeline delivered, CPU not saturated, '
-                          'or the rate was still rising with more readers), "gpu" (the GPUs asked about are fed); '
-                          "null without a valid run")
+                          'or the rate was still rising with more readers), "gpu" (the GPUs asked about are fed), '
+                          '"slowest-rank" (distributed: one rank\'s own pace was 25% or more under the fastest\'s, and '
+                          'every step waited for it); null without a valid run')
     evidence: list[str] = Field(default_factory=list,
                                 description="sentences, each with the measured figures it rests on: storage, "
                                             "pipeline, demand, CPU, and why the limit is what it is")
@@ -372,6 +429,10 @@ class Result(_Model):
     baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
     mitigations: list[Mitigation] = Field(default_factory=list, description="each mitigation against the "
                                                                            "baseline, measured in the same run")
+    distributed: Distributed | None = Field(
+        None, description="set when the run spanned several ranks (torchrun, or --ranks): the job's shape; `runs` "
+                          "then holds one aggregate per epoch and `ranks` each rank's figures")
+    ranks: list[RankRecord] = Field(default_factory=list, description="distributed: per rank, its host and epochs")
     stats: list[RunStats] = Field(default_factory=list,
                                   description="per replay configuration: the steady-state figure, over repeats "
                                               "with its spread (set with the verdict)")

@@ -81,6 +81,11 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was measured in {result_path}") from None
+    return finish(result, result_path)
+
+
+def finish(result: Result, result_path: Path) -> Result:
+    """Every phase measured: the stats, the verdict, complete, saved."""
     result.stats = stats(result)
     result.verdict = verdict(result)
     result.complete = True

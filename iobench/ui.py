@@ -16,7 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.report.facts import Table as ReportTable
-from iobench.report.facts import fio_table, metadata_table, mitigations_table, runs_table, stats_table
+from iobench.report.facts import (
+    fio_table,
+    metadata_table,
+    mitigations_table,
+    ranks_table,
+    runs_table,
+    stats_table,
+)
 from iobench.result import Result
 
 
@@ -100,7 +107,7 @@ class UI:
         if self.quiet:
             return
         for t in (metadata_table(result), runs_table(result) if result.runs else None, stats_table(result),
-                  fio_table(result), mitigations_table(result)):
+                  fio_table(result), mitigations_table(result), ranks_table(result)):
             if t is not None:
                 self.table(t)
         for r in result.runs:

@@ -46,7 +46,7 @@ MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
 UNSTABLE = 0.05  # MLPerf Storage: a figure whose repeats spread over 5% does not repeat
 
 LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
-               "gpu": "the GPUs themselves"}
+               "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
 
 
 def gpus_for(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
@@ -402,6 +402,10 @@ def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run
 
 
 def verdict(result: Result) -> Verdict:
+    if result.distributed is not None:  # the job across ranks and nodes: its own reading (cluster_verdict.py)
+        from iobench.cluster_verdict import cluster_verdict
+
+        return cluster_verdict(result)
     s = result.settings
     where = f"{result.mount.fstype} at {result.mount.path}"
     invalid = [r for r in result.runs if not r.valid]

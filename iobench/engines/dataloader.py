@@ -309,12 +309,19 @@ def _crop_box(w: int, h: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 
 
 
 def _worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker
-    """A worker's first step: named in ps, and the signal handlers a worker had before `signals_held` (the fork
-    happens while the main process holds Ctrl-C and SIGTERM): Ctrl-C ends the worker loop quietly, SIGTERM ends
-    the process."""
+    """A worker's first step: named in ps, dies with its process (PR_SET_PDEATHSIG), and its signal handlers (the
+    fork happens while the main process holds Ctrl-C and SIGTERM): Ctrl-C ends the worker loop quietly; SIGTERM is
+    the main process's to handle. A SIGTERM to the whole process group (torchrun stopping a rank, a service
+    manager) reaches the workers too: were they to die of it, torch's SIGCHLD handler would raise in the main
+    process wherever it stood (a collective, a save), before it could stop in order. The main process ends them
+    (iobench stops workers with SIGKILL), and they die with it."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     set_name(b"iobench-worker")
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
@@ -469,10 +476,18 @@ class DataLoaderEngine:
             if on_tick:
                 on_tick(rec.completed())
         except BaseException as exc:
-            rec.stop()
-            stopped = True
             stalled = isinstance(exc, StorageStalled)
-            self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: start afresh
+            try:
+                rec.stop()
+                stopped = True
+                self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: afresh
+            except RuntimeError as late:
+                # A SIGTERM to the whole process group (torchrun stopping a rank) also ends the workers, and torch's
+                # SIGCHLD handler says so while we stop for that same signal: the stop, not that, is the news.
+                if not isinstance(exc, KeyboardInterrupt) or "DataLoader worker" not in str(late):
+                    raise
+                stopped = True
+                self._shut(stopping=True, graceful=False)
             if stalled:
                 exc.left_behind = self.left_behind
                 exc.stuck = self._stuck

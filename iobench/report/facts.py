@@ -308,6 +308,22 @@ def training_table(result: Result) -> Table | None:
                   "delivered samples/s", "outcome"), rows, left=0, text_cols=(2, 3, 8), wide=(2, 3))
 
 
+def ranks_table(result: Result) -> Table | None:
+    """A distributed run: each rank's own figures per epoch (the runs table holds the job's)."""
+    if not result.ranks:
+        return None
+    rows = tuple(_cells(r.rank, r.host, e.epoch, e.cache + ("" if e.complete else " (interrupted)"),
+                        num(e.samples), num(e.samples_per_s), f"{e.data_wait_s:.2f}", f"{e.allreduce_s:.2f}",
+                        au_cell(e.au), ms(e.latency_ms.p50), ms(e.latency_ms.p99),
+                        num(e.cpu.iobench_cores, 2) if e.cpu.iobench_cores is not None else "-")
+                 for r in result.ranks for e in r.epochs)
+    d = result.distributed
+    where = f"{d.world_size} ranks on {d.nodes} node{'s' if d.nodes > 1 else ''}, " if d else ""
+    return Table(f"ranks: {where}each its own DataLoader and GPU, a per-step allreduce",
+                 ("rank", "host", "epoch", "cache", "samples", "samples/s", "data wait s", "allreduce s", "AU",
+                  "p50 ms", "p99 ms", "cores used"), rows, left=2, text_cols=(3,), wide=(11,))
+
+
 def stats_table(result: Result) -> Table | None:
     """Each configuration over the repeats (`--repeat N`): mean, spread, stable or not."""
     if not any(st.repeats > 1 for st in result.stats):

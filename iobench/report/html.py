@@ -35,6 +35,7 @@ from iobench.report.facts import (
     labels,
     metadata_table,
     mitigations_table,
+    ranks_table,
     readers_whatif_table,
     runs_table,
     training_table,
@@ -93,7 +94,8 @@ def _big(result: Result, f: Facts) -> Big:
 _LIMIT_WORDS = {"storage": ("Storage", "the loaders reach what the storage gives, and more readers give no more"),
                 "client-cpu": ("Client CPU", "iobench used nearly all the cores it may use"),
                 "input-pipeline": ("Input pipeline", "the storage gives more than the loader delivers"),
-                "gpu": ("The GPUs", "storage and pipeline keep up with the GPUs asked about")}
+                "gpu": ("The GPUs", "storage and pipeline keep up with the GPUs asked about"),
+                "slowest-rank": ("Slowest rank", "one rank read far slower than the others, and every step waited")}
 
 
 def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
@@ -145,7 +147,7 @@ def _sections(result: Result, f: Facts) -> dict[str, Any]:
         "timeline": charts.main_timeline(f),
         "fio": fio_table(result), "efficiency": efficiency_table(result),
         "metadata": metadata_table(result), "mitigations": mitigations_table(result),
-        "speedup": charts.speedup_chart(result), "training": training_table(result),
+        "speedup": charts.speedup_chart(result), "training": training_table(result), "ranks": ranks_table(result),
         "consumer": consumer_words(result),
         "whatif": m, "cache_whatif": cache_whatif_table(m) if m else None,
         "readers_whatif": readers_whatif_table(m) if m else None,

@@ -16,6 +16,7 @@ from iobench.report.facts import (
     labels,
     metadata_table,
     mitigations_table,
+    ranks_table,
     readers_whatif_table,
     runs_table,
     training_table,
@@ -76,6 +77,9 @@ def _sections(result: Result, h: str = "##") -> list[str]:
                     "No mitigation phase in this result (`--mitigations`).")
     out += _section(h, "Training runs (emulated GPUs)", training_table(result),
                     "No training runs: GPUs fed is predicted from the sustained rate.")
+    ranks = ranks_table(result)
+    if ranks is not None:
+        out += [f"{h} Ranks (distributed run)", "", _md_table(ranks), ""]
     m = whatifs(result)
     if m is not None:
         cache, more = cache_whatif_table(m), readers_whatif_table(m)

@@ -1,0 +1,123 @@
+"""The verdict of a distributed run: does this storage feed the job's GPUs (its ranks, on all its nodes), and if
+not, what held the job back: the storage, a node's CPU, or the slowest rank. The thresholds and the GPUs-fed
+arithmetic are verdict.py's; this module only reads a distributed result with them."""
+
+from __future__ import annotations
+
+from iobench.result import Result, Run, Verdict
+from iobench.verdict import CPU_SATURATED, LIMIT_WORDS, au_pct, demand, gpu_words, gpus_for, pct
+
+WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
+STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank
+
+
+def host_cores(result: Result, run: Run) -> list[tuple[str, float, float]]:
+    """Per host, in the epoch of `run`: (host, cores its ranks used together, cores a rank may use there)."""
+    out: dict[str, list[float]] = {}
+    for rank in result.ranks:
+        for e in rank.epochs:
+            if e.epoch == run.epoch:
+                used, usable = out.setdefault(rank.host, [0.0, rank.cpus_usable])
+                out[rank.host] = [used + (e.cpu.iobench_cores or 0.0), min(usable, rank.cpus_usable)]
+    return [(h, used, usable) for h, (used, usable) in out.items()]
+
+
+def _where_rank(result: Result, rank: int) -> str:
+    return f"rank {rank} on {result.ranks[rank].host}" if rank < len(result.ranks) else f"rank {rank}"
+
+
+def _waits(result: Result, run: Run) -> tuple[float, float, float]:
+    """Mean over the ranks in that epoch: data wait, allreduce wait, seconds."""
+    es = [e for r in result.ranks for e in r.epochs if e.epoch == run.epoch]
+    if not es:
+        return 0.0, 0.0, run.seconds
+    n = len(es)
+    return (sum(e.data_wait_s for e in es) / n, sum(e.allreduce_s for e in es) / n, sum(e.seconds for e in es) / n)
+
+
+def cluster_verdict(result: Result) -> Verdict:
+    s = result.settings
+    d = result.distributed
+    assert d is not None and s.rate_per_gpu is not None
+    where = f"{result.mount.fstype} at {result.mount.path}"
+    nodes = f"{d.world_size} rank{'s' if d.world_size > 1 else ''} on {d.nodes} node{'s' if d.nodes > 1 else ''}"
+    runs = [r for r in result.runs if r.ranks and r.valid and r.complete and r.au is not None]
+    invalid = [r for r in result.runs if r.ranks and not r.valid]
+    fields: dict = dict(model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind,
+                        au_target=s.au_target, gpus_asked=d.world_size,
+                        demand_samples_per_s=round(demand(d.world_size, s.rate_per_gpu, s.au_target), 2))
+    if not runs:
+        why = invalid[0].invalid_reason if invalid else "no epoch finished"
+        answer = (f"No valid distributed epoch ({why}), so no answer for {nodes}: read more samples per rank "
+                  f"(--files, or a smaller --batch-size) so that each rank takes at least 11 batches.")
+        return Verdict(text=answer, answer=answer, **fields)
+    cold = [r for r in runs if r.cache == "cold"]
+    pool = cold or runs
+    run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
+    fed = all((r.au or 0.0) >= s.au_target for r in pool)
+    any_cold = any(r.cache == "cold" for r in result.runs if r.ranks)
+    state = "cold" if cold else ("warm (from the page cache: no cold epoch was valid)" if any_cold
+                                 else "warm (from the page cache)")
+    epochs = f"{len(pool)} {state.split(' ')[0]} epoch{'s' if len(pool) > 1 else ''}"
+    tau = f">= {s.au_target:.0%} busy"
+    au = f"AU {au_pct(run.au or 0.0)}, lowest rank {au_pct(run.au_min or 0.0)}"
+    per_node = run.samples_per_s / d.nodes
+    data_wait, allreduce, seconds = _waits(result, run)
+    evidence = [
+        f"Cluster: {run.samples_per_s:,.0f} samples/s ({run.mb_per_s:,.0f} MB/s) read by {nodes} together, "
+        f"{per_node:,.0f} per node, {d.workers} DataLoader worker{'s' if d.workers != 1 else ''} per rank, "
+        f"{state} (epoch {run.epoch}, the slowest of {epochs}); every sample read exactly once across the ranks: "
+        f"{'yes' if run.read_once else 'no'}.",
+        f"Ranks: each waited {data_wait:,.2f} s for data and {allreduce:,.2f} s at the per-step allreduce in a "
+        f"{seconds:,.2f} s epoch (means); the slowest ({_where_rank(result, run.slowest_rank or 0)}) kept "
+        f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
+    ]
+    hosts = host_cores(result, run)
+    busy = [(h, used, usable) for h, used, usable in hosts if usable and used >= CPU_SATURATED * usable]
+    if hosts:
+        h, used, usable = max(hosts, key=lambda x: x[1] / x[2] if x[2] else 0.0)
+        evidence.append(f"CPU: the busiest node, {h}, used {used:.2f} of the {usable:g} cores its ranks may use.")
+    if fed:
+        limit = "gpu"
+        gpus, confirmed = d.world_size, True
+        why = (f"The GPUs are the limit: every {state.split(' ')[0]} epoch kept them {tau}; what more GPUs would get "
+               "was not measured (run with more ranks).")
+        first = (f"Yes: {where}, read by {nodes}, keeps {gpu_words(s, d.world_size)} at {tau} (measured: {au}, "
+                 f"{epochs}); the limit is {WORDS[limit]}.")
+    else:
+        gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
+        if busy:
+            limit = "client-cpu"
+            h, used, usable = busy[0]
+            why = (f"A node's CPU is the limit: on {h} the ranks used {used:.2f} of the {usable:g} cores they may use "
+                   f"(>= {CPU_SATURATED:.0%}); the storage may give more to clients with more cores or fewer ranks.")
+        elif (run.straggler_spread or 0.0) >= STRAGGLER:
+            limit = "slowest-rank"
+            why = (f"The slowest rank is the limit: {_where_rank(result, run.slowest_rank or 0)} read at "
+                   f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest rank's pace, and every step waits for it "
+                   "at the allreduce (see ranks[] for its host's mount and CPU).")
+        else:
+            limit = "storage"
+            why = (f"The storage is the limit: the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
+                   f"and spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data, no node's "
+                   f"CPU saturated; at {d.workers} worker{'s' if d.workers != 1 else ''} per rank (more workers per "
+                   "rank were not measured).")
+        need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+        first = (f"No: {gpu_words(s, d.world_size)} on {d.nodes} node{'s' if d.nodes > 1 else ''} need {need:,.0f} "
+                 f"samples/s to stay {tau}; {where} gave them {run.samples_per_s:,.0f} (measured: {au}), enough for "
+                 f"{gpus:,} (predicted from that rate); the limit is {WORDS[limit]}.")
+    evidence.append(why)
+    notes = ""
+    if result.remote:
+        notes += " Network file system: the server's cache was not evicted."
+    if d.shared_page_cache:
+        notes += " Ranks shared a host's page cache."
+    if invalid:
+        notes += f" {len(invalid)} epoch(s) were too short or not cold and were left out (marked invalid)."
+    return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
+                   storage_samples_per_s=run.samples_per_s, storage_is_lower_bound=fed or limit != "storage",
+                   storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {state.split(' ')[0]}",
+                   pipeline_samples_per_s=run.delivered_per_s, pipeline_from=f"epoch {run.epoch} of the job",
+                   cpu_saturated=bool(busy), gpus_fed=gpus, gpus_fed_confirmed=confirmed, asked_fed=fed,
+                   asked_confirmed=True, best_samples_per_s=run.samples_per_s, best_mb_per_s=run.mb_per_s,
+                   best_concurrency=d.workers, order="shuffled", **fields)

@@ -1,0 +1,345 @@
+"""The job's epochs on every rank, and what rank 0 makes of them: the dataset and settings rank 0 hands out, each
+epoch read together (the cache prepared once per host, a barrier, a share of a fresh global shuffle, the per-step
+allreduce), every rank's figures gathered to rank 0 and recorded (latencies merged as histograms), and what each
+epoch proves (every sample read once, a new split)."""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.distributed.job import Job, RankLost, first_line
+from iobench.errors import EnvironmentRefused
+from iobench.order import shard
+
+# -- what each epoch proves -----------------------------------------------------------------------------------
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def coverage(indices: np.ndarray) -> tuple[int, int, int]:
+    """(count, sum of indices, sum of a 64-bit mix of them mod 2^64): what a rank read, in three numbers that add up
+    across ranks. Every sample read exactly once across ranks <=> the sums equal those of 0..n-1 (a duplicate and
+    a miss that cancel in both sums at once is not a practical outcome)."""
+    idx = indices.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = (idx + np.uint64(1)) * _MIX
+        mixed ^= mixed >> np.uint64(29)
+        h = int(mixed.sum(dtype=np.uint64))
+    return int(idx.size), int(indices.sum(dtype=np.int64)), h
+
+
+def read_once(parts: list[tuple[int, int, int]], n: int) -> bool:
+    """The ranks' coverages together are exactly the samples 0..n-1, each once."""
+    want = coverage(np.arange(n, dtype=np.int64))
+    count = sum(p[0] for p in parts)
+    total = sum(p[1] for p in parts)
+    mixed = sum(p[2] for p in parts) % (1 << 64)
+    return (count, total, mixed) == want
+
+
+def digest(indices: np.ndarray) -> str:
+    """A fingerprint of the samples a rank read (CRC32 of their sorted indices): a fresh global shuffle deals each
+    rank a different set every epoch."""
+    return f"{zlib.crc32(np.sort(indices).astype('<i8').tobytes()):08x}"
+
+
+def steps_per_rank(n: int, world_size: int, batch: int) -> int:
+    """Steps every rank joins in an epoch: those of the largest share (a smaller share joins the rest empty)."""
+    largest = math.ceil(n / world_size)
+    return math.ceil(largest / batch)
+
+
+# -- the epochs ------------------------------------------------------------------------------------------------
+@dataclass
+class _Mine:
+    """What one rank measured in one epoch, sent to rank 0 (plain data: it crosses hosts as a pickled object)."""
+
+    rank: int
+    complete: bool
+    samples: int
+    bytes: int
+    seconds: float
+    au: float | None
+    delivered_per_s: float | None
+    data_wait_s: float
+    allreduce_s: float
+    steps: int
+    latency: bytes  # encoded HdrHistogram of open + read + close, ns
+    opens: bytes  # the same of the open alone
+    cpu: dict
+    resident: float | None
+    eviction: str | None
+    coverage: tuple[int, int, int]
+    digest: str
+
+
+def workers_per_rank(settings, local_ranks: int, cpus_usable: float) -> int:
+    """One worker count for every rank: the one given, else the largest of the workload's sweep that keeps every
+    rank of this host with its workers within the cores it may use (at least 1)."""
+    fits = [w for w in settings.concurrency if local_ranks * max(w, 1) <= cpus_usable]
+    return max(fits) if fits else min(settings.concurrency)
+
+
+def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | None = None):
+    """Every epoch of the job, on every rank: settings.cache states x settings.epochs, shuffled, through a DataLoader
+    of `settings.concurrency[0]` workers per rank. Rank 0 (with `result`) gathers and saves after each epoch and
+    ends with the verdict; the other ranks return None."""
+    from iobench import sources
+    from iobench.engines.dataloader import DataLoaderEngine
+    from iobench.runner import Interrupted, finish
+
+    workers = settings.concurrency[0]
+    source = sources.open("files", manifest, ui)
+    engine = DataLoaderEngine(workers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
+                              io_timeout_s=settings.io_timeout_s)
+    epoch = 0
+    try:
+        for state in settings.cache:
+            for _ in range(settings.epochs):
+                epoch += 1
+                mine, error = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
+                if error is not None:
+                    raise error
+                parts = _gather(job, mine, epoch)
+                if result is not None:
+                    _record(job, parts, manifest, settings, state, epoch, workers, result)
+                    result.save(result_path)
+    except KeyboardInterrupt:
+        job.fail("interrupted (Ctrl-C or SIGTERM)")
+        if result is None:
+            raise
+        result.save(result_path)
+        raise Interrupted(f"interrupted: kept what was gathered in {result_path}") from None
+    except Exception as exc:
+        job.fail(first_line(exc))
+        if not isinstance(exc, (EnvironmentRefused, OSError)):
+            # e.g. this rank's DataLoader workers ended by the launcher, which stops every rank once one died: name
+            # the rank that went first when the heartbeats tell, else say what happened here, in one line
+            lost = job.diagnose(f"reading epoch {epoch}", exc)
+            exc = lost if "every rank still answers" not in str(lost) else RankLost(
+                f"rank {job.w.rank} on {job.w.host}: {first_line(exc)}")
+        if result is None:
+            raise exc from None
+        result.warnings.append(f"the run stopped at epoch {epoch}: {first_line(exc)}")
+        result.save(result_path)
+        if isinstance(exc, EnvironmentRefused):
+            raise type(exc)(f"{exc} (kept what was gathered in {result_path})") from None
+        raise
+    finally:
+        engine.close()
+        source.close()
+    return None if result is None else finish(result, result_path)
+
+
+def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
+           ui) -> tuple[_Mine, BaseException | None]:
+    """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
+    share and joins every step's allreduce."""
+    from iobench import cache
+    from iobench.consumer import CudaConsumer, SleepConsumer
+    from iobench.engines import StorageStalled
+    from iobench.measure import Counters, EpochRecorder, latency_histogram
+    from iobench.order import epoch_order
+    from iobench.runner import _prepare_cache
+
+    w = job.w
+    fits = manifest.total_bytes < _ram()
+    eviction = resident = None
+    if job.evictor:  # one rank per host evicts (or warms) that host's page cache for all its ranks
+        eviction, resident = _prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
+                                            io_timeout_s=settings.io_timeout_s)
+    job.wait_all(f"cache/{epoch}", f"preparing the page cache for epoch {epoch}")
+    if not job.evictor:
+        resident = cache.resident_sample(source.files(), seed=epoch, timeout_s=settings.io_timeout_s)
+    mine = shard(epoch_order("shuffled", len(manifest), settings.seed, epoch), w.rank, w.world_size)
+    rec = EpochRecorder(len(mine), max(engine.workers, 1))
+    assert settings.rate_per_gpu is not None
+    consumer = (CudaConsumer(settings.model or "resnet50", settings.batch_size, device=f"cuda:{w.local_rank}")
+                if settings.consumer == "cuda" else SleepConsumer(settings.rate_per_gpu))
+    total_steps = job.steps + steps_per_rank(len(manifest), w.world_size, settings.batch_size)
+    waits = [0.0, 0.0]  # data wait, allreduce
+    last = [0.0]
+
+    def step(batch) -> None:  # per batch, in the training loop: the GPU's step, then the gradient's allreduce
+        waits[0] += time.perf_counter() - last[0]
+        consumer(len(batch.positions), batch.data if settings.decode else None)
+        waits[1] += job.step()
+        last[0] = time.perf_counter()
+
+    job.collective(job.dist.barrier, f"starting epoch {epoch}")
+    counters = Counters(None)
+    error: BaseException | None = None
+    label = f"epoch {epoch} {state}, rank {w.rank} of {w.world_size}"
+    last[0] = time.perf_counter()
+    try:
+        with ui.epoch_progress(label, len(mine)) as tick:
+            engine.epoch(source, mine, rec, tick, on_batch=step)
+        while job.steps < total_steps:  # a share one sample short: join the last step with nothing to consume
+            waits[1] += job.step()
+    except (KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError) as exc:
+        error = exc
+    read = rec.nbytes >= 0
+    seconds = max(rec.t_end - rec.t_start, 1e-9)
+    return _Mine(
+        rank=w.rank, complete=error is None, samples=int(read.sum()), bytes=int(rec.nbytes[read].sum()),
+        seconds=seconds, au=consumer.au, delivered_per_s=consumer.delivered_per_s, data_wait_s=waits[0],
+        allreduce_s=waits[1], steps=consumer.steps, latency=latency_histogram(rec.total_ns[read]).encode(),
+        opens=latency_histogram(rec.open_ns[read]).encode(), cpu=counters.result()["cpu"], resident=resident,
+        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read])), error
+
+
+def _ram() -> int:
+    import psutil
+
+    return psutil.virtual_memory().total
+
+
+def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
+    """Every rank's figures to rank 0 (None elsewhere)."""
+    out: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None
+    job.collective(lambda: job.dist.gather_object(mine, out, dst=0), f"gathering epoch {epoch}")
+    return out
+
+
+def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, workers: int, result) -> None:
+    """Rank 0: one aggregate run for the epoch (latencies merged as histograms) and each rank's own figures."""
+    from hdrh.histogram import HdrHistogram
+
+    from iobench.measure import histogram_summary
+    from iobench.result import Cpu, Latency, RankEpoch, Run
+    from iobench.verdict import mark_validity, measures
+
+    lat = HdrHistogram.decode(parts[0].latency)
+    opens = HdrHistogram.decode(parts[0].opens)
+    for p in parts[1:]:
+        lat.add(HdrHistogram.decode(p.latency))
+        opens.add(HdrHistogram.decode(p.opens))
+    for p in parts:
+        h = HdrHistogram.decode(p.latency)
+        result.ranks[p.rank].epochs.append(RankEpoch(
+            epoch=epoch, cache=state, complete=p.complete, samples=p.samples, bytes=p.bytes,
+            seconds=round(p.seconds, 6), samples_per_s=round(p.samples / p.seconds, 2),
+            au=None if p.au is None else round(p.au, 4), data_wait_s=round(p.data_wait_s, 4),
+            allreduce_s=round(p.allreduce_s, 4), steps=p.steps, latency_ms=Latency(**histogram_summary(h)),
+            cpu=Cpu(**p.cpu), resident_before=None if p.resident is None else round(p.resident, 4),
+            shard_digest=p.digest))
+    pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
+    samples = sum(p.samples for p in parts)
+    nbytes = sum(p.bytes for p in parts)
+    seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
+    aus = [p.au for p in parts if p.au is not None]
+    delivered = [p.delivered_per_s for p in parts if p.delivered_per_s is not None]
+    residents = [p.resident for p in parts if p.resident is not None]
+    resident = max(residents) if residents else None
+    busiest = _busiest_host(job, parts)
+    result.runs.append(mark_validity(Run(
+        source="files", order="shuffled", engine="dataloader", concurrency=max(workers, 1), workers=workers,
+        batch_size=settings.batch_size, decode=settings.decode, cache=state, epoch=epoch,
+        complete=all(p.complete for p in parts), eviction=parts[0].eviction,
+        resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
+        samples=samples, bytes=nbytes, seconds=round(seconds, 6), samples_per_s=round(samples / seconds, 2),
+        mb_per_s=round(nbytes / seconds / 1e6, 3), latency_ms=Latency(**histogram_summary(lat)),
+        open_ms=Latency(**histogram_summary(opens)), cpu=Cpu(**busiest), disk=None,
+        gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
+        au=round(sum(aus) / len(aus), 4) if aus else None, au_min=round(min(aus), 4) if aus else None,
+        delivered_per_s=round(sum(delivered), 2) if delivered else None, ranks=job.w.world_size,
+        slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
+        read_once=read_once([p.coverage for p in parts], len(manifest)),
+        timeline=[(0.0, 0), (round(seconds, 3), samples)])))
+
+
+def _busiest_host(job: Job, parts: list[_Mine]) -> dict:
+    """CPU of the host whose ranks used the most cores together (their processes and workers summed; that host's
+    busy %), as the aggregate run's `cpu`."""
+    per_host: dict[str, list[_Mine]] = {}
+    for p in parts:
+        per_host.setdefault(job.peers[p.rank].host, []).append(p)
+    host, mine = max(per_host.items(), key=lambda kv: sum(p.cpu["iobench_cores"] or 0.0 for p in kv[1]))
+    return {"system_busy_pct": max((p.cpu["system_busy_pct"] for p in mine if p.cpu["system_busy_pct"] is not None),
+                                   default=None),
+            "iowait_pct": max((p.cpu["iowait_pct"] for p in mine if p.cpu["iowait_pct"] is not None), default=None),
+            "iobench_cores": round(sum(p.cpu["iobench_cores"] or 0.0 for p in mine), 2)}
+
+
+# -- the start of a job: the dataset, the settings, the mounts -------------------------------------------------
+def lead(job: Job, manifest, settings, result, ui) -> None:
+    """Rank 0, once the dataset is made or checked: tell the other ranks what to read and how (its settings are the
+    job's), meet their mounts, and record the job's shape in the result."""
+    from iobench.result import Distributed, RankRecord
+
+    job.publish("dataset", {"root": str(manifest.root), "files": len(manifest), "bytes": manifest.total_bytes,
+                            "made": result.dataset.made_by_iobench, "settings": settings.model_dump_json()})
+    if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
+        job.wait_all("scanned", "listing the dataset on every host")
+    mounts = _mounts(job, manifest.root)
+    hosts = job.hosts
+    per_host = {h: sum(p.host == h for p in job.peers) for h in hosts}
+    result.distributed = Distributed(
+        world_size=job.w.world_size, nodes=len(hosts), ranks_per_node=per_host, backend="gloo",
+        rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s,
+        workers=settings.concurrency[0], mounts=mounts, shared_page_cache=any(n > 1 for n in per_host.values()))
+    result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
+                               cpus_usable=p.cpus_usable) for p in job.peers]
+    notes = []
+    if result.distributed.shared_page_cache:
+        shared = ", ".join(f"{h} ({n} ranks)" for h, n in per_host.items() if n > 1)
+        notes.append(f"ranks share a host and its page cache: {shared}; a sample one rank reads may reach another "
+                     "from RAM within an epoch, and one eviction per host empties it for all of them")
+    ours = mounts[job.peers[0].host]
+    for host, line in mounts.items():
+        if line != ours:
+            notes.append(f"{host} mounts the dataset differently from rank 0's host ({host}: {line}; "
+                         f"{job.peers[0].host}: {ours}): its ranks' figures may not stand for the others'")
+    for n in notes:
+        result.warnings.append(n)
+        ui.warn(n)
+    ui.info(f"distributed: {job.w.world_size} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''} "
+            f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {settings.concurrency[0]} DataLoader workers "
+            f"per rank, rendezvous {job.w.rendezvous}")
+
+
+def follow(job: Job, ui) -> None:
+    """Ranks 1..W-1: wait for rank 0's dataset and settings (as long as rank 0 is alive), check this host sees the
+    same dataset, then read the epochs with the others."""
+    from iobench.dataset import Manifest, scan
+    from iobench.result import Settings
+
+    info = job.receive("dataset", "waiting for rank 0 to make or check the dataset")
+    settings = Settings.model_validate_json(info["settings"])
+    root = Path(info["root"])
+    here = f"rank {job.w.rank} on {job.w.host}"
+    try:
+        if info["made"]:
+            manifest = Manifest.load(root)
+        else:  # one rank per host lists the tree and caches the listing; the others of that host read the cache
+            if job.evictor:
+                manifest = scan(root, cache=True)
+            job.wait_all("scanned", "listing the dataset on every host")
+            if not job.evictor:
+                manifest = scan(root, cache=True)
+    except OSError as exc:
+        raise EnvironmentRefused(f"{here} cannot read the dataset at {root} that rank 0 reads: {exc.strerror or exc} "
+                                 "(every node must mount the same storage at the same path)") from None
+    if (len(manifest), manifest.total_bytes) != (info["files"], info["bytes"]):
+        raise EnvironmentRefused(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
+                                 f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same "
+                                 "dataset at the same path")
+    _mounts(job, manifest.root)
+    execute(job, manifest, settings, ui)
+
+
+def _mounts(job: Job, root: Path) -> dict[str, str]:
+    """Every host's mount of the dataset (fstype, source, options), met by all ranks; by host name."""
+    from iobench.mounts import mount_of
+
+    entry = mount_of(root)
+    line = f"{entry.fstype} {entry.source} {entry.options}"
+    gathered: list[Any] = [None] * job.w.world_size
+    job.collective(lambda: job.dist.all_gather_object(gathered, (job.w.host, line)), "meeting the mounts")
+    return dict(gathered)
