@@ -5,7 +5,7 @@ arithmetic are verdict.py's; this module only reads a distributed result with th
 from __future__ import annotations
 
 from iobench.result import Result, Run, Verdict
-from iobench.verdict import CPU_SATURATED, LIMIT_WORDS, au_pct, demand, gpu_words, gpus_for, pct
+from iobench.verdict import CPU_SATURATED, LIMIT_WORDS, MIN_TRAIN_STEPS, au_pct, demand, gpu_words, gpus_for, pct
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
 STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank
@@ -48,8 +48,10 @@ def cluster_verdict(result: Result) -> Verdict:
                         demand_samples_per_s=round(demand(d.world_size, s.rate_per_gpu, s.au_target), 2))
     if not runs:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
-        answer = (f"No valid distributed epoch ({why}), so no answer for {nodes}: read more samples per rank "
-                  f"(--files, or a smaller --batch-size) so that each rank takes at least 11 batches.")
+        need = (MIN_TRAIN_STEPS + 1) * s.batch_size * d.world_size
+        answer = (f"No valid distributed epoch ({why}), so no answer for {nodes}: read more samples per rank, "
+                  f"--files {need:,} or more (or a smaller --batch-size), so that each rank takes at least "
+                  f"{MIN_TRAIN_STEPS + 1} batches of {s.batch_size}.")
         return Verdict(text=answer, answer=answer, **fields)
     cold = [r for r in runs if r.cache == "cold"]
     pool = cold or runs

@@ -149,6 +149,21 @@ def test_plan_reads_the_job_per_node_and_how_it_scaled(job2) -> None:
     assert proc.returncode == 0 and "per client node" in proc.stdout
 
 
+def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
+    """Epochs too short to count (here the real result with its runs marked so): no GPU count, and the --files that
+    gives each rank 11 batches."""
+    from iobench.verdict import verdict
+
+    _, out = job2
+    res = _result(out)
+    short = res.model_copy(update={"runs": [r.model_copy(update={"valid": False, "invalid_reason": "too short"})
+                                            for r in res.runs]})
+    v = verdict(short)
+    assert v.gpus_fed is None and v.limit is None
+    assert v.answer.startswith("No valid distributed epoch (too short)")
+    assert f"--files {11 * BATCH * 2:,} or more" in v.answer
+
+
 def test_rank_0_failing_before_the_dataset_ends_every_rank(tmp_path: Path) -> None:
     """Rank 0 cannot make the dataset: it says why, and the rank waiting for it says rank 0 failed (not a hang)."""
     t0 = time.monotonic()
