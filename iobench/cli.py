@@ -371,7 +371,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         _check_cuda(engine_name)
     per_gpu, rate_source, rate_kind = wl.rate()
     rate_only = rate is not None and model is None and gpu is None
-    plan = Settings(
+    settings = Settings(
         sources=list(_choices(source_, ("files", "lmdb", "tar"), "--source", ("files", "lmdb", "tar"))),
         orders=list(_choices(order_, ORDERS, "--order", ORDERS)) if order_ else [p.order],
         concurrency=list(p.workers if engine_name == "dataloader" else p.threads),
@@ -385,15 +385,16 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_,
         io_timeout_s=io_timeout)
     if many:
-        plan = _distributed_settings(click.get_current_context(), plan, engine_name, ranks or w.local_world_size)
+        settings = _distributed_settings(click.get_current_context(), settings, engine_name,
+                                         ranks or w.local_world_size)
     if ranks is not None and w is None:  # the launcher: the ranks run this same command line
         raise click.exceptions.Exit(distributed.launch(ranks, sys.argv[1:], timeout_s))
     shape = wl.dataset
     spec_args = (shape.files, shape.size_dist, shape.classes, seed)
     if w is None:
-        result = _measure(plan, mount, dataset, files, spec_args, json_path, out, ui, notes)
+        result = _measure(settings, mount, dataset, files, spec_args, json_path, out, ui, notes)
     else:
-        result = _rank(w, timeout_s, plan, mount, dataset, files, spec_args, json_path, out, ui, notes)
+        result = _rank(w, timeout_s, settings, mount, dataset, files, spec_args, json_path, out, ui, notes)
         if result is None:
             return
     assert result.verdict is not None
@@ -404,7 +405,7 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
 DEFAULT_RANK_TIMEOUT_S = 300.0
 
 
-def _distributed_settings(ctx: click.Context, plan: Settings, engine: str, local_ranks: int) -> Settings:
+def _distributed_settings(ctx: click.Context, settings: Settings, engine: str, local_ranks: int) -> Settings:
     """A distributed run is the training job itself: shuffled epochs through a DataLoader per rank, at one worker
     count, with a GPU consumer. Options for the phases it does not run are refused (one line each)."""
     from iobench.distributed import workers_per_rank
@@ -420,20 +421,20 @@ def _distributed_settings(ctx: click.Context, plan: Settings, engine: str, local
                             "job's epochs only): run it without --ranks or torchrun")
     if ctx.params.get("repeat_", 1) != 1:
         raise UserError("--repeat does not apply to a distributed run: give --epochs N")
-    if plan.sources != ["files"] or plan.orders != ["shuffled"]:
+    if settings.sources != ["files"] or settings.orders != ["shuffled"]:
         raise UserError("a distributed run reads the files in a fresh shuffle each epoch: --source and --order "
                         "other than files and shuffled do not apply")
-    if _given(ctx, "workers_") and len(plan.concurrency) > 1:
+    if _given(ctx, "workers_") and len(settings.concurrency) > 1:
         raise UserError("a distributed run reads at one --workers count per rank: give one value")
-    if plan.rate_per_gpu is None:
+    if settings.rate_per_gpu is None:
         raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
-    workers = (plan.concurrency[0] if _given(ctx, "workers_")
-               else workers_per_rank(plan, local_ranks, usable_cpus()))
-    return plan.model_copy(update={"concurrency": [workers], "metadata": False, "fio": False, "mitigations": False,
+    workers = (settings.concurrency[0] if _given(ctx, "workers_")
+               else workers_per_rank(settings, local_ranks, usable_cpus()))
+    return settings.model_copy(update={"concurrency": [workers], "metadata": False, "fio": False, "mitigations": False,
                                    "repeat": 1})
 
 
-def _rank(w, timeout_s: float, plan: Settings, mount: Path, dataset: Path | None, files: int | None,
+def _rank(w, timeout_s: float, settings: Settings, mount: Path, dataset: Path | None, files: int | None,
           spec_args: tuple, json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
     """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
     the job's epochs; the others follow it. A rank that fails tells the others why before it leaves."""
@@ -442,7 +443,7 @@ def _rank(w, timeout_s: float, plan: Settings, mount: Path, dataset: Path | None
     job = distributed.Job(w, timeout_s)
     try:
         if w.rank == 0:
-            return _measure(plan, mount, dataset, files, spec_args, json_path, out, ui, notes, job=job)
+            return _measure(settings, mount, dataset, files, spec_args, json_path, out, ui, notes, job=job)
         distributed.follow(job, UI(quiet=True))
         return None
     except BaseException as exc:
@@ -493,10 +494,10 @@ def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
     if fio_version() is None:
         raise FioMissing()
-    plan = Settings(orders=[], concurrency=list(_int_list(threads_ or "1,4,16,64", "--threads")),
+    settings = Settings(orders=[], concurrency=list(_int_list(threads_ or "1,4,16,64", "--threads")),
                     cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
                     epochs=1, seed=seed, replay=False, metadata=False, fio=True)
-    _measure(plan, mount, dataset, files, (DEFAULT_FILES, size_dist or "imagenet", classes, seed), json_path, out,
+    _measure(settings, mount, dataset, files, (DEFAULT_FILES, size_dist or "imagenet", classes, seed), json_path, out,
              UI(quiet, stdout_free=json_path == STDOUT))
 
 
@@ -531,7 +532,7 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
-def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
+def _measure(settings: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
              json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None, job=None) -> Result:
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
@@ -547,7 +548,7 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
 
     _check_json_target(json_path)
     _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
-    _probe(dataset if dataset is not None else mount, plan.io_timeout_s)
+    _probe(dataset if dataset is not None else mount, settings.io_timeout_s)
     if out is not None:
         lock.refuse_used_out(out)
     for line in restore_left_settings():
@@ -564,7 +565,7 @@ def _measure(plan: Settings, mount: Path, dataset: Path | None, files: int | Non
             made.insert(0, out)
         try:
             with _stdout_to_stderr(json_path == STDOUT):
-                result, stopped = _measure_here(plan, mount, dataset, files, spec_args, out, ui, notes, job)
+                result, stopped = _measure_here(settings, mount, dataset, files, spec_args, out, ui, notes, job)
             if stopped is not None:
                 # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
                 if json_path is not None:
@@ -598,9 +599,9 @@ def _probe(path: Path, timeout_s: float | None) -> None:
     in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
 
 
-def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
+def _measure_here(settings: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
                   out: Path | None, ui: UI, notes: list[str] | None, job=None) -> tuple[Result, Exception | None]:
-    """Pick or make the dataset, describe where it lives, run the plan's phases, print the outcome.
+    """Pick or make the dataset, describe where it lives, run the settings' phases, print the outcome.
     `notes` are caveats the command found before measuring; they go into the result's warnings.
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
     JSON is out."""
@@ -622,7 +623,7 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
                         mean_bytes=round(float(manifest.sizes.mean()), 1),
                         median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
                         fits_in_ram=fits),
-        settings=plan, remote=mount_info.family != "local", warnings=list(notes or []),
+        settings=settings, remote=mount_info.family != "local", warnings=list(notes or []),
     )
     if fits:
         result.warnings.append(
@@ -644,12 +645,12 @@ def _measure_here(plan: Settings, mount: Path, dataset: Path | None, files: int 
 
     try:
         if job is None:
-            execute(manifest, plan, result, result_path, ui)
+            execute(manifest, settings, result, result_path, ui)
         else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
             from iobench import distributed
 
-            distributed.lead(job, manifest, plan, result, ui)
-            distributed.execute(job, manifest, plan, ui, result, result_path)
+            distributed.lead(job, manifest, settings, result, ui)
+            distributed.execute(job, manifest, settings, ui, result, result_path)
     except (Interrupted, StorageStalled, RankLost) as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc

@@ -20,6 +20,15 @@ SCHEMA = "iobench.result/1"
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_again(cls, data: object) -> object:
+        """A result file carries the computed fields (they are serialised); loading derives them again rather than
+        refusing them as extra (a stored copy could go stale: model_copy(update=...) skips validators)."""
+        if isinstance(data, dict) and cls.model_computed_fields:
+            data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
+
 
 class Latency(_Model):
     p50: float = Field(description="median, ms")
@@ -133,13 +142,11 @@ class Run(_Model):
             return "mitigation"
         return "training" if self.gpus is not None else "replay"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _derived_kind(cls, data: object) -> object:
-        """result.json carries `kind` (it is serialised); loading recomputes it rather than refusing it as extra."""
-        if isinstance(data, dict) and "kind" in data:
-            data = {k: v for k, v in data.items() if k != "kind"}
-        return data
+    @computed_field(description='what `concurrency` counts: "threads" (the thread engine\'s readers) or "workers" '
+                                "(DataLoader worker processes: `workers`; 0 is the main process reading)")
+    @property
+    def reader(self) -> Literal["threads", "workers"]:
+        return "threads" if self.engine == "threads" else "workers"
 
 
 class Metadata(_Model):
@@ -258,7 +265,8 @@ class Settings(_Model):
         ["files"], description="sources the sweep ran on (--source): the same pattern on each, packed beside "
                                "the dataset when needed")
     orders: list[str] = Field(description="orders replayed")
-    concurrency: list[int] = Field(description="thread counts (thread engine) or worker counts (DataLoader) swept")
+    concurrency: list[int] = Field(description="reader counts swept: threads (thread engine) or DataLoader workers "
+                                               "(0: the main process reads), as `reader` says")
     engine: Literal["threads", "dataloader"] = Field("threads", description="replay engine")
     batch_size: int = Field(256, description="DataLoader batch size")
     prefetch_factor: int = Field(2, description="DataLoader batches each worker keeps ready")
@@ -288,6 +296,16 @@ class Settings(_Model):
     io_timeout_s: float = Field(60.0, description="seconds without a finished read after which the storage counts as "
                                                   "stalled (--io-timeout): the run ends there, its epoch kept with "
                                                   "complete false, exit code 3")
+
+    @computed_field(description='what `concurrency` counts: "threads" or "workers" (DataLoader worker processes)')
+    @property
+    def reader(self) -> Literal["threads", "workers"]:
+        return "threads" if self.engine == "threads" else "workers"
+
+    def fio_jobs(self, most: int) -> list[int]:
+        """fio's job counts for the sweep's reader counts up to `most`: workers=0 (the main process reads) reads
+        like one job."""
+        return sorted({max(c, 1) for c in self.concurrency if c <= most})
 
 
 class RunStats(_Model):

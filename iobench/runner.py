@@ -190,7 +190,7 @@ def _fio(manifest: Manifest, settings: Settings, result: Result, result_path: Pa
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0
     timeout = settings.io_timeout_s
-    for conc in sorted({max(c, 1) for c in settings.concurrency if c <= n}):  # workers=0 reads like one job
+    for conc in settings.fio_jobs(n):
         for state in settings.cache:
             cold = state == "cold"
             try:
@@ -514,10 +514,12 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
 def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
     """The GPUs' recorders as one: all their samples, from the first start to the last stop."""
     merged = EpochRecorder(0, 1)
-    for name in ("total_ns", "open_ns", "nbytes"):
-        setattr(merged, name, np.concatenate([getattr(r, name) for r in recs]))
-    if all(r.decode_ns is not None for r in recs):
-        merged.decode_ns = np.concatenate([r.decode_ns for r in recs])  # type: ignore[misc]
+    merged.total_ns = np.concatenate([r.total_ns for r in recs])
+    merged.open_ns = np.concatenate([r.open_ns for r in recs])
+    merged.nbytes = np.concatenate([r.nbytes for r in recs])
+    decodes = [r.decode_ns for r in recs]
+    if all(d is not None for d in decodes):
+        merged.decode_ns = np.concatenate(decodes)  # type: ignore[arg-type]
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.done = [int((merged.nbytes >= 0).sum())]
@@ -530,8 +532,8 @@ def _mitigations(manifest: Manifest, settings: Settings, result: Result, result_
     from iobench.mitigations import Variant, epoch_order_for, read_ahead_kb, variants
 
     supply = supply_run(result)
-    readers = supply.workers if supply and supply.workers is not None else (
-        supply.concurrency if supply else settings.concurrency[0])
+    readers = settings.concurrency[0] if supply is None else (
+        (supply.workers or 0) if supply.reader == "workers" else supply.concurrency)
     can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:

@@ -280,17 +280,22 @@ def cpu_words(cpu: Cpu | None, result: Result) -> str:
     return text
 
 
-def readers(run: Run) -> str:
-    """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
-    if run.gpus:
-        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} workers"
-    if run.workers is None:
+def loader_words(run: Run) -> str:
+    """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
+    if run.reader == "threads":
         return f"{run.concurrency} thread{'' if run.concurrency == 1 else 's'}"
     return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
 
 
+def readers(run: Run) -> str:
+    """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
+    if run.gpus:
+        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} workers"
+    return loader_words(run)
+
+
 def reader_unit(run: Run) -> str:
-    return "threads" if run.workers is None else "DataLoader workers"
+    return "threads" if run.reader == "threads" else "DataLoader workers"
 
 
 # ---------------------------------------------------------------------------------------------- the answer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iobench.result import Result, Run, Verdict
+from iobench.verdict import loader_words
 
 
 def num(x: float | None, digits: int = 0) -> str:
@@ -37,10 +38,7 @@ def gb(b: float) -> str:
     return f"{b / 1e9:,.2f} GB"
 
 
-def readers(r: Run) -> str:
-    """'4 threads' or '4 DataLoader workers'."""
-    return f"{r.concurrency} thread{'s' if r.concurrency != 1 else ''}" if r.workers is None else \
-        f"{r.workers} DataLoader worker{'s' if r.workers != 1 else ''}"
+readers = loader_words  # '4 threads' or '4 DataLoader workers': its one home is verdict.py
 
 
 def engine(r: Run) -> str:
