@@ -3,6 +3,10 @@
 Exit codes a script can act on: 0 done; 1 done, but `run --check` found the GPUs asked about (--gpus N) not fed;
 2 usage error; 3 the environment refused (mount missing, read-only, full, permission denied); 130 Ctrl-C (SIGINT)
 and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to stdout, every human line to stderr.
+
+Why ~1,000 lines in one module: every command's options, the pairs refused and the checks done before anything
+is measured are here, so what a user can type is read in one file; the work itself lives in the modules each
+command calls (runner, distributed, dataset, pack, report, plan).
 """
 
 from __future__ import annotations

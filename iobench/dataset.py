@@ -1,4 +1,6 @@
 """Datasets: what files a run reads (the manifest), making one (`gen`), or scanning an existing tree.
+(~960 lines: making, resuming and checking a dataset folder all rest on the same safety rules below, the marker
+and the writer lock; the path table is in manifest.py, an existing tree's listing in scan.py.)
 
 An iobench dataset folder holds `train/<class>/<file>.JPEG` (the ImageNet layout), `manifest.tsv`
 (relative path and size of every file, in the order `sequential` reads them) and the marker

@@ -1,4 +1,6 @@
 """fio baseline: what the storage itself does for these exact files at this concurrency.
+(~660 lines: the iolog job files, running fio under the stall watchdog, and reading its JSON are one contract with
+one binary, described below.)
 
 iobench runs the real ``fio`` binary (Debian package ``fio``) as a subprocess and parses its JSON, to
 give a figure to hold iobench's own Python readers against.

@@ -1,4 +1,5 @@
 """Packing a dataset into few big files: LMDB and WebDataset-style tar shards (`iobench pack`).
+(~630 lines: both formats share the pack folder's marker, its writer lock, its resumable writes and its checks.)
 
 Both packs are written beside the dataset by default (`<dataset root>/packed/lmdb/`,
 `<dataset root>/packed/tar-<shard size>/`), from the manifest, in manifest order, so sample `i` of the

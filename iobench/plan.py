@@ -1,4 +1,6 @@
 """Capacity arithmetic: what N GPUs training a model ask of the storage, and what a measured result says it gives.
+(~500 lines: the formulas below, their what-ifs and their one text rendering belong together; about half is this
+docstring and the plan's dataclasses.)
 
 Pure functions over numbers (and, optionally, a `Result`); no IO. The conventions, stated once:
 

@@ -2,7 +2,8 @@
 epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
 mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
 so an interruption loses nothing that was measured. Every measured epoch goes through `measure_epoch`
-(or `train_epoch` for several GPUs at once) and `_summarize`."""
+(or `train_epoch` for several GPUs at once) and `_summarize`. (~580 lines: the phases share the measured epoch,
+the cache preparation and the saving rules; each phase is one function.)"""
 
 from __future__ import annotations
 

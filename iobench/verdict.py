@@ -1,4 +1,6 @@
 """The answer, and every rule it rests on: which runs count, the three capacities, the limit, GPUs fed.
+(~600 lines: one home for every threshold and rule, so that the report, plan and cluster_verdict.py use them and
+repeat none.)
 
 One run yields three capacities, all measured in that run:
 

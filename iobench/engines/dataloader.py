@@ -1,5 +1,7 @@
 """DataLoader engine: a real `torch.utils.data.DataLoader` over the same sample source as the thread
 engine, as a training job reads. torch is optional: it is imported here only, when an engine is made.
+(~630 lines: the batch format below, the worker side that fills it, the main side that reads it, and the bounded
+shutdown of workers stuck in IO are one protocol; torch is imported in this module only.)
 
 The cut is torch's own: a map-style dataset backed by the Source (what a sample is), a batch sampler
 that hands out the epoch's order (in which order), the DataLoader with N worker processes (how
