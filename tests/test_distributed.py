@@ -226,12 +226,12 @@ def _alive(marker: str) -> list[psutil.Process]:
     return out
 
 
-def _start_and_wait_for_epoch_1(out: Path, mount: Path, timeout: int) -> subprocess.Popen:
+def _start_and_wait_for_epoch_1(out: Path, mount: Path, timeout: int, io_timeout: int = 60) -> subprocess.Popen:
     """A 2-rank run of 2 epochs (~4 s each at 150 samples/s per GPU), returned once the first epoch is in the
     result: what follows lands in the second."""
     cmd = [sys.executable, "-m", "iobench", "run", "--ranks", "2", "--mount", str(mount), "--files", str(FILES),
            "--batch-size", str(BATCH), "--workers", "1", "--cache", "cold", "--rate", "150", "--epochs", "2",
-           "--timeout", str(timeout), "--out", str(out)]
+           "--timeout", str(timeout), "--io-timeout", str(io_timeout), "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -264,6 +264,28 @@ def test_a_frozen_rank_ends_the_run_within_its_timeout(mount: Path, tmp_path: Pa
     assert "Traceback" not in err, err
     res = _result(out)
     assert not res.complete and any("stopped at epoch 2" in w for w in res.warnings)
+    time.sleep(1.0)
+    assert _alive(str(out)) == [], "processes of the run were left behind"
+
+
+def test_a_stalled_read_on_rank_0_ends_the_job_with_what_was_gathered(mount: Path, tmp_path: Path) -> None:
+    """Rank 0's DataLoader worker stopped (SIGSTOP: a read that never returns, as on a dead mount): rank 0's
+    --io-timeout watchdog ends its epoch, it keeps epoch 1 and says the storage stopped answering; rank 1 is told."""
+    out = tmp_path / "stalled-run"
+    proc = _start_and_wait_for_epoch_1(out, mount, timeout=20, io_timeout=3)
+    try:
+        rank0 = _ranks_of(str(out))[0]
+        worker = rank0.children()[0]  # the rank's one DataLoader worker
+        os.kill(worker.pid, signal.SIGSTOP)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "the storage stopped answering" in err and "kept what was gathered in" in err, err
+    assert "Traceback" not in err, err
+    res = _result(out)
+    assert not res.complete and len([r for r in res.runs if r.ranks]) == 1
     time.sleep(1.0)
     assert _alive(str(out)) == [], "processes of the run were left behind"
 

@@ -438,7 +438,7 @@ class DataLoaderEngine:
         try:
             held: list[int] = []
             with _no_worker_count_warning(), signals_held(held):  # see bounded.fork_child: workers fork here
-                it = self._it = iter(loader)
+                it = self._it = self._start(loader)
             deliver(held)
             last = perf_counter()
             busy = self._busy
@@ -500,6 +500,23 @@ class DataLoaderEngine:
             self._pids = tuple(sorted(pids))
             if not self.persistent_workers or self.workers == 0:
                 self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
+
+    def _start(self, loader):
+        """The epoch's iterator. Persistent workers are resumed, and torch waits for each to answer with the
+        loader's `timeout`, here a short poll: an idle worker answers at once, so one that does not answer within
+        `io_timeout_s` is stuck (in a read of the storage, or stopped): StorageStalled, not torch's RuntimeError."""
+        resumed = loader._iterator
+        if resumed is None or not self._poll_s:
+            return iter(loader)
+        resumed._timeout = self.io_timeout_s
+        try:
+            return iter(loader)
+        except RuntimeError as exc:
+            if not str(exc).startswith("DataLoader timed out"):
+                raise
+            raise StorageStalled.after(len(getattr(resumed, "_workers", [])), self.io_timeout_s) from None
+        finally:
+            resumed._timeout = self._poll_s
 
     def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: _Watchdog | None):
         """The next batch, or None at the end of the epoch. With a watchdog the loader's `timeout=` is a poll: at
