@@ -270,14 +270,13 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     conc = engine.concurrency
     if spec.io_timeout_s is not None:
         engine.io_timeout_s = spec.io_timeout_s
-    eviction, resident = _prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
+    eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
                                         io_timeout_s=spec.io_timeout_s)
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(spec.device)
     error: BaseException | None = None
-    workers = engine.workers
     label = (f"{spec.mitigation or spec.order} {spec.cache} "
-             + (f"{conc:>3} threads" if workers is None else f"{workers:>3} workers"))
+             + (f"{conc:>3} threads" if engine.name == "threads" else f"{engine.workers:>3} workers"))
     order = spec.order_of(len(manifest))
     try:
         with ui.epoch_progress(label, len(manifest)) as tick, \
@@ -289,7 +288,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
                       error is None, mitigation=spec.mitigation), error
 
 
-def _prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
+def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
                    ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[str | None, float | None]:
     """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency. Each part
     runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
@@ -458,7 +457,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
                  if settings.consumer == "cuda" else [SleepConsumer(settings.rate_per_gpu) for _ in range(gpus)])
     recs = [EpochRecorder(len(part), max(workers, 1)) for part in shards]
     errors: list[BaseException] = []
-    eviction, resident = _prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
+    eviction, resident = prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
                                         io_timeout_s=settings.io_timeout_s)
     counters = Counters(device)
 

@@ -122,14 +122,13 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
             # e.g. this rank's DataLoader workers ended by the launcher, which stops every rank once one died: name
             # the rank that went first when the heartbeats tell, else say what happened here, in one line
             lost = job.diagnose(f"reading epoch {epoch}", exc)
-            exc = lost if "every rank still answers" not in str(lost) else RankLost(
-                f"rank {job.w.rank} on {job.w.host}: {first_line(exc)}")
+            exc = lost if lost.named else RankLost(f"rank {job.w.rank} on {job.w.host}: {first_line(exc)}")
         if result is None:
             raise exc from None
         result.warnings.append(f"the run stopped at epoch {epoch}: {first_line(exc)}")
         result.save(result_path)
-        if isinstance(exc, EnvironmentRefused):
-            raise type(exc)(f"{exc} (kept what was gathered in {result_path})") from None
+        if isinstance(exc, EnvironmentRefused):  # a lost rank, a stalled storage: exit 3, what was gathered kept
+            raise RankLost(f"{exc} (kept what was gathered in {result_path})") from None
         raise
     finally:
         engine.close()
@@ -146,13 +145,13 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     from iobench.engines import StorageStalled
     from iobench.measure import Counters, EpochRecorder, latency_histogram
     from iobench.order import epoch_order
-    from iobench.runner import _prepare_cache
+    from iobench.runner import prepare_cache
 
     w = job.w
     fits = manifest.total_bytes < _ram()
     eviction = resident = None
     if job.evictor:  # one rank per host evicts (or warms) that host's page cache for all its ranks
-        eviction, resident = _prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
+        eviction, resident = prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
                                             io_timeout_s=settings.io_timeout_s)
     job.wait_all(f"cache/{epoch}", f"preparing the page cache for epoch {epoch}")
     if not job.evictor:

@@ -27,7 +27,12 @@ KEY = "iobench/"  # every key this module sets in the rendezvous store starts so
 
 
 class RankLost(EnvironmentRefused):
-    """A rank died, hung, or failed: the job cannot go on (exit 3); rank 0 keeps what was gathered."""
+    """A rank died, hung, or failed: the job cannot go on (exit 3); rank 0 keeps what was gathered. `named`: the
+    message names the rank (or the store) that went; false when every rank still answered."""
+
+    def __init__(self, message: str, named: bool = True):
+        super().__init__(message)
+        self.named = named
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ class Job:
             return RankLost(f"the job's rendezvous store at {self.w.rendezvous} stopped answering while {what} "
                             f"({first_line(store_exc)})")
         detail = f": {first_line(exc)}" if exc is not None else ""
-        return RankLost(f"the job failed while {what} (every rank still answers){detail}")
+        return RankLost(f"the job failed while {what} (every rank still answers){detail}", named=False)
 
     # -- waits and collectives ------------------------------------------------------------------------------
     def collective(self, call, what: str):
