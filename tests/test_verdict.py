@@ -14,6 +14,8 @@ from iobench.verdict import (
     gpus_for,
     mark_validity,
     pct,
+    reader_unit,
+    readers,
     stats,
     times,
     verdict,
@@ -255,3 +257,21 @@ def test_one_reader_count_needs_fio_to_show_the_plateau_before_the_storage_is_na
     assert verdict(_result(one, **H200)).limit == "input-pipeline"  # more readers were never tried
     v = verdict(_result(one, fio=[_fio(4, 2550), _fio(8, 2600)], **H200))
     assert v.limit == "storage" and "fio saturates at ~4 jobs" in v.text
+
+
+def test_the_reader_kind_is_carried_and_read_back_from_the_engine():
+    threads, loader = _run(16, 3000), _run(4, 3000, engine="dataloader", workers=0, batch_size=16, concurrency=1)
+    assert (threads.reader, loader.reader) == ("threads", "workers")
+    assert (readers(threads), readers(loader), readers(_training(2, 0.9, 1800))) == \
+        ("16 threads", "0 DataLoader workers", "2 GPUs x 4 workers")
+    assert (reader_unit(threads), reader_unit(loader)) == ("threads", "DataLoader workers")
+    r = _result([threads, loader])
+    r.settings = Settings(orders=["shuffled"], concurrency=[0, 2, 8], engine="dataloader", cache=["cold"], epochs=1,
+                          seed=0)
+    assert r.settings.reader == "workers" and r.settings.fio_jobs(4) == [1, 2]  # workers=0 reads like one job
+    stored = r.model_dump(mode="json", by_alias=True)
+    assert stored["settings"]["reader"] == "workers" and stored["runs"][1]["reader"] == "workers"
+    stored["runs"][1]["reader"] = "threads"  # a stale copy is derived again, not kept
+    del stored["settings"]["reader"], stored["runs"][0]["reader"]  # files written before the field still load
+    back = Result.model_validate(stored)
+    assert [x.reader for x in back.runs] == ["threads", "workers"] and back.settings.reader == "workers"

@@ -54,7 +54,7 @@ def _fio_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
 
 
 def _readers_unit(result: Result) -> str:
-    return "DataLoader workers" if result.settings.engine == "dataloader" else "reader threads"
+    return "DataLoader workers" if result.settings.reader == "workers" else "reader threads"
 
 
 def _x_ticks(values: Iterable[float]) -> list[tuple[float, str]] | None:
