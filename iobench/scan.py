@@ -8,7 +8,7 @@ together in the sequential order afterwards: the order never depends on thread t
 
 The manifest of a scanned tree is cached outside the tree (iobench never writes into a user's tree), in
 $XDG_CACHE_HOME/iobench/scans/<hash of the tree's resolved path>/ (default ~/.cache/...): `manifest.tsv` (PATH<TAB>SIZE
-as dataset.py writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
+as iobench.dataset writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
 mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder (not
 every file) and uses the cache only when none changed. A file modified in place keeps its folder's mtime, and so its
 cached size: the readers read every file to EOF and count the bytes read() returned, so the bytes are measured anyway.
@@ -37,13 +37,12 @@ from iobench.dataset import (
     IMAGE_EXTENSIONS,
     MANIFEST,
     Manifest,
-    _inside,
-    _write_manifest,
     open_tree,
     read_regular,
     refuse,
     write_json_atomic,
 )
+from iobench.dataset.folder import _inside, _write_manifest
 from iobench.errors import UserError, explain_oserror
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip

@@ -75,7 +75,7 @@ def test_folder_not_made_by_iobench_is_left_alone(tmp_path):
 
 def test_not_enough_space_is_refused_before_writing(tmp_path, monkeypatch):
     spec = GenSpec(10, parse_dist("fixed:100kB"), 1, 0)
-    monkeypatch.setattr(dataset.shutil, "disk_usage", lambda p: SimpleNamespace(free=500_000))
+    monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=500_000))
     with pytest.raises(UserError, match="not enough space"):
         generate(tmp_path, spec)
     assert not (tmp_path / dataset.DATA_ROOT / spec.name / MARKER).exists()
@@ -89,7 +89,7 @@ def test_no_space_mid_write_stops_cleanly_and_resumes(tmp_path, monkeypatch):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)]).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        monkeypatch.setattr(dataset.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))
+        monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))
         spec = GenSpec(40, parse_dist("fixed:100kB"), 1, 0)
         with pytest.raises(UserError, match="no space left"):
             generate(mnt, spec, threads=1)

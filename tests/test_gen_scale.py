@@ -25,6 +25,8 @@ from iobench.dataset import (
     MARKER,
     GenSpec,
     default_classes,
+    folder,
+    gen,
     generate,
     inspect_files,
     open_tree,
@@ -92,7 +94,7 @@ def test_generated_folders_are_bounded_and_complete(tmp_path):
 def test_runs_take_whole_folders_and_cover_every_file_once():
     rel = [f"train/c{c}/f{i}" for c in range(50) for i in range(100)]
     ids = list(range(len(rel)))
-    items = dataset._runs(rel, ids, threads=4)
+    items = folder._runs(rel, ids, threads=4)
     assert len(items) == 50  # 50 folders keep 4 threads busy: a folder each
     covered = [k for _, lo, hi in items for k in range(lo, hi)]
     assert sorted(covered) == ids
@@ -102,7 +104,7 @@ def test_runs_take_whole_folders_and_cover_every_file_once():
 def test_runs_cut_few_folders_and_deal_the_pieces_across_them():
     rel = [f"train/c{c}/f{i}" for c in range(2) for i in range(1_000)]
     todo = list(range(0, 2_000, 2))  # a resumed gen: every other file left to write
-    items = dataset._runs(rel, todo, threads=8)
+    items = folder._runs(rel, todo, threads=8)
     assert sorted(k for _, lo, hi in items for k in range(lo, hi)) == list(range(len(todo)))
     assert all(hi - lo >= dataset.CHUNK or hi == len(todo) or todo[hi] // 1_000 != todo[lo] // 1_000
                for _, lo, hi in items)
@@ -117,7 +119,7 @@ def test_default_threads_by_file_system(tmp_path, monkeypatch):
     local = dataset.default_threads(tmp_path)
     assert 2 <= local <= dataset.LOCAL_THREADS
     assert local == min(dataset.LOCAL_THREADS, max(2, 2 * int(mounts.usable_cpus())))
-    monkeypatch.setattr(dataset, "_local", lambda path: False)
+    monkeypatch.setattr(gen, "_local", lambda path: False)
     assert dataset.default_threads(tmp_path) == dataset.NETWORK_THREADS
 
 

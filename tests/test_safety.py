@@ -459,7 +459,7 @@ def test_two_gens_at_once_end_cleanly(tmp_path):
 def test_space_messages_show_a_unit_that_shows_the_size(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    monkeypatch.setattr(dataset.shutil, "disk_usage", lambda p: SimpleNamespace(free=500))
+    monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=500))
     with pytest.raises(UserError, match=r"needs 20.00 kB more, 500 B free") as err:
         generate(tmp_path, GenSpec(10, parse_dist("fixed:2kB"), 1, 0))
     assert "0.00 GB" not in str(err.value)
