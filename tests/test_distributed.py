@@ -275,8 +275,9 @@ def test_a_stalled_read_on_rank_0_ends_the_job_with_what_was_gathered(mount: Pat
     proc = _start_and_wait_for_epoch_1(out, mount, timeout=20, io_timeout=3)
     try:
         rank0 = _ranks_of(str(out))[0]
-        worker = rank0.children()[0]  # the rank's one DataLoader worker
-        os.kill(worker.pid, signal.SIGSTOP)
+        workers = [c for c in rank0.children() if c.name() == "iobench-worker"]  # its one DataLoader worker
+        assert len(workers) == 1, [(c.pid, c.name()) for c in rank0.children()]
+        os.kill(workers[0].pid, signal.SIGSTOP)
         _, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
