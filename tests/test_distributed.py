@@ -268,29 +268,6 @@ def test_a_frozen_rank_ends_the_run_within_its_timeout(mount: Path, tmp_path: Pa
     assert _alive(str(out)) == [], "processes of the run were left behind"
 
 
-def test_a_stalled_read_on_rank_0_ends_the_job_with_what_was_gathered(mount: Path, tmp_path: Path) -> None:
-    """Rank 0's DataLoader worker stopped (SIGSTOP: a read that never returns, as on a dead mount): rank 0's
-    --io-timeout watchdog ends its epoch, it keeps epoch 1 and says the storage stopped answering; rank 1 is told."""
-    out = tmp_path / "stalled-run"
-    proc = _start_and_wait_for_epoch_1(out, mount, timeout=20, io_timeout=3)
-    try:
-        rank0 = _ranks_of(str(out))[0]
-        workers = [c for c in rank0.children() if c.name() == "iobench-worker"]  # its one DataLoader worker
-        assert len(workers) == 1, [(c.pid, c.name()) for c in rank0.children()]
-        os.kill(workers[0].pid, signal.SIGSTOP)
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 3, err
-    assert "the storage stopped answering" in err and "kept what was gathered in" in err, err
-    assert "Traceback" not in err, err
-    res = _result(out)
-    assert not res.complete and len([r for r in res.runs if r.ranks]) == 1
-    time.sleep(1.0)
-    assert _alive(str(out)) == [], "processes of the run were left behind"
-
-
 def test_a_rank_killed_mid_run_ends_the_run_named_and_leaves_nothing(mount: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed-run"
     proc = _start_and_wait_for_epoch_1(out, mount, timeout=20)

@@ -393,3 +393,51 @@ def test_readers_are_named_in_ps(dataset):
         engine.epoch(FileSource(dataset), order, EpochRecorder(len(order), 2), on_tick=look)
         names.update(c.name() for c in psutil.Process().children())
     assert {"iobench-reader", "iobench-worker"} <= names, names
+
+
+@pytest.mark.root
+@pytest.mark.testbed
+@needs_root
+def test_hung_storage_ends_a_distributed_run_with_exit_3(hung_bed, tmp_path):
+    """Two ranks (--ranks 2) reading the sshfs bed when it stops answering: each rank's watchdog ends its epoch;
+    rank 0 says the storage stopped answering, keeps what was gathered (the epoch, incomplete, in a warning) and
+    the run exits 3; once the storage answers again nothing of the run is left."""
+    pytest.importorskip("torch")
+    folder, proxy = hung_bed
+    out = tmp_path / "out"
+    err_path = tmp_path / "stderr"
+    argv = [sys.executable, "-m", "iobench.cli", "run", "--ranks", "2", "--mount", str(folder), "--files",
+            str(FILES), "--io-timeout", str(IO_TIMEOUT_S), "--workers", "1", "--batch-size", "8", "--cache", "cold",
+            "--rate", "100", "--timeout", "30", "--out", str(out)]
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    stopped_at = None
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:  # both ranks' workers are reading
+            workers = [p for p in psutil.process_iter(["name", "cmdline"])
+                       if p.info["name"] == "iobench-worker" and str(out) in " ".join(p.info["cmdline"] or [])]
+            if len(workers) >= 2:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(proxy, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        code = _await_exit(proc, 60, err_path)
+        took = time.monotonic() - stopped_at
+    finally:
+        _resume(proxy, stopped_at, proc)
+    text = err_path.read_text()
+    assert code == 3, text
+    assert "the storage stopped answering" in text and "kept what was gathered in" in text, text
+    assert "Traceback" not in text, text
+    assert took < 45, f"{took:.1f} s\n{text}"
+    r = json.loads((out / "result.json").read_text())
+    assert r["complete"] is False and r["distributed"]["world_size"] == 2
+    assert any("stopped at epoch 1" in w for w in r["warnings"]), r["warnings"]
+    deadline = time.monotonic() + 20
+    while (alive := [p for p in psutil.process_iter(["cmdline", "status"])
+                     if str(out) in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"processes of the run left once the storage answered: {[p.pid for p in alive]}"
