@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iobench.result import Result, Run
+from iobench.cluster_verdict import job_run
+from iobench.result import Result
 
 EVEN = 0.9  # per-node rate at more nodes >= 90% of that at the fewest: the storage scaled with its clients
 
@@ -24,14 +25,6 @@ class ScalePoint:
     per_node: float
     per_node_vs_fewest: float  # per_node / per_node at the fewest nodes measured: 1.0 scales linearly
     fed: bool  # the job's GPUs were fed: samples_per_s is then a lower bound of what the storage gives
-
-
-def job_run(result: Result) -> Run | None:
-    """The epoch a distributed result's figure comes from: the slowest valid complete one, cold where any is."""
-    runs = [r for r in result.runs if r.ranks and r.valid and r.complete]
-    cold = [r for r in runs if r.cache == "cold"]
-    pool = cold or runs
-    return min(pool, key=lambda r: r.samples_per_s) if pool else None
 
 
 def point(result: Result) -> ScalePoint | None:

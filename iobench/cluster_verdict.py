@@ -4,6 +4,8 @@ arithmetic are verdict.py's; this module only reads a distributed result with th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from iobench.result import Result, Run, Verdict
 from iobench.verdict import CPU_SATURATED, LIMIT_WORDS, MIN_TRAIN_STEPS, au_pct, demand, gpu_words, gpus_for, pct
 
@@ -11,15 +13,40 @@ WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
 STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank
 
 
-def host_cores(result: Result, run: Run) -> list[tuple[str, float, float]]:
-    """Per host, in the epoch of `run`: (host, cores its ranks used together, cores a rank may use there)."""
-    out: dict[str, list[float]] = {}
+@dataclass(frozen=True)
+class HostCpu:
+    """One host's CPU in one epoch of a distributed run: its ranks (and their workers) together."""
+
+    host: str
+    cores: float  # cores its ranks used together
+    usable: float  # cores a rank may use there (affinity, cgroup quota)
+    busy_pct: float | None  # the host's busy %, as its ranks saw it
+    iowait_pct: float | None
+
+
+def host_cpu(result: Result, epoch: int) -> list[HostCpu]:
+    """Per host, in `epoch`: the CPU its ranks used together, from `ranks[]`."""
+    by_host: dict[str, list] = {}
     for rank in result.ranks:
         for e in rank.epochs:
-            if e.epoch == run.epoch:
-                used, usable = out.setdefault(rank.host, [0.0, rank.cpus_usable])
-                out[rank.host] = [used + (e.cpu.iobench_cores or 0.0), min(usable, rank.cpus_usable)]
-    return [(h, used, usable) for h, (used, usable) in out.items()]
+            if e.epoch == epoch:
+                by_host.setdefault(rank.host, []).append((rank, e))
+    return [HostCpu(host, round(sum(e.cpu.iobench_cores or 0.0 for _, e in xs), 2),
+                    min(r.cpus_usable for r, _ in xs),
+                    max((e.cpu.system_busy_pct for _, e in xs if e.cpu.system_busy_pct is not None), default=None),
+                    max((e.cpu.iowait_pct for _, e in xs if e.cpu.iowait_pct is not None), default=None))
+            for host, xs in by_host.items()]
+
+
+def job_runs(result: Result) -> list[Run]:
+    """The epochs of a distributed result that decide: valid and complete, cold where any (warm ones read RAM)."""
+    runs = [r for r in result.runs if r.ranks and r.valid and r.complete and r.au is not None]
+    return [r for r in runs if r.cache == "cold"] or runs
+
+
+def job_run(result: Result) -> Run | None:
+    """The slowest of those: the job must get through each epoch."""
+    return min(job_runs(result), key=lambda r: r.samples_per_s, default=None)
 
 
 def _where_rank(result: Result, rank: int) -> str:
@@ -41,20 +68,19 @@ def cluster_verdict(result: Result) -> Verdict:
     assert d is not None and s.rate_per_gpu is not None
     where = f"{result.mount.fstype} at {result.mount.path}"
     nodes = f"{d.world_size} rank{'s' if d.world_size > 1 else ''} on {d.nodes} node{'s' if d.nodes > 1 else ''}"
-    runs = [r for r in result.runs if r.ranks and r.valid and r.complete and r.au is not None]
+    pool = job_runs(result)
     invalid = [r for r in result.runs if r.ranks and not r.valid]
     fields: dict = dict(model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind,
                         au_target=s.au_target, gpus_asked=d.world_size,
                         demand_samples_per_s=round(demand(d.world_size, s.rate_per_gpu, s.au_target), 2))
-    if not runs:
+    if not pool:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
         need = (MIN_TRAIN_STEPS + 1) * s.batch_size * d.world_size
         answer = (f"No valid distributed epoch ({why}), so no answer for {nodes}: read more samples per rank, "
                   f"--files {need:,} or more (or a smaller --batch-size), so that each rank takes at least "
                   f"{MIN_TRAIN_STEPS + 1} batches of {s.batch_size}.")
         return Verdict(text=answer, answer=answer, **fields)
-    cold = [r for r in runs if r.cache == "cold"]
-    pool = cold or runs
+    cold = pool[0].cache == "cold"
     run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
     fed = all((r.au or 0.0) >= s.au_target for r in pool)
     any_cold = any(r.cache == "cold" for r in result.runs if r.ranks)
@@ -74,11 +100,12 @@ def cluster_verdict(result: Result) -> Verdict:
         f"{seconds:,.2f} s epoch (means); the slowest ({_where_rank(result, run.slowest_rank or 0)}) kept "
         f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
     ]
-    hosts = host_cores(result, run)
-    busy = [(h, used, usable) for h, used, usable in hosts if usable and used >= CPU_SATURATED * usable]
+    hosts = host_cpu(result, run.epoch)
+    busy = [x for x in hosts if x.usable and x.cores >= CPU_SATURATED * x.usable]
     if hosts:
-        h, used, usable = max(hosts, key=lambda x: x[1] / x[2] if x[2] else 0.0)
-        evidence.append(f"CPU: the busiest node, {h}, used {used:.2f} of the {usable:g} cores its ranks may use.")
+        top = max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
+        evidence.append(f"CPU: the busiest node, {top.host}, used {top.cores:.2f} of the {top.usable:g} cores its "
+                        "ranks may use.")
     if fed:
         limit = "gpu"
         gpus, confirmed = d.world_size, True
@@ -90,7 +117,7 @@ def cluster_verdict(result: Result) -> Verdict:
         gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
         if busy:
             limit = "client-cpu"
-            h, used, usable = busy[0]
+            h, used, usable = busy[0].host, busy[0].cores, busy[0].usable
             why = (f"A node's CPU is the limit: on {h} the ranks used {used:.2f} of the {usable:g} cores they may use "
                    f"(>= {CPU_SATURATED:.0%}); the storage may give more to clients with more cores or fewer ranks.")
         elif (run.straggler_spread or 0.0) >= STRAGGLER:

@@ -46,7 +46,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from io import StringIO
 
-from iobench.cluster_plan import ScalePoint, job_run, scaling, scaling_sentence
+from iobench.cluster_plan import ScalePoint, scaling, scaling_sentence
+from iobench.cluster_verdict import job_run
 from iobench.gpus import GIVEN, KIND_ALIASES, KINDS, cpu_cores_for_decode, kind_of_source, rate_for
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN

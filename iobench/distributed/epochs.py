@@ -144,11 +144,12 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     from iobench.consumer import CudaConsumer, SleepConsumer
     from iobench.engines import StorageStalled
     from iobench.measure import Counters, EpochRecorder, latency_histogram
+    from iobench.mounts import host_info
     from iobench.order import epoch_order
     from iobench.runner import prepare_cache
 
     w = job.w
-    fits = manifest.total_bytes < _ram()
+    fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     eviction = resident = None
     if job.evictor:  # one rank per host evicts (or warms) that host's page cache for all its ranks
         eviction, resident = prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
@@ -193,12 +194,6 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read])), error
 
 
-def _ram() -> int:
-    import psutil
-
-    return psutil.virtual_memory().total
-
-
 def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
     """Every rank's figures to rank 0 (None elsewhere)."""
     out: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None
@@ -210,6 +205,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     """Rank 0: one aggregate run for the epoch (latencies merged as histograms) and each rank's own figures."""
     from hdrh.histogram import HdrHistogram
 
+    from iobench.cluster_verdict import host_cpu
     from iobench.measure import histogram_summary
     from iobench.result import Cpu, Latency, RankEpoch, Run
     from iobench.verdict import mark_validity, measures
@@ -236,7 +232,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     delivered = [p.delivered_per_s for p in parts if p.delivered_per_s is not None]
     residents = [p.resident for p in parts if p.resident is not None]
     resident = max(residents) if residents else None
-    busiest = _busiest_host(job, parts)
+    busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
     result.runs.append(mark_validity(Run(
         source="files", order="shuffled", engine="dataloader", concurrency=max(workers, 1), workers=workers,
         batch_size=settings.batch_size, decode=settings.decode, cache=state, epoch=epoch,
@@ -244,26 +240,14 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6), samples_per_s=round(samples / seconds, 2),
         mb_per_s=round(nbytes / seconds / 1e6, 3), latency_ms=Latency(**histogram_summary(lat)),
-        open_ms=Latency(**histogram_summary(opens)), cpu=Cpu(**busiest), disk=None,
+        open_ms=Latency(**histogram_summary(opens)), disk=None,
+        cpu=Cpu(system_busy_pct=busiest.busy_pct, iowait_pct=busiest.iowait_pct, iobench_cores=busiest.cores),
         gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
         au=round(sum(aus) / len(aus), 4) if aus else None, au_min=round(min(aus), 4) if aus else None,
         delivered_per_s=round(sum(delivered), 2) if delivered else None, ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest)),
         timeline=[(0.0, 0), (round(seconds, 3), samples)])))
-
-
-def _busiest_host(job: Job, parts: list[_Mine]) -> dict:
-    """CPU of the host whose ranks used the most cores together (their processes and workers summed; that host's
-    busy %), as the aggregate run's `cpu`."""
-    per_host: dict[str, list[_Mine]] = {}
-    for p in parts:
-        per_host.setdefault(job.peers[p.rank].host, []).append(p)
-    host, mine = max(per_host.items(), key=lambda kv: sum(p.cpu["iobench_cores"] or 0.0 for p in kv[1]))
-    return {"system_busy_pct": max((p.cpu["system_busy_pct"] for p in mine if p.cpu["system_busy_pct"] is not None),
-                                   default=None),
-            "iowait_pct": max((p.cpu["iowait_pct"] for p in mine if p.cpu["iowait_pct"] is not None), default=None),
-            "iobench_cores": round(sum(p.cpu["iobench_cores"] or 0.0 for p in mine), 2)}
 
 
 # -- the start of a job: the dataset, the settings, the mounts -------------------------------------------------

@@ -478,18 +478,10 @@ class DataLoaderEngine:
             if on_tick:
                 on_tick(rec.completed())
         except BaseException as exc:
+            rec.stop()
+            stopped = True
             stalled = isinstance(exc, StorageStalled)
-            try:
-                rec.stop()
-                stopped = True
-                self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: afresh
-            except RuntimeError as late:
-                # A SIGTERM to the whole process group (torchrun stopping a rank) also ends the workers, and torch's
-                # SIGCHLD handler says so while we stop for that same signal: the stop, not that, is the news.
-                if not isinstance(exc, KeyboardInterrupt) or "DataLoader worker" not in str(late):
-                    raise
-                stopped = True
-                self._shut(stopping=True, graceful=False)
+            self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: start afresh
             if stalled:
                 exc.left_behind = self.left_behind
                 exc.stuck = self._stuck
