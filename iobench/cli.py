@@ -18,6 +18,7 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from iobench.dataset import (
     find_datasets,
     fmt_bytes,
     generate,
+    kind_of,
     read_marker,
     scan,
     spec_of,
@@ -50,6 +52,7 @@ from iobench.mounts import describe, host_info
 from iobench.order import ORDERS
 from iobench.result import Dataset, Host, Mount, Result, Settings
 from iobench.runner import Interrupted, execute, now_iso
+from iobench.safefs import write_file
 from iobench.scan import SCAN_THREADS
 from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
@@ -78,8 +81,11 @@ def _check_json_target(path: str | None, what: str = "--json") -> None:
     if path is None or path == STDOUT:
         return
     p = Path(path)
-    if p.is_dir():
-        raise UserError(f"{what} {path}: is a folder; give a file name (or - for stdout)")
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(p).st_mode
+        if not stat.S_ISREG(mode):  # a link or special file is never written through (safefs.write_file)
+            raise UserError(f"{what} {path}: is {kind_of(mode)}, not a regular file; give a file name (or - for "
+                            "stdout)")
     folder = p.parent
     if not folder.is_dir():
         raise UserError(f"{what} {path}: the folder {folder} does not exist")
@@ -104,11 +110,8 @@ def _write_json(text: str, path: str) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
     try:
-        tmp.write_text(text if text.endswith("\n") else text + "\n")
-        os.replace(tmp, p)
+        write_file(Path(path), text if text.endswith("\n") else text + "\n")
     except OSError as exc:
         raise explain_oserror(exc, f"cannot write {path}") from exc
 
@@ -902,7 +905,7 @@ def schema(write: bool) -> None:
     """JSON Schema of the result file (result.json), generated from the models of iobench/result.py."""
     text = json.dumps(result_schema(), indent=1) + "\n"
     if write:
-        SCHEMA_FILE.write_text(text)
+        write_file(SCHEMA_FILE, text)
         click.echo(f"wrote {SCHEMA_FILE}", err=True)
     else:
         click.echo(text, nl=False)

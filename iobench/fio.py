@@ -59,6 +59,7 @@ from typing import IO, Any
 
 from iobench.engines import StorageStalled
 from iobench.errors import UserError
+from iobench.safefs import write_file
 
 __all__ = [
     "FioError",
@@ -380,16 +381,11 @@ def parse_fio_json(text: str) -> dict[str, Any]:
 def _write_atomic(path: Path, text: str | None = None, *, copy_of: Path | None = None) -> None:
     """Write *text* (or a copy of the file *copy_of*) to *path* through a temporary file beside it and
     ``os.replace``: a reader sees the old file or the whole new one, never a part."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if copy_of is not None:
-            shutil.copyfile(copy_of, tmp)
-        else:
-            tmp.write_text(text or "", encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    if copy_of is not None:
+        with open(copy_of, "rb") as f:
+            write_file(path, iter(lambda: f.read(1 << 20), b""))
+    else:
+        write_file(path, text or "")
 
 
 def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.measure import EpochRecorder
 from iobench.order import epoch_order
+from iobench.safefs import write_file
 from iobench.sources import Source
 
 if TYPE_CHECKING:
@@ -161,12 +162,7 @@ def _journal() -> Iterator[list[dict]]:
         before = list(entries)
         yield entries
         if entries != before:
-            tmp = path.with_name("journal.json.tmp")
-            with open(tmp, "w") as f:
-                json.dump(entries, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_file(path, json.dumps(entries, indent=1))
     finally:
         os.close(fd)
 

@@ -20,7 +20,7 @@ Both folders hold the marker `iobench-pack.json`: the parameters, the files iobe
 A complete pack with the same parameters is reused after a stat check; an incomplete or stale one is
 rebuilt after removing only the files its marker names; a folder without the marker is never touched.
 
-Writing is as safe as `gen`'s (see iobench/dataset/safefs.py): the pack's folder is opened without following a link
+Writing is as safe as `gen`'s (see iobench/safefs.py): the pack's folder is opened without following a link
 (below the dataset's root for the default place), every file is created new with O_EXCL|O_NOFOLLOW (LMDB then
 opens the data.mdb iobench made), the marker is written aside under a unique name and renamed, a link or special
 file where a pack file should be is reported and left alone, and one writer at a time holds

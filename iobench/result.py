@@ -8,7 +8,6 @@ Its ~500 lines are the field descriptions: the contract is one file, as its docu
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Literal
@@ -462,10 +461,10 @@ class Result(_Model):
 
     def save(self, path: Path) -> None:
         """Atomic write: a reader never sees a half-written file."""
+        from iobench.safefs import write_file
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=1, by_alias=True))
-        os.replace(tmp, path)
+        write_file(path, self.model_dump_json(indent=1, by_alias=True))
 
     @classmethod
     def load(cls, path: Path) -> Result:

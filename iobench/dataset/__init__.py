@@ -5,10 +5,10 @@ An iobench dataset folder holds `train/<class>/<file>.JPEG` (the ImageNet layout
 `iobench-dataset.json`. The marker says iobench made the folder (nothing without it is ever deleted or
 overwritten) and whether generation finished: a half-written dataset is completed, never trusted.
 
-Three modules, every public name imported here (`from iobench.dataset import Manifest, generate`):
+Two modules, every public name imported here (`from iobench.dataset import Manifest, generate`), with the
+safety rules they write by (iobench/safefs.py: no link followed, files created exclusively, markers renamed into
+place, one writer at a time):
 
-- safefs.py: the safety rules of every folder iobench writes (datasets, packs): no link followed, files created
-  exclusively, markers renamed into place, one writer at a time;
 - folder.py: the folder as a run reads it: marker, `Manifest`, every file checked against it, `scan`;
 - gen.py: making one (`GenSpec`, `plan`, `generate`): the writer threads, reuse and resume.
 
@@ -49,7 +49,7 @@ from iobench.dataset.gen import (
     spec_of,
     text_line,
 )
-from iobench.dataset.safefs import (
+from iobench.safefs import (
     WRITER_LOCK,
     fmt_bytes,
     kind_of,

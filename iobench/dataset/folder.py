@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench.dataset.safefs import (
+from iobench.errors import EnvironmentRefused, UserError, explain_oserror
+from iobench.manifest import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
+from iobench.safefs import (
     _DIR_FLAGS,
     _open_rel,
     read_regular,
     refuse,
     write_atomic,
 )
-from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.manifest import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 
 MARKER = "iobench-dataset.json"
 DATA_ROOT = "iobench-data"  # folder under --mount that holds iobench's datasets

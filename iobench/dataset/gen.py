@@ -37,7 +37,10 @@ from iobench.dataset.folder import (
     read_marker,
     run_bounded,
 )
-from iobench.dataset.safefs import (
+from iobench.errors import UserError, explain_oserror
+from iobench.jpeg import JpegPool, write_all
+from iobench.manifest import MANIFEST
+from iobench.safefs import (
     _NEW_FILE,
     _open_rel,
     fmt_bytes,
@@ -48,9 +51,6 @@ from iobench.dataset.safefs import (
     write_json_atomic,
     writer_lock,
 )
-from iobench.errors import UserError, explain_oserror
-from iobench.jpeg import JpegPool, write_all
-from iobench.manifest import MANIFEST
 from iobench.sizes import SizeDist, parse_dist
 
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders

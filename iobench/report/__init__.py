@@ -35,6 +35,7 @@ from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
 from iobench.report.svg import Series, bar_chart, line_chart
 from iobench.result import Result
+from iobench.safefs import write_file
 
 __all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
            "compare_table", "csv_rows", "default_label", "facts", "headline", "labels", "like_for_like", "line_chart",
@@ -93,6 +94,4 @@ def write_reports(result: Result, folder: Path) -> list[Path]:
 
 def _write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_file(path, text)

@@ -5,11 +5,13 @@ never taken for the standard library's csv, which it uses."""
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 from iobench.report.facts import labels
 from iobench.result import Result
+from iobench.safefs import write_file
 
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
@@ -62,10 +64,9 @@ def write_csv(results: Sequence[Result], path: Path, names: Sequence[str] | None
     """CSV with CSV_COLUMNS, one row per run (see csv_rows); empty cells for what does not apply."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="raise")
-        w.writeheader()
-        for row in csv_rows(list(results), names):
-            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    tmp.replace(path)
+    fh = io.StringIO(newline="")
+    w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="raise")
+    w.writeheader()
+    for row in csv_rows(list(results), names):
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+    write_file(path, fh.getvalue())

@@ -1,5 +1,6 @@
-"""Safe file-system access: how iobench reads and writes the folders it owns (datasets here, packs in pack.py,
-`clean` in clean.py), so that a link or special file planted there is never followed, opened or removed.
+"""Safe file-system access: how iobench reads and writes the folders it owns (datasets, packs in pack.py, `clean`
+in clean.py) and every file it writes elsewhere (results, reports, CSV, fio's files, the settings journal: all
+through `write_file`), so that a link or special file planted there is never followed, opened or removed.
 
 What iobench writes it writes safely: every folder below MOUNT/iobench-data is opened relative to its parent
 with O_NOFOLLOW, every file is created with O_EXCL|O_NOFOLLOW (or, to rewrite a file of the wrong size, opened
@@ -162,6 +163,20 @@ def write_atomic(dir_fd: int, name: str, data: Iterable[bytes], where: Path) -> 
         with suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
+
+
+def write_file(path: Path | str, data: str | bytes | Iterable[bytes]) -> None:
+    """Write the file `path` (a result, a report, a journal: any output iobench writes outside a dataset) as
+    `write_atomic` writes a dataset's: through a temporary file of a unique name beside it, made exclusively and
+    never through a link, renamed over `path` once whole, removed on failure. A link or special file at `path` is a
+    one-line UserError, left as it is. The folder must exist."""
+    path = Path(path)
+    chunks: Iterable[bytes] = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_atomic(dfd, path.name, chunks, path)
+    finally:
+        os.close(dfd)
 
 
 def write_json_atomic(dir_fd: int, name: str, obj: dict, where: Path) -> None:
