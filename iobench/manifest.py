@@ -9,7 +9,9 @@ array. No per-sample Python object exists until a reader asks for a path.
 `manifest.index` lays those arrays out for mmap: a header (magic, counts, and the size, mtime and inode of the
 manifest.tsv it was derived from), the offsets, the sizes, the paths. Loading it maps the file: nothing is parsed,
 and forked workers share its pages with the page cache instead of copying them. When manifest.tsv changes (its
-size, mtime or inode differ from the header) the index is stale and is derived again.
+size, mtime or inode differ from the header) the index is stale and is derived again. The header alone is not
+trusted: an index whose offsets, sizes or paths break a rule of manifest.tsv (`index_problem`, vectorised, one pass
+over its arrays and paths) is derived again as a stale one is, so no path it holds leaves the dataset.
 
 Parsing manifest.tsv is vectorised (numpy over the bytes, in chunks of lines, so memory stays bounded) and keeps
 every rule of the format: PATH<TAB>SIZE lines, '#' comment lines, UTF-8, relative paths inside the dataset,
@@ -35,6 +37,7 @@ HEADER = struct.Struct("<8sqqqqQ")  # magic, entries, path bytes, tsv size, tsv 
 MAGIC = b"IOBIDX01"
 HEADER_SIZE = 64  # the header, padded: the arrays after it stay 8-byte aligned
 CHUNK_BYTES = 32 << 20  # manifest.tsv is parsed this much at a time
+MAX_SIZE = 10**18 - 1  # a size has 1-18 digits in manifest.tsv
 TAB, NL, DOT, SLASH, HASH, ZERO = 9, 10, 46, 47, 35, 48
 
 
@@ -78,6 +81,10 @@ class PathTable(Sequence[str]):
         """The i-th path, as bytes."""
         b = self._base
         return self.prefix + self._block[b + self._ends[i]:b + self._ends[i + 1]]
+
+    def block(self) -> bytes:
+        """Every relative path, end to end (cut at `offsets`)."""
+        return bytes(self._block[self._base:self._base + int(self.offsets[-1])])
 
     def rel(self, i: int) -> str:
         """The i-th path relative to the prefix (the dataset's root)."""
@@ -250,7 +257,78 @@ def map_index(fd: int, tsv: os.stat_result, root: Path) -> tuple[PathTable, np.n
         return None
     offsets = np.frombuffer(mm, dtype="<i8", count=n + 1, offset=HEADER_SIZE)
     sizes = np.frombuffer(mm, dtype="<i8", count=n, offset=HEADER_SIZE + 8 * (n + 1))
-    if offsets[0] != 0 or offsets[-1] != nbytes:  # not every offset: that would read all n of them at each load
+    base = HEADER_SIZE + 8 * (2 * n + 1)
+    if index_problem(mm, base, offsets, sizes) is not None:
         return None
-    table = PathTable(os.fsencode(os.path.join(str(root), "")), mm, offsets, base=HEADER_SIZE + 8 * (2 * n + 1))
+    table = PathTable(os.fsencode(os.path.join(str(root), "")), mm, offsets, base=base)
     return table, sizes
+
+
+def index_problem(block: bytes | mmap.mmap, base: int, offsets: np.ndarray, sizes: np.ndarray) -> str | None:
+    """What in an index's arrays breaks a rule that manifest.tsv's parser enforces (`parse_tsv`), or None: offsets
+    from 0 rising to the end of the paths, sizes of 0 to MAX_SIZE, and paths (block[base + offsets[i]:base +
+    offsets[i + 1]]) that are UTF-8, relative, inside the dataset (no "." or ".." part, no "//", no NUL), and could
+    be a manifest line (no newline, no leading '#'). Checked in chunks of paths, so memory stays bounded."""
+    n = len(sizes)
+    if len(offsets) != n + 1 or offsets[0] != 0 or len(block) != base + int(offsets[-1]):
+        return "offsets do not span the paths"
+    if n == 0:
+        return None
+    if int(np.diff(offsets).min()) < 1:
+        return "offsets do not rise (an empty or overlapping path)"
+    if int(sizes.min()) < 0 or int(sizes.max()) > MAX_SIZE:
+        return f"a size outside 0-{MAX_SIZE:,} bytes"
+    lo = 0
+    while lo < n:
+        hi = min(n, int(np.searchsorted(offsets, offsets[lo] + CHUNK_BYTES, side="right")))
+        hi = max(hi, lo + 1)
+        why = _paths_problem(block, base, offsets[lo:hi + 1])
+        if why is not None:
+            return f"{why} (entry {lo + 1:,} to {hi:,})"
+        lo = hi
+    return None
+
+
+def _paths_problem(block: bytes | mmap.mmap, base: int, offsets: np.ndarray) -> str | None:
+    """`index_problem` for the paths cut by `offsets` (a rising run of an index's offsets). The bytes are searched
+    in place (memchr-like finds, numpy views): a 10 M-path index is ~400 MB of paths."""
+    start, end = base + int(offsets[0]), base + int(offsets[-1])
+    arr = np.frombuffer(block, dtype=np.uint8, count=end - start, offset=start)
+    if int(arr.max()) >= 0x80:
+        try:
+            bytes(arr).decode("utf-8")  # whole paths: a character is never cut
+        except UnicodeDecodeError:
+            return "a path that is not UTF-8"
+    if block.find(b"\0", start, end) >= 0 or block.find(b"\n", start, end) >= 0:  # a tab may be in a path
+        return "a NUL or newline in a path"
+    if len(_pairs(block, start, end, b"//")):
+        return 'a "//" in a path'
+    starts = offsets[:-1] - offsets[0]
+    ends = offsets[1:] - offsets[0]  # one past each path's last byte
+    first, last = arr[starts], arr[ends - 1]
+    if (first == SLASH).any() or (first == HASH).any() or (last == SLASH).any():
+        return "a path that starts with / or #, or ends with /"
+    # a "." or ".." part: a dot that begins a part (at a path's start, or after a slash) and ends it (at the path's
+    # end, a slash, or a tab as parse_tsv reads one), or a second dot that does
+    dots = np.concatenate((starts[first == DOT], _pairs(block, start, end, b"/.") + 1))
+    if len(dots):
+        def ends_part(at: np.ndarray) -> np.ndarray:
+            k = np.minimum(np.searchsorted(ends, at), len(ends) - 1)
+            inside = np.minimum(at, len(arr) - 1)
+            return (ends[k] == at) | (arr[inside] == SLASH) | (arr[inside] == TAB)
+
+        one = ends_part(dots + 1)
+        second = np.minimum(dots + 1, len(arr) - 1)
+        two = ~one & (arr[second] == DOT) & ends_part(dots + 2)
+        if (one | two).any():
+            return 'a "." or ".." part in a path'
+    return None
+
+
+def _pairs(block: bytes | mmap.mmap, start: int, end: int, pair: bytes) -> np.ndarray:
+    """Where (from `start`) the two bytes `pair` occur in block[start:end], in order: the bytes seen as 16-bit
+    numbers at even and at odd positions, two vectorised compares (str.find of two bytes is ~10x slower)."""
+    want = np.frombuffer(pair, dtype="<u2")[0]
+    found = [np.flatnonzero(np.frombuffer(block, dtype="<u2", count=(end - start - shift) // 2,
+                                          offset=start + shift) == want) * 2 + shift for shift in (0, 1)]
+    return np.sort(np.concatenate(found))

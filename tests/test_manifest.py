@@ -171,3 +171,89 @@ def test_an_inode_number_over_2_to_the_63_is_kept(tmp_path):
         assert map_index(fd, SimpleNamespace(st_size=31, st_mtime_ns=tsv.st_mtime_ns, st_ino=5), tmp_path) is None
     finally:
         os.close(fd)
+
+
+# -- manifest.index is trusted no further than manifest.tsv's rules (issue 25, item 2) -------------------------
+def _forge_index(root: Path, rel: list[str], sizes: np.ndarray, offsets: np.ndarray | None = None) -> None:
+    """Write a manifest.index of these entries whose header matches manifest.tsv, as a crafted one would."""
+    enc = [os.fsencode(r) for r in rel]
+    cut = np.concatenate(([0], np.cumsum([len(r) for r in enc]))).astype(np.int64)
+    data = b"".join(mf.index_bytes([b"".join(enc)], cut if offsets is None else offsets, np.asarray(sizes),
+                                   (root / MANIFEST).stat()))
+    fd = os.open(root / INDEX, os.O_WRONLY | os.O_TRUNC)  # in place: manifest.tsv's stat (in the header) unchanged
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _entries(root: Path) -> tuple[list[str], np.ndarray]:
+    return parse_manifest(root / MANIFEST)
+
+
+@pytest.mark.parametrize("forgery", ["escape", "absolute", "offsets", "size"])
+def test_an_index_breaking_a_manifest_rule_is_derived_again(tmp_path, forgery):
+    root = make_dataset(tmp_path, 40, "fixed:8KiB", classes=2).root
+    Manifest.load(root)
+    rel, sizes = _entries(root)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"v" * 8192)
+    bad_rel, bad_sizes, offsets = list(rel), sizes.copy(), None
+    if forgery == "escape":
+        bad_rel[0] = "../../../victim.txt"
+    elif forgery == "absolute":
+        bad_rel[3] = str(victim)
+    elif forgery == "offsets":
+        offsets = np.concatenate(([0], np.cumsum([len(r) for r in rel]))).astype(np.int64)
+        offsets[5] = offsets[7] + 3  # cuts paths out of other paths' bytes
+    else:
+        bad_sizes[2] = 10**18  # over manifest.tsv's 18 digits
+    _forge_index(root, bad_rel, bad_sizes, offsets)
+    m = Manifest.load(root)
+    assert [m.paths.rel(i) for i in range(len(m))] == rel and np.array_equal(m.sizes, sizes)
+    assert all(p.startswith(str(root) + "/") for p in m.paths)
+    again = Manifest.load(root)  # the index was written again, right, and is mapped from now on
+    assert isinstance(again.paths._block, mmap.mmap) and list(again.paths) == list(m.paths)
+
+
+@pytest.mark.parametrize("forgery", ["ones", "huge", "swapped"])
+def test_a_reused_dataset_never_takes_sizes_or_paths_its_manifest_does_not_hold(tmp_path, forgery):
+    """Sizes of 1 (a wrong dataset.bytes, silently), 10^15 (a MemoryError) or two paths swapped obey every rule: a
+    dataset iobench made is checked against manifest.tsv and its files, and its index must hold the same."""
+    from iobench.dataset import GenSpec, generate
+    from iobench.sizes import parse_dist
+
+    spec = GenSpec(40, parse_dist("fixed:8KiB"), 2, 0)
+    root = generate(tmp_path, spec, threads=2).manifest.root
+    rel, sizes = _entries(root)
+    bad_rel, bad_sizes = list(rel), sizes.copy()
+    if forgery == "ones":
+        bad_sizes[:] = 1
+    elif forgery == "huge":
+        bad_sizes[0] = 10**15
+    else:
+        bad_rel[0], bad_rel[1] = rel[1], rel[0]
+    _forge_index(root, bad_rel, bad_sizes)
+    m = generate(tmp_path, spec, threads=2).manifest
+    assert [m.paths.rel(i) for i in range(len(m))] == rel and np.array_equal(m.sizes, sizes)
+    assert m.total_bytes == 40 * 8192
+
+
+def test_the_index_rules_are_manifest_tsvs(tmp_path):
+    """index_problem accepts exactly the paths parse_tsv accepts, over many random short paths of the characters
+    that matter (dots, slashes, '#', tabs, newlines, NUL, a non-ASCII letter)."""
+    import random
+
+    rng = random.Random(25)
+    for alphabet in ("ab./#", "./\t#", "a.\u00e9/", "./\0a", "./\n"):
+        for _ in range(3000):
+            paths = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(1, 3))]
+            try:
+                _, _, got = parse_tsv("".join(f"{p}\t1\n" for p in paths).encode(), Path("m.tsv"))
+                tsv_ok = len(got) == len(paths)  # a '#' line is a comment: that path is not in the manifest
+            except UserError:
+                tsv_ok = False
+            table = PathTable.relative("", paths)
+            block = b"HEAD" + table.block()
+            problem = mf.index_problem(block, 4, table.offsets, np.ones(len(paths), dtype=np.int64))
+            assert tsv_ok == (problem is None), (paths, problem)

@@ -92,12 +92,17 @@ class Manifest:
             os.close(fd)
 
     @classmethod
-    def read(cls, dir_fd: int, root: Path, where: Path) -> Manifest:
-        """The manifest in the folder open as `dir_fd` (named `where`; see `load`) of files under `root`."""
+    def read(cls, dir_fd: int, root: Path, where: Path,
+             expect: tuple[Sequence[str], np.ndarray] | None = None) -> Manifest:
+        """The manifest in the folder open as `dir_fd` (named `where`; see `load`) of files under `root`. With
+        `expect` (relative paths and sizes manifest.tsv was just checked to hold), an index that holds anything else
+        is derived again."""
         tsv = os.stat(MANIFEST, dir_fd=dir_fd, follow_symlinks=False)
         if not stat.S_ISREG(tsv.st_mode):
             refuse(where / MANIFEST, tsv.st_mode)
         mapped = _map_index(dir_fd, tsv, root)
+        if mapped is not None and expect is not None and not _holds(*mapped, *expect):
+            mapped = None
         if mapped is None:
             with _mapped_regular(where / MANIFEST, dir_fd) as text:
                 blocks, offsets, sizes = parse_tsv(text, where / MANIFEST)
@@ -130,6 +135,14 @@ def _mapped_regular(where: Path, dir_fd: int) -> Iterator[mmap.mmap | bytes]:
             yield mm
     finally:
         os.close(fd)
+
+
+def _holds(paths: PathTable, sizes: np.ndarray, rel: Sequence[str], want: np.ndarray) -> bool:
+    """Whether a table holds exactly these relative paths and sizes (compared as blocks, not path by path)."""
+    if len(paths) != len(rel) or not np.array_equal(sizes, want):
+        return False
+    expected = PathTable.relative("", rel)
+    return np.array_equal(paths.offsets, expected.offsets) and paths.block() == expected.block()
 
 
 def _map_index(dir_fd: int, tsv: os.stat_result, root: Path) -> tuple[PathTable, np.ndarray] | None:

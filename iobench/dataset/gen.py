@@ -228,7 +228,7 @@ def generate(mount: Path, spec: GenSpec, *, threads: int | None = None, progress
     stop = threading.Event()
     state = _look(mount, folder, spec, rel, sizes, threads, stop)
     if _reusable(state):  # the manifest as runs read it: manifest.index mapped (workers share it; derived if missing)
-        return GenReport(Manifest.load(folder), 0, 0, 0.0, True)
+        return GenReport(_manifest(folder, rel, sizes), 0, 0, 0.0, True)
     check_mount(mount, writable=True)  # reading a finished dataset works on a read-only mount too
 
     try:
@@ -241,7 +241,7 @@ def generate(mount: Path, spec: GenSpec, *, threads: int | None = None, progress
             if read_marker(folder, dir_fd=fd) != state.marker:  # another gen got here first: look again
                 state = _look(mount, folder, spec, rel, sizes, threads, stop)
                 if _reusable(state):
-                    return GenReport(Manifest.read(fd, folder, folder), 0, 0, 0.0, True)
+                    return GenReport(Manifest.read(fd, folder, folder, expect=(rel, sizes)), 0, 0, 0.0, True)
             return _complete(fd, mount, folder, spec, rel, sizes, state, threads, progress, warn or _warn_stderr,
                              stop)
     except OSError as exc:
@@ -288,8 +288,18 @@ def _complete(fd: int, mount: Path, folder: Path, spec: GenSpec, rel: list[str],
     os.sync()  # the marker says "complete" only for data that is on the storage
     write_json_atomic(fd, MARKER, {**params, "status": "complete", "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
                       folder / MARKER)
-    return GenReport(Manifest.read(fd, folder, folder), written, written_bytes, time.perf_counter() - t0, False,
-                     notes)
+    return GenReport(Manifest.read(fd, folder, folder, expect=(rel, sizes)), written, written_bytes,
+                     time.perf_counter() - t0, False, notes)
+
+
+def _manifest(folder: Path, rel: list[str], sizes: np.ndarray) -> Manifest:
+    """The manifest of a dataset whose manifest.tsv and files were just checked to be `rel` and `sizes`: its index
+    mapped, or derived again where it holds anything else."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return Manifest.read(fd, folder, folder, expect=(rel, sizes))
+    finally:
+        os.close(fd)
 
 
 def _create_file(dfd: int, name: str, folder: Path, rel: str) -> int:
@@ -321,6 +331,12 @@ def _create_file(dfd: int, name: str, folder: Path, rel: str) -> int:
     return fd
 
 
+def _at(exc: OSError, path: Path) -> OSError:
+    """The error, naming the file (or folder) gen was writing: a write() that fails names no file, and one made
+    relative to its folder names only its last part."""
+    return type(exc)(exc.errno, exc.strerror, str(path))
+
+
 def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, todo: np.ndarray, seed: int,
                  threads: int, progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
     if len(todo) == 0:
@@ -341,7 +357,10 @@ def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, 
 
     def write_run(item: object) -> None:
         d, lo, hi = item  # type: ignore[misc]
-        dfd = _open_rel(root_fd, d, folder, create=True)
+        try:
+            dfd = _open_rel(root_fd, d, folder, create=True)
+        except OSError as exc:
+            raise _at(exc, folder / d) from exc
         assert dfd is not None
         cut = len(d) + 1 if d else 0
         n = nbytes = 0
@@ -351,11 +370,14 @@ def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, 
                 if stop.is_set():
                     return
                 i = ids[k]
-                fd = _create_file(dfd, rel[i][cut:], folder, rel[i])
                 try:
-                    nbytes += write_all(fd, pool.parts(i, lengths[k], images[k]), lengths[k])
-                finally:
-                    os.close(fd)
+                    fd = _create_file(dfd, rel[i][cut:], folder, rel[i])
+                    try:
+                        nbytes += write_all(fd, pool.parts(i, lengths[k], images[k]), lengths[k])
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    raise _at(exc, folder / rel[i]) from exc
                 n += 1
                 # progress every CHUNK files or half second, not per run: a run may take minutes on a slow NAS
                 if n == CHUNK or time.monotonic() - last > 0.5:
