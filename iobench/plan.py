@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from io import StringIO
 
 from iobench.cluster_plan import ScalePoint, scaling, scaling_sentence
@@ -57,6 +57,16 @@ IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 CONCURRENCY_STEPS = (1, 2, 4, 8, 16)  # multiples of the reference run's readers for the Little's-law what-if
 RISING = 1.1  # the sweep is still rising when its last step gained more than 10% (as the verdict says)
+# Past these a figure comes of an absurd input (a typo, an edited result), not of a plan: refused, never printed
+MAX_GPUS = 10_000_000  # more GPUs than any cluster holds
+MAX_RATE = 1e9  # samples/s one GPU consumes
+MAX_FILES = 10**12  # samples in a dataset
+MAX_MEAN_KB = 1e9  # kB a sample holds on average (1 TB)
+MAX_FIGURE = 1e18  # any figure of the plan (samples/s, MB/s, s, B): beyond, the inputs are absurd together
+
+
+class Implausible(ValueError):
+    """A plan figure past what any real input gives (MAX_GPUS, ...): `plan` says which and prints none."""
 
 
 def minimum_rate(gpus: int, rate_per_gpu: float, au_target: float) -> float:
@@ -65,8 +75,37 @@ def minimum_rate(gpus: int, rate_per_gpu: float, au_target: float) -> float:
 
 
 def gpus_supported(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
-    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate)), the verdict's rule."""
-    return gpus_for(samples_per_s, rate_per_gpu, au_target) if au_target * rate_per_gpu > 0 else 0
+    """GPUs a sustained rate keeps at AU >= au_target: floor(rate / (au_target x per-GPU rate)), the verdict's rule.
+    Implausible past MAX_GPUS (a rate no storage gives: the plan would print a number of hundreds of digits)."""
+    if not au_target * rate_per_gpu > 0:
+        return 0
+    if not samples_per_s / (au_target * rate_per_gpu) <= MAX_GPUS:
+        raise Implausible(f"{samples_per_s:,.3g} samples/s would keep more than {MAX_GPUS:,} GPUs of "
+                          f"{_rate(rate_per_gpu)} samples/s at AU >= {au_target:.0%}")
+    return gpus_for(samples_per_s, rate_per_gpu, au_target)
+
+
+def _within(value: float, most: float, what: str, why: str) -> None:
+    """`value` (an input: `what` it counts) is finite and at most `most`, else Implausible saying `why` not."""
+    if value <= most and (isinstance(value, int) or math.isfinite(value)):
+        return
+    digits = len(str(value))
+    shown = (f"{value:,}" if digits <= 18 else f"a {digits}-digit number of") if isinstance(value, int) else \
+        f"{value:,.3g}"
+    raise Implausible(f"{shown} {what} is more than {most:,.0f} ({why}): not a plausible plan")
+
+
+def _printable(plan: object, where: str = "") -> None:
+    """Every figure of the plan finite and within MAX_FIGURE (what the inputs give together: a tiny --rate makes an
+    epoch last for ever), else Implausible naming it: nothing of hundreds of digits is printed."""
+    for f in fields(plan):  # type: ignore[arg-type]
+        value = getattr(plan, f.name)
+        for k, v in enumerate(value) if isinstance(value, list) else [(None, value)]:
+            name = f"{where}{f.name}" + (f"[{k}]" if k is not None else "")
+            if is_dataclass(v):
+                _printable(v, f"{name}.")
+            elif isinstance(v, int | float) and not isinstance(v, bool) and not abs(v) <= MAX_FIGURE:
+                raise Implausible(f"its {name} would be {float(v):,.3g}, more than {MAX_FIGURE:.0e}")
 
 
 def cache_mix_rate(x: float, cached: float, storage: float) -> float:
@@ -229,10 +268,14 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         raise ValueError("dataset_files must be >= 1")
     if not 0 < au_target <= 1:
         raise ValueError("au_target must be within (0, 1]")
+    _within(gpus, MAX_GPUS, "GPUs", "more than any cluster holds")
+    _within(dataset_files, MAX_FILES, "dataset files", "no training set holds that many")
     per_gpu, source, rate_kind = rate_for(model, gpu, rate, kind)
+    _within(per_gpu, MAX_RATE, "samples/s per GPU", "no GPU consumes that many")
     if mean_kb is not None:
-        if mean_kb <= 0:
+        if not mean_kb > 0:
             raise ValueError("mean_kb must be > 0")
+        _within(mean_kb, MAX_MEAN_KB, "kB mean", "a sample of over a terabyte")
         mean, mean_source = mean_kb * 1000.0, "given"
     elif result is not None:
         mean, mean_source = result.dataset.mean_bytes, f"the measured dataset's mean ({result.dataset.files:,} files)"
@@ -250,14 +293,24 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         cpu_cores_demand=cpu_cores_for_decode(demand), cpu_cores_minimum=cpu_cores_for_decode(minimum),
         epoch_s_demand=dataset_files / demand, epoch_s_minimum=dataset_files / minimum,
         dataset_bytes=dataset_files * mean)
+    try:
+        _printable(p)
+    except Implausible as exc:
+        raise Implausible(f"{exc}: the inputs are not a plausible plan together") from None
     if result is None:
         return p
-    measured = _measured(p, result)
-    if measured is not None and result.distributed is not None:
-        points = scaling(series or [result])
-        measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
-                               "scaling_note": scaling_sentence(points)})
-    return CapacityPlan(**{**p.__dict__, "measured": measured})
+    try:
+        measured = _measured(p, result)
+        if measured is not None and result.distributed is not None:
+            points = scaling(series or [result])
+            measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
+                                   "scaling_note": scaling_sentence(points)})
+        with_result = CapacityPlan(**{**p.__dict__, "measured": measured})
+        _printable(with_result)
+    except Implausible as exc:  # the result's figures: read back in range, yet no storage gives them
+        raise Implausible(f"{exc}, from the result of {result.mount.fstype} at {result.mount.path}: not plausible "
+                          "for a measurement (an edited or damaged result?)") from None
+    return with_result
 
 
 def _measured(p: CapacityPlan, result: Result) -> Measured | None:
@@ -288,6 +341,8 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     v = result.verdict
     same = (v is not None and v.gpus_fed is not None and v.rate_per_gpu is not None
             and math.isclose(v.rate_per_gpu, p.rate_per_gpu) and math.isclose(v.au_target or 0, p.au_target))
+    if same and v is not None and v.gpus_fed is not None and v.gpus_fed > MAX_GPUS:
+        raise Implausible(f"its verdict's {v.gpus_fed:,.3g} GPUs fed is more than {MAX_GPUS:,}")
     if abs(result.dataset.mean_bytes - p.mean_bytes) > 0.1 * p.mean_bytes:
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")

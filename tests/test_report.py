@@ -292,8 +292,12 @@ def test_write_reports_and_load_errors(results, tmp_path):
     with pytest.raises(UserError, match="no result file"):
         load_results([tmp_path / "missing.json"])
     (tmp_path / "other.json").write_text('{"hello": 1}')
-    with pytest.raises(UserError, match="not an iobench result file"):
+    with pytest.raises(UserError, match="other.json is not a usable iobench result: created: Field required"):
         load_results([tmp_path / "other.json"])
+    (tmp_path / "text.json").write_text("not JSON")
+    with pytest.raises(UserError, match="text.json is not a usable iobench result: Invalid JSON: expected ident at "
+                                        "line 1 column 2$"):
+        load_results([tmp_path / "text.json"])
 
 
 # ---------------------------------------------------------------------------------------------- one table, every writer

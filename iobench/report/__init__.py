@@ -27,14 +27,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from iobench.errors import UserError
+from iobench.errors import UserError, explain_oserror
 from iobench.report.compare import METRICS, Metric, compare_headline, compare_table, like_for_like
 from iobench.report.csv_writer import CSV_COLUMNS, csv_rows, write_csv
 from iobench.report.facts import Facts, Table, caveats, default_label, facts, headline, labels
 from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
 from iobench.report.svg import Series, bar_chart, line_chart
-from iobench.result import Result
+from iobench.result import Result, unusable
 from iobench.safefs import write_file
 
 __all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
@@ -59,9 +59,10 @@ def load_results(paths: Iterable[Path], warn: Callable[[str], None] | None = _st
             out.append(Result.load(p))
         except FileNotFoundError:
             raise UserError(f"no result file at {p}") from None
-        except (ValidationError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise UserError(f"{p} is not an iobench result file ({first})") from None
+        except ValidationError as exc:  # not JSON, not a result, or one whose figures cannot be (result.LOADING)
+            raise UserError(f"{p} is not a usable iobench result: {unusable(exc)}") from None
+        except ValueError as exc:  # not UTF-8
+            raise UserError(f"{p} is not a usable iobench result: {str(exc).splitlines()[0]}") from None
         except OSError as exc:
             raise UserError(f"cannot read {p}: {exc.strerror}") from None
         if warn is not None and not out[-1].complete:
@@ -76,13 +77,18 @@ def write(results: Sequence[Result], html_path: Path | None = None, md_path: Pat
           csv_path: Path | None = None, names: Sequence[str] | None = None) -> list[Path]:
     """Write the reports asked for; returns the paths written."""
     written = []
-    for path, render in ((html_path, render_html), (md_path, render_markdown)):
-        if path is not None:
-            _write_text(Path(path), render(list(results), names))
-            written.append(Path(path))
-    if csv_path is not None:
-        write_csv(results, Path(csv_path), names)
-        written.append(Path(csv_path))
+    for path, render in ((html_path, render_html), (md_path, render_markdown), (csv_path, None)):
+        if path is None:
+            continue
+        path = Path(path)
+        try:
+            if render is None:
+                write_csv(results, path, names)
+            else:
+                _write_text(path, render(list(results), names))
+        except OSError as exc:  # a write() that fails names no file: the report's own path is said here
+            raise explain_oserror(exc, f"cannot write the report {path}") from exc
+        written.append(path)
     return written
 
 
