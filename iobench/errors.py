@@ -22,8 +22,11 @@ REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, err
 
 def explain_oserror(exc: OSError, doing: str) -> UserError:
     """Turn an OSError into a one-line UserError that names what iobench was doing: an EnvironmentRefused for
-    the refusals (no space, quota, read-only, permission, missing path)."""
-    where = f" {exc.filename}" if exc.filename else ""
+    the refusals (no space, quota, read-only, permission, missing path). The path is the exception's file name
+    when `doing` does not already say it; where the exception names none (a failed write() or fsync() names no
+    file), `doing` must: "DOING: PATH: REASON" or "DOING PATH: REASON", never an empty part."""
+    name = os.fsdecode(exc.filename) if isinstance(exc.filename, str | bytes) else ""
+    where = f" {name}:" if name and name not in doing else ""
     hints = {
         errno.ENOSPC: "no space left on the device",
         errno.EDQUOT: "disk quota exceeded",
@@ -32,12 +35,13 @@ def explain_oserror(exc: OSError, doing: str) -> UserError:
         errno.EPERM: "operation not permitted",
         errno.ENOENT: "no such file or directory",
         errno.ENOTDIR: "not a directory",
+        errno.EISDIR: "a directory where a file should be",
         errno.EIO: "I/O error from the storage",
         errno.ESTALE: "stale file handle (the server lost the file)",
     }
     reason = hints.get(exc.errno or 0, exc.strerror or os.strerror(exc.errno or 0))
     kind = EnvironmentRefused if exc.errno in REFUSALS else UserError
-    return kind(f"{doing}:{where}: {reason}")
+    return kind(f"{doing}:{where} {reason}")
 
 
 # ------------------------------------------------------------------------------------- docs/errors.md, generated

@@ -162,7 +162,7 @@ def _one_epoch(engine: Engine, source: Source, manifest: Manifest, spec: EpochSp
     if isinstance(error, StorageStalled):
         raise error.with_note(f"kept what was measured in {result_path}") from None
     if isinstance(error, OSError):
-        raise explain_oserror(error, f"reading the dataset failed ({kept})")
+        raise explain_oserror(error, f"reading the dataset {manifest.root} failed ({kept})")
     if error is not None:
         raise Interrupted(f"interrupted: {kept}")
     _warn_on(run, result, ui)
@@ -498,7 +498,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
                                resident, False, gpus=gpus, consumer_rate=settings.rate_per_gpu)
         raise stall
     if errors and isinstance(errors[0], OSError):
-        raise explain_oserror(errors[0], "reading the dataset failed during a training run")
+        raise explain_oserror(errors[0], f"reading the dataset {manifest.root} failed during a training run")
     if errors:
         raise errors[0]
     source.close()
@@ -556,7 +556,8 @@ def _mitigations(manifest: Manifest, settings: Settings, result: Result, result_
         if isinstance(error, StorageStalled):
             raise error.with_note(f"kept what was measured in {result_path}") from None
         if error is not None:
-            raise error if not isinstance(error, OSError) else explain_oserror(error, f"mitigation {v.name} failed")
+            raise error if not isinstance(error, OSError) else explain_oserror(
+                error, f"mitigation {v.name} failed reading the dataset {manifest.root}")
         base_rate = base_rate or run.samples_per_s
         result.mitigations.append(Mitigation(
             name=v.name, source=run.source, samples_per_s=run.samples_per_s,
