@@ -9,9 +9,10 @@ together in the sequential order afterwards: the order never depends on thread t
 The manifest of a scanned tree is cached outside the tree (iobench never writes into a user's tree), in
 $XDG_CACHE_HOME/iobench/scans/<hash of the tree's resolved path>/ (default ~/.cache/...): `manifest.tsv` (PATH<TAB>SIZE
 as iobench.dataset writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
-mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder (not
-every file) and uses the cache only when none changed. A file modified in place keeps its folder's mtime, and so its
-cached size: the readers read every file to EOF and count the bytes read() returned, so the bytes are measured anyway.
+mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder and
+uses the cache only when none changed. A file truncated or rewritten in place keeps its folder's mtime: the cached
+sizes are checked too, one stat per file (the listing, not the stats, is what the cache saves), and a file whose size
+changed makes the tree scanned again. The manifest's sizes are what dataset.bytes and fio's jobs are made of.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from iobench.dataset import (
     refuse,
     write_json_atomic,
 )
-from iobench.dataset.folder import _inside, _write_manifest
+from iobench.dataset.folder import _inside, _local, _write_manifest
 from iobench.errors import UserError, explain_oserror
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
@@ -376,6 +377,9 @@ def _load_cache(root: Path, threads: int) -> tuple[_Cached | None, str | None]:
         manifest = Manifest.read(fd, root, cache_home().joinpath(*CACHE_PARTS, _key(root)))  # mapped, once indexed
         if len(manifest) != info["files"] or manifest.total_bytes != info["bytes"]:
             return None, None
+        resized = _resized(manifest, 1 if _local(root) else threads)
+        if resized is not None:
+            return None, resized
         return _Cached(manifest, str(info["cached"])), None
     except (OSError, UserError, ValueError, KeyError, TypeError, AttributeError):
         return None, None  # unreadable or not ours: scanned again and written anew
@@ -401,6 +405,32 @@ def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None
             if i is not None:
                 return folders[i]
     return None
+
+
+def _resized(manifest: Manifest, threads: int) -> str | None:
+    """The first file whose size is not the cached one (or that is gone), None when all match: one stat per file,
+    links followed as the walk follows them. A file truncated or rewritten in place keeps its folder's mtime, so
+    only its own stat tells (the listing is what the cache saves). `threads` chunks at a time: 1 on a local disk,
+    where a stat is microseconds of kernel work and threads would queue for the interpreter lock."""
+    paths, sizes = manifest.paths, manifest.sizes.tolist()
+
+    def check(start: int) -> int | None:
+        raw = paths.raw
+        for i in range(start, min(start + STAT_CHUNK, len(sizes))):
+            try:
+                if os.stat(raw(i)).st_size != sizes[i]:
+                    return i
+            except OSError:
+                return i
+        return None
+
+    starts = range(0, len(sizes), STAT_CHUNK)
+    if threads <= 1:
+        found = next((i for i in map(check, starts) if i is not None), None)
+    else:
+        with ThreadPoolExecutor(max_workers=min(threads, len(starts)), thread_name_prefix="iobench-scan") as ex:
+            found = next((i for i in ex.map(check, starts) if i is not None), None)
+    return None if found is None else paths[found]
 
 
 def _save_cache(root: Path, walk: Walk) -> bool:

@@ -208,3 +208,27 @@ def test_the_cli_says_which_happened_on_stderr_only(tmp_path, capsys):
     lines = err.splitlines()
     assert out == "" and len(lines) == 2
     assert lines[0].startswith("scanned 6 files in ") and lines[1].startswith(f"using the cached listing of {root}")
+
+
+@pytest.mark.parametrize("change", ["truncate", "grow"])
+def test_a_file_resized_in_place_is_never_served_from_the_cache(tmp_path, change):
+    """Issue 25: a file truncated (or appended to) in place keeps its folder's mtime; its cached size must not
+    survive into the manifest (dataset.bytes, fio's file sizes). A real tree on the local disk."""
+    root = imagefolder(tmp_path / "tree")
+    said: list[str] = []
+    first = scan_tree(root, threads=4, say=said.append)
+    victim = root / "n0002" / "img 3.JPEG"
+    before = {d: os.stat(d).st_mtime_ns for d in (root, victim.parent)}
+    if change == "truncate":
+        os.truncate(victim, 10)
+    else:
+        with open(victim, "ab") as f:
+            f.write(b"\0" * 5000)
+    assert {d: os.stat(d).st_mtime_ns for d in before} == before  # no folder tells
+    want = first.total_bytes - first.sizes[list(first.paths).index(str(victim))] + victim.stat().st_size
+    m = scan_tree(root, threads=4, say=said.append)
+    assert said[-1].startswith("scanned 20 files in ")
+    assert f"the cached listing was out of date: {victim} changed" in said[-1]
+    assert m.total_bytes == want and m.sizes.tolist() == [os.stat(p).st_size for p in m.paths]
+    again = scan_tree(root, threads=4, say=said.append)  # cached anew, with the new size
+    assert said[-1].startswith("using the cached listing") and again.total_bytes == want
