@@ -32,6 +32,7 @@ from rich.table import Table
 
 from iobench import __version__
 from iobench.dataset import (
+    DATA_ROOT,
     GenSpec,
     Manifest,
     check_mount,
@@ -77,7 +78,10 @@ def _writable(folder: Path, what: str) -> None:
 
 
 def _check_json_target(path: str | None, what: str = "--json") -> None:
-    """Before anything is measured: the JSON file can be written (its folder exists and takes files)."""
+    """Before anything is measured: the JSON file can be written (its folder exists and takes files), or stdout is
+    open for `-`."""
+    if path == STDOUT and 1 in CLOSED_AT_START:
+        raise UserError(f"{what} -: stdout is closed: give a file name, or run with stdout open")
     if path is None or path == STDOUT:
         return
     p = Path(path)
@@ -225,26 +229,61 @@ def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int,
     click.echo(str(manifest.root))
 
 
-def _pick_dataset(mount: Path, files: int | None, spec_args: tuple, ui: UI) -> tuple[Manifest, bool, dict | None]:
-    """The dataset `run --mount` uses: the one matching --files, or the only one, or a new one."""
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The dataset a command asks for under --mount: `spec` in full (the options given, else the workload's) and
+    `asked`, the parts of it the user chose (typed, or set by a --workload they named)."""
+
+    spec: GenSpec
+    asked: frozenset[str]  # keys of GenSpec.as_dict(): files, size_dist, classes, seed
+
+    def matches(self, params: dict) -> bool:
+        want = self.spec.as_dict()
+        return all(params.get(k) == want[k] for k in self.asked)
+
+
+def _shape(files: int | None, size_dist: str | None, classes: int | None, seed: int, *,
+           workload_shape: Any = None, workload_named: bool = False) -> Shape:
+    """The Shape from a command's options (click knows which were typed) and, for `run`, its workload's dataset."""
+    ctx = click.get_current_context()
+    asked = {key for key, name in (("files", "files"), ("size_dist", "size_dist"), ("classes", "classes"),
+                                   ("seed", "seed")) if _given(ctx, name)}
+    if workload_shape is not None:
+        if workload_named:  # the workload's file says its dataset's shape: asked for as much as an option is
+            asked |= {"files", "size_dist"} | ({"classes"} if workload_shape.classes is not None else set())
+        files, size_dist, classes = workload_shape.files, workload_shape.size_dist, workload_shape.classes
+    return Shape(_spec(files or DEFAULT_FILES, size_dist or "imagenet", classes, seed), frozenset(asked))
+
+
+def _pick(mount: Path, shape: Shape, ui: UI) -> GenSpec:
+    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone: the
+    one of the full shape asked for; else the only one there that matches every part the user chose; else the full
+    shape, made. Several that match what was chosen (none of them the full shape) is a one-line error naming them."""
     mount = check_mount(mount, writable=False)
+    full = shape.spec
     found = [(p, read_marker(p)) for p in find_datasets(mount)]
-    if files is not None:
-        found = [(p, m) for p, m in found if m and m["params"]["files"] == files]
-    if len(found) > 1:
-        names = ", ".join(p.name for p, _ in found)
-        raise UserError(f"several datasets under {mount / 'iobench-data'} ({names}): pick one with --files "
-                        "or --dataset PATH")
-    if found:
-        path, marker = found[0]
+    if any(p.name == full.name for p, _ in found):
+        return full
+    fits = [(p, m) for p, m in found if m and shape.matches(m["params"])]
+    if len(fits) > 1:
+        names = "; ".join(f"{p.name} ({_shape_words(m['params'])})" for p, m in fits[:4])
+        raise UserError(f"several datasets under {mount / DATA_ROOT} match the shape asked for: {names}"
+                        f"{' and more' if len(fits) > 4 else ''}: pick one with --files, --size-dist, --classes and "
+                        "--seed, or name it with --dataset PATH")
+    if fits:
+        path, marker = fits[0]
         assert marker is not None
-        ui.info(f"using the dataset iobench made earlier: {path}")
-        spec = spec_of(marker)
-    else:
-        default_files, *rest = spec_args
-        spec = _spec(files or default_files, *rest)
-    manifest = _make(mount, spec, ui)
-    return manifest, True, spec.as_dict()
+        ui.info(f"using the dataset iobench made earlier: {path} ({_shape_words(marker['params'])})")
+        return spec_of(marker)
+    if found:
+        ui.info(f"no dataset of the shape asked for under {mount / DATA_ROOT} yet (other shapes there: "
+                f"{', '.join(p.name for p, _ in found[:4])}{' and more' if len(found) > 4 else ''}): making it")
+    return full
+
+
+def _shape_words(params: dict) -> str:
+    return (f"--files {params['files']} --size-dist {params['size_dist']} --classes {params['classes']} "
+            f"--seed {params['seed']}")
 
 
 def _run_options(f):
@@ -255,7 +294,9 @@ def _run_options(f):
         click.option("--dataset", type=Path, default=None,
                      help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
         click.option("--files", type=int, default=None,
-                     help="Dataset size when generating [default: the workload's, 10,000 for ImageNet-like]."),
+                     help=f"Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape (the "
+                          f"dataset of that shape is used, or made) [default: the workload's; {DEFAULT_FILES:,} for "
+                          "the default]."),
         lambda f: _gen_options(f, size_dist=None),
         click.option("--threads", "threads_", default=None,
                      help="Reader threads (fio jobs); a comma list is a sweep [default: the workload's; fio: "
@@ -395,13 +436,13 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         settings = _distributed_settings(click.get_current_context(), settings, engine_name,
                                          ranks or w.local_world_size)
     if ranks is not None and w is None:  # the launcher: the ranks run this same command line
+        _check_outputs(json_path, out)  # before P ranks start, not after (rank 0 checks them again)
         raise click.exceptions.Exit(distributed.launch(ranks, sys.argv[1:], timeout_s))
-    shape = wl.dataset
-    spec_args = (shape.files, shape.size_dist, shape.classes, seed)
+    shape = _shape(files, size_dist, classes, seed, workload_shape=wl.dataset, workload_named=workload is not None)
     if w is None:
-        result = _measure(settings, mount, dataset, files, spec_args, json_path, out, ui, notes)
+        result = _measure(settings, mount, dataset, shape, json_path, out, ui, notes)
     else:
-        result = _rank(w, timeout_s, settings, mount, dataset, files, spec_args, json_path, out, ui, notes)
+        result = _rank(w, timeout_s, settings, mount, dataset, shape, json_path, out, ui, notes)
         if result is None:
             return
     assert result.verdict is not None
@@ -441,8 +482,8 @@ def _distributed_settings(ctx: click.Context, settings: Settings, engine: str, l
                                    "repeat": 1})
 
 
-def _rank(w, timeout_s: float, settings: Settings, mount: Path, dataset: Path | None, files: int | None,
-          spec_args: tuple, json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
+def _rank(w, timeout_s: float, settings: Settings, mount: Path, dataset: Path | None, shape: Shape,
+          json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
     """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
     the job's epochs; the others follow it. A rank that fails tells the others why before it leaves."""
     from iobench import distributed
@@ -450,7 +491,7 @@ def _rank(w, timeout_s: float, settings: Settings, mount: Path, dataset: Path | 
     job = distributed.Job(w, timeout_s)
     try:
         if w.rank == 0:
-            return _measure(settings, mount, dataset, files, spec_args, json_path, out, ui, notes, job=job)
+            return _measure(settings, mount, dataset, shape, json_path, out, ui, notes, job=job)
         distributed.follow(job, UI(quiet=True))
         return None
     except BaseException as exc:
@@ -504,7 +545,7 @@ def fio_cmd(mount: Path, dataset: Path | None, files: int | None, size_dist: str
     settings = Settings(orders=[], concurrency=list(_int_list(threads_ or "1,4,16,64", "--threads")),
                     cache=list(_choices(cache_, ("cold", "warm"), "--cache", ("cold", "warm"))),
                     epochs=1, seed=seed, replay=False, metadata=False, fio=True)
-    _measure(settings, mount, dataset, files, (DEFAULT_FILES, size_dist or "imagenet", classes, seed), json_path, out,
+    _measure(settings, mount, dataset, _shape(files, size_dist, classes, seed), json_path, out,
              UI(quiet, stdout_free=json_path == STDOUT))
 
 
@@ -539,8 +580,8 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
-def _measure(settings: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-             json_path: str | None, out: Path | None, ui: UI, notes: list[str] | None = None, job=None) -> Result:
+def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape, json_path: str | None,
+             out: Path | None, ui: UI, notes: list[str] | None = None, job=None) -> Result:
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
 
@@ -553,14 +594,12 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, files: int |
     from iobench.mitigations import restore_left_settings
     from iobench.mounts import mount_of
 
-    _check_json_target(json_path)
-    _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
+    _check_outputs(json_path, out)
     _probe(dataset if dataset is not None else mount, settings.io_timeout_s)
-    if out is not None:
-        lock.refuse_used_out(out)
     for line in restore_left_settings():
         ui.warn(line)
-    folder = lock.dataset_folder(mount, dataset, files, lambda: _spec(files or spec_args[0], *spec_args[1:]))
+    spec = _pick(mount, shape, ui) if dataset is None else None
+    folder = lock.dataset_folder(mount, dataset, spec)
     with lock.hold(folder) if folder is not None else nullcontext():
         made: list[Path] = []
         if out is None:
@@ -572,7 +611,7 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, files: int |
             made.insert(0, out)
         try:
             with _stdout_to_stderr(json_path == STDOUT):
-                result, stopped = _measure_here(settings, mount, dataset, files, spec_args, out, ui, notes, job)
+                result, stopped = _measure_here(settings, mount, dataset, spec, out, ui, notes, job)
             if stopped is not None:
                 # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
                 if json_path is not None:
@@ -586,6 +625,17 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, files: int |
     if json_path is not None:
         _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
     return result
+
+
+def _check_outputs(json_path: str | None, out: Path | None) -> None:
+    """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (one that
+    already holds a result is refused)."""
+    from iobench import lock
+
+    _check_json_target(json_path)
+    _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
+    if out is not None:
+        lock.refuse_used_out(out)
 
 
 def _probe(path: Path, timeout_s: float | None) -> None:
@@ -606,8 +656,8 @@ def _probe(path: Path, timeout_s: float | None) -> None:
     in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
 
 
-def _measure_here(settings: Settings, mount: Path, dataset: Path | None, files: int | None, spec_args: tuple,
-                  out: Path | None, ui: UI, notes: list[str] | None, job=None) -> tuple[Result, Exception | None]:
+def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: GenSpec | None, out: Path | None,
+                  ui: UI, notes: list[str] | None, job=None) -> tuple[Result, Exception | None]:
     """Pick or make the dataset, describe where it lives, run the settings' phases, print the outcome.
     `notes` are caveats the command found before measuring; they go into the result's warnings.
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
@@ -619,7 +669,8 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, files: 
             made, params = True, marker.get("params")
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
     else:
-        manifest, made, params = _pick_dataset(mount, files, spec_args, ui)
+        assert spec is not None
+        manifest, made, params = _make(mount, spec, ui), True, spec.as_dict()
 
     mount_info = Mount(**describe(manifest.root))
     host = host_info()
@@ -672,11 +723,15 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, files: 
 @cli.command()
 @click.option("--mount", type=Path, default=Path("."), show_default=True, help="Where the dataset lives.")
 @click.option("--dataset", type=Path, default=None, help="The dataset folder (instead of finding it under --mount).")
-@click.option("--files", type=int, default=None, help="Which of several datasets under --mount.")
+@click.option("--files", type=int, default=None,
+              help=f"Files of the dataset under --mount: with the three below, its shape (as gen made it) "
+                   f"[default: {DEFAULT_FILES:,}].")
+@_gen_options
 @click.option("--format", "formats", default="lmdb,tar", show_default=True, help="lmdb | tar | lmdb,tar")
 @click.option("--shard-size", default="256MiB", show_default=True, help="Tar shard size.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, shard_size: str, quiet: bool) -> None:
+def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str, classes: int | None, seed: int,
+         formats: str, shard_size: str, quiet: bool) -> None:
     """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
     from contextlib import nullcontext
 
@@ -695,16 +750,20 @@ def pack(mount: Path, dataset: Path | None, files: int | None, formats: str, sha
     _probe(dataset if dataset is not None else mount, DEFAULT_IO_TIMEOUT_S)
     if files is not None and files < 1:
         raise UserError("--files must be >= 1")
-    if dataset is not None and files is not None:
-        raise UserError("--files picks one of several datasets under --mount; --dataset names one: give one or the "
+    ctx = click.get_current_context()
+    shaped = [opt for name, opt in (("files", "--files"), ("size_dist", "--size-dist"), ("classes", "--classes"),
+                                    ("seed", "--seed")) if _given(ctx, name)]
+    if dataset is not None and shaped:
+        raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
-    spec_args = (DEFAULT_FILES, "imagenet", None, 0)
-    folder = lock.dataset_folder(mount, dataset, files, lambda: _spec(files or DEFAULT_FILES, *spec_args[1:]))
+    spec = _pick(mount, _shape(files, size_dist, classes, seed), ui) if dataset is None else None
+    folder = lock.dataset_folder(mount, dataset, spec)
     with lock.hold(folder) if folder is not None else nullcontext():  # not while a run reads it
         if dataset is not None:
             manifest = _scan(dataset, ui)
         else:
-            manifest, _, _ = _pick_dataset(mount, files, spec_args, ui)
+            assert spec is not None
+            manifest = _make(mount, spec, ui)
         for fmt in chosen:
             with ui.gen_progress(len(manifest)) as progress:
                 rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
@@ -944,6 +1003,30 @@ def _label(fstype: str, path: str) -> str:
     return f"{fstype.replace('.', '-')}-{name}"
 
 
+CLOSED_AT_START: set[int] = set()  # of stdin, stdout, stderr: those closed when iobench started (main)
+
+
+def _reopen_closed_std_fds() -> set[int]:
+    """Put /dev/null on stdin, stdout or stderr where the caller closed it (`>&-`): else the next file iobench opens
+    (a result, a dataset file) would get that number and what is printed would be written into it. Returns the ones
+    that were closed."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            closed.add(fd)
+    if 1 in closed:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's stdout, for its whole life
+    if 2 in closed:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    return closed
+
+
 EXIT_NOT_FED = 1  # run --check: the GPUs asked about are not fed
 EXIT_USAGE = 2  # bad option values, options that do not apply
 EXIT_REFUSED = 3  # the environment refused: mount missing or not a folder, read-only, no space, permission denied
@@ -954,6 +1037,7 @@ def main() -> None:
     def err(msg: str) -> None:
         click.echo(f"iobench: {msg}", err=True)
 
+    CLOSED_AT_START.update(_reopen_closed_std_fds())
     stopped_by = [signal.SIGINT]
 
     def terminate(signum: int, frame: object) -> None:

@@ -22,11 +22,11 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from iobench.dataset import DATA_ROOT, MARKER, GenSpec, check_mount, find_datasets, read_marker
+from iobench.dataset import DATA_ROOT, MARKER, GenSpec, check_mount
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 
 STATE_ENV = "IOBENCH_STATE_DIR"  # overrides where the journal and this host's locks live (tests)
@@ -46,19 +46,13 @@ def state_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iobench"
 
 
-def dataset_folder(mount: Path, dataset: Path | None, files: int | None, spec: Callable[[], GenSpec]) -> Path | None:
-    """The dataset folder a command will use, found as `run`/`pack` pick it: --dataset; else the one iobench dataset
-    under MOUNT matching --files (or the only one); else the one it is about to make (`spec()`). None when the pick
-    will fail anyway (several datasets, a missing --dataset): the command then says why."""
+def dataset_folder(mount: Path, dataset: Path | None, spec: GenSpec | None) -> Path | None:
+    """The dataset folder a command will use: --dataset; else the folder of the dataset picked (`spec`: its name is
+    its shape), made or not. None when --dataset is missing (the command then says why)."""
     if dataset is not None:
         return dataset.resolve() if dataset.is_dir() else None
-    mount = check_mount(mount, writable=False)
-    found = find_datasets(mount)
-    if files is not None:
-        found = [p for p in found if (read_marker(p) or {}).get("params", {}).get("files") == files]
-    if len(found) > 1:
-        return None
-    return found[0].resolve() if found else mount / DATA_ROOT / spec().name
+    assert spec is not None
+    return check_mount(mount, writable=False) / DATA_ROOT / spec.name
 
 
 def lock_path(folder: Path) -> Path:

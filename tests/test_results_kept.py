@@ -78,13 +78,17 @@ def test_an_out_folder_that_holds_a_result_is_refused_before_measuring(tmp_path)
 
 
 def test_a_run_that_measures_nothing_leaves_no_result_folder(tmp_path):
-    (tmp_path / "m" / "iobench-data" / "mine").mkdir(parents=True)  # two datasets: run cannot pick one
-    for files in ("10", "20"):
-        iobench("gen", "--mount", str(tmp_path / "m"), "--files", files, "--size-dist", "fixed:8kB", "--quiet",
-                check=True)
-    proc = iobench("run", "--mount", str(tmp_path / "m"), "--no-fio", "--no-metadata", cwd=tmp_path)
-    assert proc.returncode == 2 and "several datasets" in _one_line_error(proc)
-    assert not (tmp_path / "reports").exists()
+    from iobench.dataset import GenSpec
+    from iobench.sizes import parse_dist
+
+    # the folder of the shape asked for holds something iobench did not make: run cannot use it
+    mine = tmp_path / "m" / "iobench-data" / GenSpec(10, parse_dist("fixed:8kB"), 1, 0).name
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine\n")
+    proc = iobench("run", "--mount", str(tmp_path / "m"), "--files", "10", "--size-dist", "fixed:8kB", "--no-fio",
+                   "--no-metadata", cwd=tmp_path)
+    assert proc.returncode == 2 and "was not made by iobench" in _one_line_error(proc), proc.stderr
+    assert not (tmp_path / "reports").exists() and (mine / "notes.txt").read_text() == "mine\n"
 
 
 # ---------------------------------------------------------------------------------------------- 2. one run per dataset
@@ -109,7 +113,7 @@ def test_a_second_run_or_pack_on_a_dataset_in_use_is_refused_naming_the_first(tm
             time.sleep(0.05)
         assert first.poll() is None, "the first run ended early"
         for argv in (["run", "--mount", str(mount), *FAST, "--cache", "cold", "--out", str(tmp_path / "second")],
-                     ["pack", "--mount", str(mount), "--format", "tar"]):
+                     ["pack", "--mount", str(mount), *FAST[:4], "--format", "tar"]):
             t0 = time.monotonic()
             proc = iobench(*argv, cwd=tmp_path)
             line = _one_line_error(proc)
@@ -121,7 +125,7 @@ def test_a_second_run_or_pack_on_a_dataset_in_use_is_refused_naming_the_first(tm
     finally:
         first.kill()  # SIGKILL: the kernel releases its flock
         first.wait()
-    out = iobench("pack", "--mount", str(mount), "--format", "tar", "--quiet", check=True).stdout
+    out = iobench("pack", "--mount", str(mount), *FAST[:4], "--format", "tar", "--quiet", check=True).stdout
     assert "tar:" in out
     assert not lock.exists()  # removed on release
 
