@@ -45,7 +45,7 @@ def _shown(v: float) -> str:
     return repr(v)
 
 
-def _rule(what: str, ok: Callable[[Any], bool], schema: dict[str, float]) -> Any:
+def _rule(what: str, ok: Callable[[Any], bool], schema: dict[str, Any]) -> Any:
     """An annotation's check (with its JSON Schema bounds): `what` is the rule as the error says it."""
     def check(v: Any, info: ValidationInfo) -> Any:
         if info.context == LOADING and not ok(v):
