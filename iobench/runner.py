@@ -7,8 +7,10 @@ the cache preparation and the saving rules; each phase is one function.)"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -32,11 +34,12 @@ from iobench.engines import (
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
 from iobench.fio import FioError, fio_can_read, fio_version, run_fio
-from iobench.measure import Counters, EpochRecorder, latency_summary
+from iobench.measure import Counters, EpochRecorder, changed_positions, latency_summary
 from iobench.metadata import metadata_phase
 from iobench.mitigations import willneed_prefetch
 from iobench.order import epoch_order, shard
 from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation, Result, Run, Settings
+from iobench.safefs import kind_of
 from iobench.sources import Source
 from iobench.ui import UI
 from iobench.verdict import (
@@ -284,8 +287,32 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
             engine.epoch(source, order, rec, tick)
     except (KeyboardInterrupt, OSError, StorageStalled) as exc:
         error = exc
-    return _summarize(rec, counters, source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
-                      error is None, mitigation=spec.mitigation), error
+    run = _summarize(rec, counters, source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
+                     error is None, mitigation=spec.mitigation)
+    return run, error or _changed_during(run, manifest, source, [(order, rec)])
+
+
+def _changed_during(run: Run, manifest: Manifest, source: Source,
+                    parts: Sequence[tuple[np.ndarray, EpochRecorder]]) -> OSError | None:
+    """When a sample read other than its manifest's bytes (a file changed during the run, or a FIFO put in its
+    place, which reads nothing): the run is marked invalid, and the OSError naming the first one is returned."""
+    found = [(order, rec, changed_positions(rec.nbytes, order, manifest.sizes)) for order, rec in parts]
+    count = sum(len(at) for _, _, at in found)
+    if not count:
+        return None
+    order, rec, at = next(f for f in found if len(f[2]))
+    index, got = int(order[at[0]]), int(rec.nbytes[at[0]])
+    name = source.sample_name(index)
+    now = f"read {got:,} B"
+    if source.name == "files":
+        with contextlib.suppress(OSError):
+            mode = os.lstat(name).st_mode
+            if not stat.S_ISREG(mode):
+                now = f"is now {kind_of(mode)}"
+    more = f" (and {count - 1:,} more)" if count > 1 else ""
+    why = f"{now}, its manifest says {int(manifest.sizes[index]):,} B: the dataset changed during the run{more}"
+    run.valid, run.invalid_reason = False, f"{name} {why}"
+    return OSError(None, why, name)
 
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
@@ -505,10 +532,12 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
     delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
-    return _summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident, True,
-                      gpus=gpus, consumer_rate=settings.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
-                      au_min=round(min(aus), 4) if aus else None,
-                      delivered_per_s=round(sum(delivered), 2) if delivered else None)
+    run = _summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident, True,
+                     gpus=gpus, consumer_rate=settings.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
+                     au_min=round(min(aus), 4) if aus else None,
+                     delivered_per_s=round(sum(delivered), 2) if delivered else None)
+    _changed_during(run, manifest, source, list(zip(shards, recs, strict=True)))  # marks it invalid, if so: left out
+    return run
 
 
 def _merge(recs: list[EpochRecorder]) -> EpochRecorder:

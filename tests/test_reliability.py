@@ -7,9 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import iobench
+from conftest import iobench, make_dataset
 
 from iobench.dataset import GenSpec
 from iobench.sizes import parse_dist
@@ -57,6 +58,68 @@ def test_json_to_a_closed_stdout_is_one_line(tmp_path: Path) -> None:
                               text=True, timeout=120, cwd=tmp_path, pass_fds=(), close_fds=True,
                               preexec_fn=lambda: os.close(1))
         assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.strip().splitlines() == [
-            "iobench: error: --json -: stdout is closed: give a file name, or run with stdout open"], (args, proc.stderr)
+        want = "iobench: error: --json -: stdout is closed: give a file name, or run with stdout open"
+        assert proc.stderr.strip().splitlines() == [want], (args, proc.stderr)
     assert not (tmp_path / "iobench-data").exists() and not (tmp_path / "reports").exists()
+
+
+def _fifo_in_place_of(path: Path) -> None:
+    tmp = path.with_name(path.name + ".fifo")
+    os.mkfifo(tmp)
+    os.replace(tmp, path)
+
+
+def test_a_fifo_put_in_place_of_a_file_is_named_at_once_by_either_engine(tmp_path: Path) -> None:
+    """FileReader opens without waiting for a writer; the epoch's size check names the FIFO (no 60 s stall)."""
+
+    from iobench import engines, sources
+    from iobench.result import Settings
+    from iobench.runner import EpochSpec, measure_epoch
+    from iobench.ui import UI
+
+    m = make_dataset(tmp_path, 64, "fixed:8kB", classes=1)
+    _fifo_in_place_of(Path(m.paths[10]))
+    for engine in ("threads", "dataloader"):
+        settings = Settings(engine=engine, batch_size=4, concurrency=[2], io_timeout_s=30, orders=["shuffled"],
+                            cache=["warm"], epochs=1, seed=0)
+        eng = engines.make(settings, 2)
+        src = sources.open("files", m)
+        t0 = time.monotonic()
+        try:
+            run, error = measure_epoch(eng, src, m, EpochSpec("shuffled", "warm", 1, 0, None, True, io_timeout_s=30),
+                                       UI(quiet=True))
+        finally:
+            eng.close()
+        assert time.monotonic() - t0 < 15
+        assert isinstance(error, OSError) and error.filename == m.paths[10], (engine, error)
+        assert error.strerror == "is now a FIFO, its manifest says 8,000 B: the dataset changed during the run"
+        assert run.valid is False and run.invalid_reason == f"{m.paths[10]} {error.strerror}"
+
+
+def test_a_fifo_planted_during_a_run_ends_it_in_one_line_keeping_what_was_measured(tmp_path: Path) -> None:
+    from iobench.result import Result
+
+    mount = tmp_path / "m"
+    mount.mkdir()
+    folder = _gen(mount, 300, "fixed:8kB")
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--files", "300",
+                            "--size-dist", "fixed:8kB", *QUICK, "--epochs", "100000", "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "result.json").exists():
+            time.sleep(0.1)
+        victim = sorted((folder / "train").rglob("*.JPEG"))[7]
+        _fifo_in_place_of(victim)
+        planted = time.monotonic()
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert time.monotonic() - planted < 20  # not the 60 s io-timeout
+    assert run.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and f"{victim}: is now a FIFO" in lines[0], err
+    assert "the dataset changed during the run" in lines[0] and str(out / "result.json") in lines[0]
+    res = Result.load(out / "result.json")
+    assert res.runs and not res.runs[-1].valid and "is now a FIFO" in (res.runs[-1].invalid_reason or "")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 from time import perf_counter_ns as _clock
 
 from iobench.dataset import Manifest
 from iobench.manifest import PathTable
+from iobench.safefs import kind_of
 
 
 class FileSource:
@@ -42,6 +44,15 @@ class FileSource:
 ADVICE = {"random": os.POSIX_FADV_RANDOM, "sequential": os.POSIX_FADV_SEQUENTIAL}
 
 
+def _not_regular(fd: int, path: bytes) -> OSError | None:
+    """An OSError naming `path` when the open `fd` is not a regular file (off the hot path: after a failed or an
+    unexpectedly long read)."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return OSError(None, f"is {kind_of(mode)}, not a regular file: iobench does not read it", os.fsdecode(path))
+
+
 class FileReader:
     __slots__ = ("_path", "buffer", "_whole", "_eof", "open_ns", "_advice")
 
@@ -56,7 +67,9 @@ class FileReader:
     def read(self, index: int) -> int:
         t0 = _clock()
         try:
-            fd = os.open(self._path(index), os.O_RDONLY)
+            # O_NONBLOCK: a FIFO put where a file was opens at once (and reads nothing: the epoch's size check names
+            # it) instead of waiting for a writer; on a regular file it changes nothing
+            fd = os.open(self._path(index), os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:  # named by a str, as a loader's open() names it (the path here is bytes)
             raise OSError(exc.errno, exc.strerror, os.fsdecode(exc.filename)) from None
         self.open_ns = _clock() - t0
@@ -66,13 +79,18 @@ class FileReader:
             n = os.readv(fd, self._whole)
             # Read on to EOF as a loader's f.read() does; a network FS may return short reads.
             while (k := os.readv(fd, self._eof)) > 0:
-                n = self._append(n, k)
+                n = self._append(fd, index, n, k)
+        except OSError as exc:
+            raise _not_regular(fd, self._path(index)) or exc from None
         finally:
             os.close(fd)
         return n
 
-    def _append(self, n: int, k: int) -> int:
-        """Slow path: bytes past the first read (short read, or a file bigger than the buffer)."""
+    def _append(self, fd: int, index: int, n: int, k: int) -> int:
+        """Slow path: bytes past the first read (short read, or a file bigger than the buffer). A special file (a
+        device reads forever) is refused here, where its bytes would go on."""
+        if (why := _not_regular(fd, self._path(index))) is not None:
+            raise why
         if n + k > len(self.buffer):
             self.buffer.extend(bytearray(n + k - len(self.buffer) + 1))
             self._whole = [self.buffer]
