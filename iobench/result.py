@@ -36,6 +36,7 @@ READS = (SCHEMA,)  # the schema versions this iobench reads back
 
 LOADING = "iobench.result: read back"
 MOST = 2**63 - 1  # no counter a result holds (bytes, files, GPUs) goes past a signed 64-bit integer
+LARGEST = 1e15  # no figure iobench measures reaches 10^15 of its unit (samples/s, MB/s, s, ms, B, x)
 PCT_SLACK = 0.5  # psutil rounds each CPU share to 0.1 and a busy share is 100 minus two of them: -0.1 happens
 
 
@@ -58,24 +59,26 @@ def _at_least(least: int) -> Any:
     return _rule(f"a count, {least} to 2^63 - 1", lambda v: least <= v <= MOST, {"minimum": least, "maximum": MOST})
 
 
-def _floats(what: str, least: float, most: float = math.inf, *, above: bool = False) -> Any:
+def _floats(kind: str, least: float, most: float = LARGEST, *, above: bool = False, why: str = "") -> Any:
+    """A figure read back finite, over (or from, `above` False) `least`, at most `most`."""
     low = (lambda v: v > least) if above else (lambda v: v >= least)
-    bound = {"exclusiveMinimum" if above else "minimum": least, **({"maximum": most} if most < math.inf else {})}
+    bound = {"exclusiveMinimum" if above else "minimum": least, "maximum": most}
+    what = f"{kind} is within {'(' if above else '['}{least:g}, {most:g}]{why}"
     return _rule(what, lambda v: math.isfinite(v) and low(v) and v <= most, bound)
 
 
 Count = Annotated[int, *_at_least(0)]  # samples, bytes, files, readers, epochs, GPUs fed
 Positive = Annotated[int, *_at_least(1)]  # what others divide by or count from one: nodes, ranks, batch size
-Rate = Annotated[float, *_floats("a rate is >= 0", 0.0)]  # samples/s, MB/s, files/s, stat()s/s
-Seconds = Annotated[float, *_floats("a time is >= 0", 0.0)]  # seconds, and latencies in ms
-Ratio = Annotated[float, *_floats("a ratio or size is >= 0", 0.0)]  # speedup, efficiency, spread, mean bytes
-PerGpu = Annotated[float, *_floats("a GPU's rate is > 0", 0.0, above=True)]  # samples/s one GPU consumes
-Usable = Annotated[float, *_floats("cores to use are > 0", 0.0, above=True)]  # affinity and cgroup quota
-Used = Annotated[float, *_floats("cores used are >= 0", 0.0)]
-Fraction = Annotated[float, *_floats("a fraction is within [0, 1]", 0.0, 1.0)]  # AU (the consumer caps it at 1)
-Target = Annotated[float, *_floats("an AU target is within (0, 1]", 0.0, 1.0, above=True)]
-Percent = Annotated[float, *_floats(f"a percentage is within [0, 100] (+-{PCT_SLACK} of rounding)", -PCT_SLACK,
-                                    100.0 + PCT_SLACK)]
+Rate = Annotated[float, *_floats("a rate", 0.0)]  # samples/s, MB/s, files/s, stat()s/s
+Seconds = Annotated[float, *_floats("a time", 0.0)]  # seconds, and latencies in ms
+Ratio = Annotated[float, *_floats("a ratio or size", 0.0)]  # speedup, efficiency, spread, mean bytes
+PerGpu = Annotated[float, *_floats("a GPU's rate", 0.0, above=True)]  # samples/s one GPU consumes
+Usable = Annotated[float, *_floats("a usable core count", 0.0, above=True)]  # affinity and cgroup quota
+Used = Annotated[float, *_floats("a core count used", 0.0)]
+Fraction = Annotated[float, *_floats("a fraction", 0.0, 1.0)]  # AU (the consumer caps it at 1), resident share
+Target = Annotated[float, *_floats("an AU target", 0.0, 1.0, above=True)]
+Percent = Annotated[float, *_floats("a percentage", -PCT_SLACK, 100.0 + PCT_SLACK,
+                                    why=f" (0 to 100, +-{PCT_SLACK} of rounding)")]
 
 
 def _not_finite(data: object, at: str = "") -> str | None:
@@ -612,8 +615,8 @@ def docs_markdown() -> str:
 
 
 def _range(field: Any) -> str:
-    """A field's range as its rule sets it (`_rule`'s JSON Schema bounds), for the docs: ">= 0", "[0, 1]", "1 to
-    2^63 - 1"; "" for a field without one."""
+    """A field's range as its rule sets it (`_rule`'s JSON Schema bounds), for the docs: "[0, 1e+15]", "(0, 1]",
+    "1 to 2^63 - 1"; "" for a field without one."""
     found = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else _extra_in(field.annotation)
     if not found:
         return ""
@@ -621,8 +624,6 @@ def _range(field: Any) -> str:
         found.get("maximum")
     if most == MOST:
         return f"{least} to 2^63 - 1"
-    if most is None:
-        return f"{'>' if above else '>='} {least:g}"
     return f"{'(' if above else '['}{least:g}, {most:g}]"
 
 

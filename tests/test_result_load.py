@@ -111,17 +111,19 @@ def test_a_result_of_an_unknown_schema_is_refused_naming_both(tmp_path):
 # ------------------------------------------------------------------------------------------------- plausible ranges
 
 @pytest.mark.parametrize(("where", "value", "why"), [
-    ("runs.0.samples_per_s", -5.0, "is -5.0: a rate is >= 0"),
+    ("runs.0.samples_per_s", -5.0, "is -5.0: a rate is within [0, 1e+15]"),
+    ("runs.0.mb_per_s", 1e300, "is 1e+300: a rate is within [0, 1e+15]"),
     ("verdict.gpus_fed", 10**300, "is a 301-digit number: a count, 0 to 2^63 - 1"),
     ("runs.0.bytes", -1, "is -1: a count, 0 to 2^63 - 1"),
-    ("runs.0.seconds", -0.5, "is -0.5: a time is >= 0"),
+    ("runs.0.seconds", -0.5, "is -0.5: a time is within [0, 1e+15]"),
     ("runs.0.resident_before", 1.5, "is 1.5: a fraction is within [0, 1]"),
-    ("runs.0.cpu.system_busy_pct", 180.0, "is 180.0: a percentage is within [0, 100] (+-0.5 of rounding)"),
-    ("settings.rate_per_gpu", 0.0, "is 0.0: a GPU's rate is > 0"),
+    ("runs.0.cpu.system_busy_pct", 180.0, "is 180.0: a percentage is within [-0.5, 100.5] (0 to 100, +-0.5 of "
+                                           "rounding)"),
+    ("settings.rate_per_gpu", 0.0, "is 0.0: a GPU's rate is within (0, 1e+15]"),
     ("settings.au_target", 0.0, "is 0.0: an AU target is within (0, 1]"),
-    ("host.cpus_usable", 0.0, "is 0.0: cores to use are > 0"),
+    ("host.cpus_usable", 0.0, "is 0.0: a usable core count is within (0, 1e+15]"),
     ("settings.batch_size", 0, "is 0: a count, 1 to 2^63 - 1"),
-    ("dataset.mean_bytes", -110000.0, "is -110000.0: a ratio or size is >= 0"),
+    ("dataset.mean_bytes", -110000.0, "is -110000.0: a ratio or size is within [0, 1e+15]"),
 ])
 def test_figures_out_of_their_range_are_refused_with_the_field(tmp_path, where, value, why):
     path = _tampered(tmp_path, _set(where, value))
@@ -169,13 +171,13 @@ def test_plan_of_a_tampered_result_prints_no_absurd_figure(tmp_path):
     negative = _tampered(tmp_path, _set(f"runs.{k}.samples_per_s", -5.0), "neg.json")
     err = _one_line_error(iobench(*plan, "--result", str(negative)))
     assert err == (f"iobench: error: {negative} is not a usable iobench result: runs.{k}.samples_per_s is -5.0: a rate "
-                   "is >= 0")
+                   "is within [0, 1e+15]")
     huge = _tampered(tmp_path, _set("verdict.gpus_fed", 10**300), "gpus.json")
     assert "verdict.gpus_fed is a 301-digit number" in _one_line_error(iobench(*plan, "--result", str(huge)))
 
     def absurd(data):
         for r in data["runs"]:
-            r["samples_per_s"] = 1e300
+            r["samples_per_s"] = 1e14  # in range read back; 2.4e10 GPUs
     far = _tampered(tmp_path, absurd, "far.json")
     err = _one_line_error(iobench(*plan, "--result", str(far)))
     assert err.startswith("iobench: error: plan: ") and "not plausible" in err and "10,000,000" in err, err
@@ -186,3 +188,14 @@ def test_plan_refuses_an_implausible_gpu_count_given_to_it():
     err = _one_line_error(iobench("plan", "--gpu", "h200", "--gpus", str(10**12), "--model", "resnet50"))
     assert err == ("iobench: error: plan: 1,000,000,000,000 GPUs is more than 10,000,000 (more than any cluster "
                    "holds): not a plausible plan")
+
+
+def test_a_report_whose_what_ifs_no_plan_would_print_still_renders():
+    """A run with a tiny per-GPU rate (--rate 0.001) asks for more GPUs than plan prints: the report's what-ifs are
+    left out, the report is written."""
+    from iobench.report import render_markdown
+
+    r = Result.load(EXAMPLE)
+    r.settings.rate_per_gpu = 0.001
+    text = render_markdown([r])
+    assert text.startswith("#") and "What-ifs" not in text

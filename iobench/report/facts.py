@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from iobench.errors import UserError
-from iobench.plan import Measured, plan
+from iobench.plan import Implausible, Measured, plan
 from iobench.report.format import engine, gb, ms, num, readers, when
 from iobench.result import FioBaseline, Result, Run, Verdict
 from iobench.verdict import au_cell, cpu_saturated, cpu_words, replay_runs, storage_runs, supply_run, verdict
@@ -344,7 +344,11 @@ def whatifs(result: Result) -> Measured | None:
     s = result.settings
     if not s.rate_per_gpu:
         return None
-    m = plan(s.gpu or "gpu", 1, s.model or "model", au_target=s.au_target, rate=s.rate_per_gpu, result=result).measured
+    try:
+        m = plan(s.gpu or "gpu", 1, s.model or "model", au_target=s.au_target, rate=s.rate_per_gpu,
+                 result=result).measured
+    except Implausible:  # figures no plan prints (a rate of 0.001 samples/s per GPU): the report goes without them
+        return None
     return m if m is not None and m.cache == "cold" else None
 
 
