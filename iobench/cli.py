@@ -57,6 +57,7 @@ from iobench.safefs import write_file
 from iobench.scan import SCAN_THREADS
 from iobench.sizes import parse_dist, parse_size
 from iobench.ui import UI
+from iobench.verdict import too_few_files
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
 STDOUT = "-"  # `--json -`: the JSON goes to stdout, alone
@@ -672,6 +673,9 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
         assert spec is not None
         manifest, made, params = _make(mount, spec, ui), True, spec.as_dict()
 
+    too_few = too_few_files(settings, len(manifest), job.w.world_size if job is not None else None)
+    if too_few:  # known before anything is measured: refused, not measured as invalid runs
+        raise UserError(too_few)
     mount_info = Mount(**describe(manifest.root))
     host = host_info()
     fits = manifest.total_bytes < host["ram_bytes"]
@@ -716,7 +720,7 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
     written = write_reports(result, result_path.parent)
     ui.say(f"result: {result_path}\nreport: {written[0]}")
     assert result.verdict is not None
-    ui.verdict(result.verdict.text)
+    ui.verdict(result.verdict)
     return result, None
 
 

@@ -51,7 +51,7 @@ from iobench.cluster_verdict import job_run
 from iobench.gpus import GIVEN, KIND_ALIASES, KINDS, cpu_cores_for_decode, kind_of_source, rate_for
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
-from iobench.verdict import gpus_for, replay_runs, storage_runs
+from iobench.verdict import gpus_for, replay_runs, storage_figure, storage_runs
 
 IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -161,7 +161,7 @@ class Measured:
     nodes_supported: int  # gpus_supported // gpus_per_node
     headroom: float  # S / minimum: >= 1 means enough
     spare_samples_per_s: float  # S - minimum (negative: shortfall)
-    verdict_gpus_fed: int | None  # the result's own verdict, when for the same GPU, model and rate
+    verdict_gpus_fed: int | None  # the client's answer of the result's own verdict, for the same GPU, model and rate
     verdict_confirmed: bool
     warm_samples_per_s: float | None  # C: best warm rate from the page cache, the cache what-if's cache rate
     startup_list_s: float | None  # prediction: measured list time scaled to dataset_files
@@ -319,10 +319,12 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
     warm = [r for r in runs if r.cache == "warm"]
     notes: list[str] = []
     job = job_run(result) if result.distributed is not None else None
+    fig = storage_figure(result) if job is None else None
+    ref: Run | None
     if job is not None:  # many clients at once: the job's figure, not one client's best
         ref, cache, pool, warm = job, job.cache, [], []
-    elif pool:
-        ref = max(pool, key=lambda r: r.samples_per_s)
+    elif fig is not None:  # the storage figure (fio's or a loader's); the loaders' best for Little's law
+        ref = max(pool, key=lambda r: r.samples_per_s) if pool else None
         cache = "cold"
     elif warm:
         ref = max(warm, key=lambda r: r.samples_per_s)
@@ -331,7 +333,12 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
                      "cache, not the storage")
     else:
         return None
-    s = ref.samples_per_s
+    assert ref is not None or fig is not None
+    s = fig.samples_per_s if fig is not None else ref.samples_per_s  # type: ignore[union-attr]
+    point = fig.run or fig.fio if fig is not None else ref
+    assert point is not None
+    readers = point.concurrency
+    engine = point.engine if isinstance(point, Run) else "fio"
     # C, the cache rate: warm runs that really read from the page cache (a FUSE or NFS client may not keep it)
     c_rate = max((r.samples_per_s for r in warm if r.measures == "page-cache"), default=None)
     if cache == "cold" and warm and c_rate is None:
@@ -339,10 +346,10 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
                      "rate C was measured, so there is no cache what-if")
     supported = gpus_supported(s, p.rate_per_gpu, p.au_target)
     v = result.verdict
-    same = (v is not None and v.gpus_fed is not None and v.rate_per_gpu is not None
+    same = (v is not None and v.client_gpus_fed is not None and v.rate_per_gpu is not None
             and math.isclose(v.rate_per_gpu, p.rate_per_gpu) and math.isclose(v.au_target or 0, p.au_target))
-    if same and v is not None and v.gpus_fed is not None and v.gpus_fed > MAX_GPUS:
-        raise Implausible(f"its verdict's {v.gpus_fed:,.3g} GPUs fed is more than {MAX_GPUS:,}")
+    if same and v is not None and v.client_gpus_fed is not None and v.client_gpus_fed > MAX_GPUS:
+        raise Implausible(f"its verdict's {v.client_gpus_fed:,.3g} GPUs fed is more than {MAX_GPUS:,}")
     if abs(result.dataset.mean_bytes - p.mean_bytes) > 0.1 * p.mean_bytes:
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
@@ -369,11 +376,11 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
         startup = per_file * p.dataset_files
     m = Measured(
         label=f"{result.mount.fstype} at {result.mount.path}", samples_per_s=s, cache=cache,
-        readers=ref.concurrency, engine=ref.engine, p50_ms=ref.latency_ms.p50,
+        readers=readers, engine=engine, p50_ms=point.latency_ms.p50,
         dataset_mean_bytes=result.dataset.mean_bytes, gpus_supported=supported,
         nodes_supported=supported // p.gpus_per_node, headroom=s / p.minimum_samples_per_s,
         spare_samples_per_s=s - p.minimum_samples_per_s,
-        verdict_gpus_fed=v.gpus_fed if same and v is not None else None,
+        verdict_gpus_fed=v.client_gpus_fed if same and v is not None else None,
         verdict_confirmed=bool(same and v is not None and v.gpus_fed_confirmed),
         warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes,
         nodes_measured=d.nodes if d else None, per_node_samples_per_s=s / d.nodes if d else None)
@@ -384,7 +391,7 @@ def _measured(p: CapacityPlan, result: Result) -> Measured | None:
          rate_kind_of(result))])}
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
-    if cache == "cold" and job is None:  # Little's law over one client's sweep; a job has no sweep
+    if cache == "cold" and job is None and ref is not None:  # Little's law over one client's loaders; a job has none
         extra.update(_concurrency_whatif(p, ref, pool, c_rate, _highest_seen(result)))
     return Measured(**{**m.__dict__, **extra})
 
@@ -526,7 +533,7 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     t.add_row(f"{fed} it keeps at AU >= {p.au_target:.0%} (predicted, {kind})", str(m.gpus_supported))
     if m.verdict_gpus_fed is not None:
         how = "confirmed by training runs" if m.verdict_confirmed else "predicted"
-        t.add_row(f"GPUs fed in the result's own verdict (same {_rate(p.rate_per_gpu)} samples/s)",
+        t.add_row(f"GPUs the measuring client fed, in the result's verdict (same {_rate(p.rate_per_gpu)} samples/s)",
                   f"{m.verdict_gpus_fed} ({how})")
     if m.nodes_measured is not None and m.per_node_samples_per_s is not None:
         t.add_row(f"per client node ({m.nodes_measured} measured at once)", _n(m.per_node_samples_per_s))

@@ -277,6 +277,9 @@ class FioBaseline(_Model):
     caveats: list[str] = Field(default_factory=list,
                                description="why the figure may be below fio's best (another process dropped the "
                                            "caches while it ran; timed reads too short)")
+    valid: bool = Field(True, description="the point counts: it read files for at least 0.5 s (verdict.MIN_SECONDS); "
+                                          "false points are shown marked and never give the storage figure")
+    invalid_reason: str | None = Field(None, description="why the point does not count")
     json_file: str | None = Field(None, description="fio's own JSON output (--output-format=json, as fio printed "
                                                     "it) of the run kept, for fio-plot and other fio tooling: its "
                                                     "path relative to the result's folder (fio/fio-<jobs>jobs-"
@@ -295,6 +298,9 @@ class Mitigation(_Model):
     pack_s: Seconds | None = Field(description="time making the pack took (once), seconds")
     gpus_fed: Count | None = Field(description="predicted GPUs fed at this rate (rate / (AU target x per-GPU rate))")
     note: str | None = Field(None, description="what a reader should know (e.g. a weaker shuffle)")
+    valid: bool = Field(True, description="its run (runs[] with this mitigation) counts: false rows are shown marked "
+                                          "and never named as the best mitigation")
+    invalid_reason: str | None = Field(None, description="why its run does not count (runs[].invalid_reason)")
 
 
 class Baseline(_Model):
@@ -457,9 +463,11 @@ class RankRecord(_Model):
 
 
 class Verdict(_Model):
-    text: str = Field(description="the answer in sentences: the first answers the question asked (with --gpus N it "
-                                  'starts "Yes:" or "No:"), then `evidence`, then notes')
-    answer: str = Field("", description="the first sentence of `text`: the answer to the question asked")
+    text: str = Field(description="the answer in lines: `answer` first, then `evidence`, then notes, one line each")
+    answer: str = Field("", description="the first line of `text`, under ~200 characters: the storage's answer (GPUs "
+                                        "its capacity feeds from one client like this one), then this client's (GPUs "
+                                        'its pipeline fed, and its limit); with --gpus N it starts "Yes:", "No:" or '
+                                        '"Borderline:" for those N')
     limit: Literal["storage", "client-cpu", "input-pipeline", "gpu", "slowest-rank"] | None = Field(
         None, description='what stops more GPUs from being fed: "storage" (the loaders reach the storage figure and '
                           'more readers give no more), "client-cpu" (iobench used nearly all the cores it may use), '
@@ -475,6 +483,31 @@ class Verdict(_Model):
                           "valid loader run at its best concurrency; null without a valid cold measurement")
     storage_is_lower_bound: bool = Field(
         False, description="the client's CPU was saturated while that figure was measured: the storage may give more")
+    storage_spread: Ratio | None = Field(
+        None, description="how far the storage figure moves between identical runs, as a fraction of it: over "
+                          "--repeat runs, the epochs of its configuration or fio's runs (storage_spread_measured), "
+                          "else 0.05 assumed (what MLPerf Storage allows)")
+    storage_spread_measured: bool = Field(False, description="storage_spread was measured, not assumed")
+    storage_gpus_fed: Count | None = Field(
+        None, description="the storage's answer: GPUs of this kind its capacity feeds at au_target from one client "
+                          "like this one, floor(storage_samples_per_s / (au_target x rate_per_gpu)) (the low end when "
+                          "borderline); at least this many when storage_is_lower_bound; null without a storage "
+                          "figure")
+    storage_gpus_range: list[Count] | None = Field(
+        None, description="[low, high] when the storage figure is within storage_spread of a GPU boundary "
+                          "(borderline); null otherwise")
+    client_gpus_fed: Count | None = Field(
+        None, description="this client's answer: GPUs its input pipeline fed at au_target, from training runs where "
+                          "they measured it (gpus_fed_confirmed), else floor(min(storage, pipeline) / (au_target x "
+                          "rate_per_gpu)) (the low end when borderline); null without a valid run")
+    client_gpus_range: list[Count] | None = Field(
+        None, description="[low, high] when an AU or the pipeline's rate is within its run-to-run spread of the "
+                          "line (borderline); null otherwise")
+    borderline: bool = Field(False, description="a count or the answer for gpus_asked is within a figure's "
+                                                "run-to-run spread of its line: the ranges say how far it could go")
+    limit_or: Literal["storage", "client-cpu", "input-pipeline"] | None = Field(
+        None, description="another limit the evidence does not separate from `limit` beyond the run-to-run spread; "
+                          "null when `limit` stands alone")
     storage_from: str | None = Field(None, description='what measured the storage figure ("fio, 4 jobs", '
                                                        '"dataloader, 4 workers", ...)')
     pipeline_samples_per_s: Rate | None = Field(
@@ -494,16 +527,23 @@ class Verdict(_Model):
                                                     'or "given"')
     au_target: Target | None = Field(None, description="AU a GPU must reach to count as fed")
     gpus_fed: Count | None = Field(
-        None, description="largest number of these GPUs kept at or above au_target: floor(min(storage, pipeline) / "
-                          "(au_target x rate_per_gpu)) unless training runs measured it; null without a valid run")
+        None, description="the same as client_gpus_fed (kept for scripts written before it)")
     gpus_fed_confirmed: bool = Field(
-        False, description="true when a valid training run with gpus_fed GPUs reached the AU target and one with one "
-                           "more did not; false when gpus_fed is predicted from the measured rates")
+        False, description="true when a valid training run with client_gpus_fed GPUs reached the AU target and one "
+                           "with one more did not; false when client_gpus_fed is predicted from the measured rates")
     gpus_asked: Positive | None = Field(None, description="GPUs the user asked about (--gpus); null when not asked")
     asked_fed: bool | None = Field(
-        None, description="are the GPUs asked about fed? From a valid training run at exactly gpus_asked where one "
-                          "ran (asked_confirmed), else predicted from the measured rates; null without a valid run")
-    asked_confirmed: bool = Field(False, description="asked_fed comes from a training run at exactly gpus_asked")
+        None, description="are the GPUs asked about fed? The storage's answer where a cold run measured the storage "
+                          "(its figure, within its spread, covers their demand; a training run at exactly gpus_asked "
+                          "that fed them cold shows it too), else this client's (asked_by); null when borderline or "
+                          "not shown (a saturated client measured less than they need). What `run --check` exits on")
+    asked_by: Literal["storage", "client"] | None = Field(
+        None, description="whose answer asked_fed is: the storage's figure, or (no cold run) this client's")
+    asked_client_fed: bool | None = Field(
+        None, description="did this client feed the GPUs asked about? From a valid training run at exactly "
+                          "gpus_asked (asked_confirmed), else predicted; null when borderline")
+    asked_confirmed: bool = Field(False, description="asked_client_fed comes from a training run at exactly "
+                                                     "gpus_asked")
     best_samples_per_s: Rate | None = Field(None, description="best valid cold loader run, samples/s")
     best_mb_per_s: Rate | None = Field(None, description="MB/s of that run")
     best_concurrency: Count | None = Field(None, description="readers (threads or workers) of that run")
@@ -515,6 +555,14 @@ class Verdict(_Model):
     still_rising: bool = Field(
         False, description="the most readers measured gave > 10% more than the count before: more may give more")
     order: str | None = Field(None, description="order of the best run")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_from_gpus_fed(cls, data: object) -> object:
+        """A verdict written before client_gpus_fed said it as gpus_fed."""
+        if isinstance(data, dict) and "client_gpus_fed" not in data and data.get("gpus_fed") is not None:
+            data = {**data, "client_gpus_fed": data["gpus_fed"]}
+        return data
 
 
 class Result(_Model):

@@ -46,6 +46,7 @@ from iobench.verdict import (
     MIN_TRAIN_STEPS,
     REACHES,
     WARM_MIN,
+    fio_validity,
     gpus_for,
     mark_validity,
     measures,
@@ -230,6 +231,9 @@ def _fio(manifest: Manifest, settings: Settings, result: Result, result_path: Pa
                 setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
                 repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
                 at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
+            point = baseline.fio[-1]
+            point.invalid_reason = fio_validity(point)
+            point.valid = point.invalid_reason is None
             result.save(result_path)
     ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
     for run in result.runs:
@@ -386,16 +390,18 @@ MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the 
 
 def _train(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI, epoch: int) -> None:
     """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
-    (--gpus), then the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run
-    at that count and one above (or below), until a count that is fed sits next to one that is not."""
+    (--gpus), whatever the replay's validity (the run is judged valid or not on its own steps and seconds), then
+    the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run at that count and
+    one above (or below), until a count that is fed sits next to one that is not. Without a valid replay run there
+    is no rate to predict from: only the run at --gpus is made, at the workload's workers per GPU."""
     if settings.rate_per_gpu is None:
-        return
-    supply = supply_run(result)
-    if supply is None:
-        result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
         return
     if settings.engine != "dataloader":
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
+        return
+    supply = supply_run(result)
+    if supply is None and settings.gpus is None:
+        result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
         return
     gpus_here = None
     if settings.consumer == "cuda":
@@ -404,13 +410,15 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
         gpus_here = torch.cuda.device_count()  # one real GPU per emulated one
     # The fewest workers per GPU that together reach the supply rate: the sweep's saturation point, shared out
     # (a job of 11 GPUs is confirmed without 88 loader processes); more only when that starves (see attempt).
-    sat, _ = saturation([r for r in shaped_runs(result) if r.cache == supply.cache])
-    total_workers = max(sat or supply.concurrency, 1)
+    # Without a valid sweep: the workload's most workers per GPU, as its training would run.
+    if supply is not None:
+        sat, _ = saturation([r for r in shaped_runs(result) if r.cache == supply.cache])
+        total_workers = max(sat or supply.concurrency, 1)
     passed: dict[int, bool] = {}  # GPUs -> reached the AU target (valid runs only)
 
     def attempt(n: int) -> bool | None:
         nonlocal epoch
-        workers = max(1, -(-total_workers // n))
+        workers = max(1, -(-total_workers // n)) if supply is not None else max(max(settings.concurrency), 1)
         steps = len(manifest) // (n * settings.batch_size)
         why = None
         if steps < MIN_TRAIN_STEPS + 1:
@@ -431,7 +439,7 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
             try:
                 run = train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
                                   result.dataset.fits_in_ram, ui, state="cold" if "cold" in settings.cache else "warm",
-                                  source_name=supply.source)
+                                  source_name=supply.source if supply is not None else "files")
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
                 if exc.run is not None:
                     result.runs.append(exc.run)
@@ -446,7 +454,8 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
             fed = run.au is not None and run.au >= settings.au_target
             # Starved below what one loader gave in the replay: the per-GPU split of the workers, not the storage,
             # may be short. Once, with as many workers per GPU as the sweep's most (within the process budget).
-            if fed or workers >= most or (run.delivered_per_s or 0) >= REACHES * supply.samples_per_s:
+            if (fed or workers >= most or supply is None
+                    or (run.delivered_per_s or 0) >= REACHES * supply.samples_per_s):
                 break
             workers = most
         passed[n] = fed
@@ -454,6 +463,10 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
 
     if settings.gpus is not None:
         attempt(settings.gpus)
+    if supply is None:
+        result.warnings.append("no valid replay run: only the training run at --gpus was made, and no GPU count past "
+                               "it is predicted")
+        return
     n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target))
     for _ in range(MAX_TRAIN_RUNS):
         ok = passed[n] if n in passed else attempt(n)
@@ -595,7 +608,8 @@ def _mitigations(manifest: Manifest, settings: Settings, result: Result, result_
             gpus_fed=gpus_for(run.samples_per_s, settings.rate_per_gpu, settings.au_target)
             if settings.rate_per_gpu else None,
             note="WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the "
-                 "sample order is weaker than a full permutation" if v.stream else None))
+                 "sample order is weaker than a full permutation" if v.stream else None,
+            valid=run.valid, invalid_reason=run.invalid_reason))
         result.save(result_path)
 
 

@@ -24,7 +24,7 @@ from iobench.report.facts import (
     runs_table,
     stats_table,
 )
-from iobench.result import Result
+from iobench.result import Result, Verdict
 
 
 class UI:
@@ -54,10 +54,16 @@ class UI:
         if not self.quiet:
             self.out.print(msg, highlight=False, soft_wrap=True)
 
-    def verdict(self, text: str) -> None:
-        """The verdict line: on stdout, even when quiet; on stderr when stdout carries data; quiet then: nothing."""
-        if not (self.quiet and self.stdout_free):
-            self.out.print(f"[bold]verdict:[/] {text}", highlight=False)
+    def verdict(self, v: Verdict) -> None:
+        """The verdict's first line, then its evidence and notes, one per line, indented (quiet: the first line
+        only): on stdout, even when quiet; on stderr when stdout carries data; quiet then: nothing."""
+        if self.quiet and self.stdout_free:
+            return
+        lines = v.text.splitlines() or [v.answer]
+        self.out.print(Text.assemble(("verdict: ", "bold"), (lines[0], "bold")), soft_wrap=True)
+        if not self.quiet:
+            for line in lines[1:]:
+                self.out.print(Text("  " + line), soft_wrap=True)
 
     @contextmanager
     def status(self, msg: str) -> Iterator[None]:

@@ -29,6 +29,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings, Verdict
 
@@ -123,6 +124,37 @@ def validity(run: Run) -> str | None:
     return None
 
 
+def too_few_files(settings: Settings, files: int, ranks: int | None = None) -> str | None:
+    """Why a run of these settings over `files` samples cannot count, known before anything is measured: a reader
+    count of the sweep that would get fewer than MIN_BATCHES_PER_READER batches (a distributed run: a rank fewer
+    than MIN_TRAIN_STEPS + 1 steps), with the --files that would. None when every run can count by its size (its
+    seconds are judged once measured)."""
+    batch = settings.batch_size if settings.engine == "dataloader" else 1
+    unit = f"batches of {batch}" if settings.engine == "dataloader" else "samples"
+    if ranks is not None:
+        steps = files // ranks // batch
+        if steps >= MIN_TRAIN_STEPS + 1:
+            return None
+        need = (MIN_TRAIN_STEPS + 1) * batch * ranks
+        return (f"{files:,} files give each of {ranks} ranks {steps} {unit}, fewer than the {MIN_TRAIN_STEPS + 1} an "
+                f"epoch's AU needs: give --files {need:,} or more (or a smaller --batch-size)")
+    if not settings.replay:
+        return None
+    batches = math.ceil(files / batch)
+    short = [c for c in settings.concurrency if batches / max(c, 1) < MIN_BATCHES_PER_READER]
+    if not short:
+        return None
+    most = max(short)
+    need = MIN_BATCHES_PER_READER * batch * max(most, 1)
+    fit = [c for c in settings.concurrency if c not in short]
+    words = "thread" if settings.engine == "threads" else "DataLoader worker"
+    instead = (f", or --{'threads' if settings.engine == 'threads' else 'workers'} {','.join(map(str, fit))}"
+               if fit else "")
+    return (f"{files:,} files give {most} {words}{'s' if most != 1 else ''} {batches / max(most, 1):.1f} {unit} each, "
+            f"fewer than the {MIN_BATCHES_PER_READER} a run needs to count: give --files {need:,} or more{instead}"
+            + (" (or a smaller --batch-size)" if settings.engine == "dataloader" else ""))
+
+
 def mark_validity(run: Run) -> Run:
     """Set `valid` and `invalid_reason` from `validity`."""
     reason = validity(run)
@@ -130,8 +162,17 @@ def mark_validity(run: Run) -> Run:
     return run
 
 
+def fio_validity(b: FioBaseline) -> str | None:
+    """Why a fio point cannot mean anything, with its figures; None when it can."""
+    if b.files == 0:
+        return "no file was read"
+    if b.seconds < MIN_SECONDS:
+        return f"lasted {b.seconds:.2f} s, under {MIN_SECONDS} s: start-up and timing dominate"
+    return None
+
+
 def fio_valid(b: FioBaseline) -> bool:
-    return b.files > 0 and b.seconds >= MIN_SECONDS
+    return fio_validity(b) is None
 
 
 # ------------------------------------------------------------------------------------------ which runs count
@@ -300,9 +341,6 @@ def reader_unit(run: Run) -> str:
     return "threads" if run.reader == "threads" else "DataLoader workers"
 
 
-# ---------------------------------------------------------------------------------------------- the answer
-
-
 def gpu_words(s: Settings | Verdict, n: int) -> str:
     """'2 H200 GPUs training resnet50 (4,677 samples/s each, measured)', or for a given rate '2 GPUs consuming
     100 samples/s each'."""
@@ -314,294 +352,107 @@ def gpu_words(s: Settings | Verdict, n: int) -> str:
     return f"{n:,} {s.gpu.upper()} GPU{plural} training {s.model} ({rate:,.0f} samples/s each{kind})"
 
 
-def _storage(result: Result) -> tuple[float | None, str | None, bool]:
-    """(storage samples/s, what measured it, at least)."""
-    best: tuple[float, str, bool] | None = None
+# ------------------------------------------------------------------------------------------------- the figures
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far a figure moves between identical runs, and what says so: measured over --repeat runs, the epochs of
+    one configuration or fio's runs (one run measures none: ASSUMED). `value` is (max - min) / mean; `below` and
+    `above` the fractions of the figure identical runs could fall under or rise over it: half the spread each way
+    for a mean, the whole spread below and nothing above for fio's fastest of its runs; none for one run."""
+
+    value: float
+    words: str  # "over 3 repeats", "over 4 epochs", "5% assumed, ..."
+    measured: bool
+    below: float
+    above: float
+
+    def low(self, x: float) -> float:
+        return x * (1 - self.below)
+
+    def high(self, x: float) -> float:
+        return x * (1 + self.above)
+
+
+ASSUMED = Spread(0.0, "one run measures no spread; --repeat 3 does", False, 0.0, 0.0)
+"""A figure of one run: no range is claimed from it (`near_line` says when it sits close to a line all the same)."""
+
+
+def near_line(x: float, line: float, spread: Spread) -> bool:
+    """A figure of unmeasured spread within UNSTABLE (5%, what MLPerf Storage lets repeats differ by) of its line:
+    a single run cannot tell which side identical runs would fall."""
+    return not spread.measured and line > 0 and abs(x - line) <= UNSTABLE * line
+
+
+@dataclass(frozen=True)
+class StorageFigure:
+    """The one storage figure of a result: the most the storage gave this client cold, over its valid fio jobs and
+    loader runs (each configuration at its steady state). The verdict, the reports, `compare`, `plan` and
+    `iobench fio` all take it from `storage_figure`."""
+
+    samples_per_s: float
+    mb_per_s: float | None
+    what: str  # "fio, 16 jobs", "dataloader, 4 DataLoader workers"
+    lower_bound: bool  # the client's CPU was saturated while measuring it: the storage may give more
+    run: Run | None  # the loader run that set it (None: fio did)
+    fio: FioBaseline | None  # the fio job that set it (None: a loader did)
+    spread: Spread
+
+
+def storage_figure(result: Result) -> StorageFigure | None:
+    """The result's storage figure (see StorageFigure); None without a valid cold measurement."""
+    found: list[StorageFigure] = []
     for r in storage_runs(result):
-        cand = (r.samples_per_s, f"{r.engine}, {readers(r)}" + ("" if r.source == "files" else f", {r.source}"),
-                cpu_saturated(r.cpu, result))
-        best = cand if best is None or cand[0] > best[0] else best
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
-    for b in fio:
-        cand = (b.files_per_s, f"fio, {b.concurrency} job{'' if b.concurrency == 1 else 's'}",
-                cpu_saturated(b.cpu, result))
-        best = cand if best is None or cand[0] > best[0] else best
-    return best if best else (None, None, False)
+        found.append(StorageFigure(r.samples_per_s, r.mb_per_s, f"{r.engine}, {readers(r)}"
+                                   + ("" if r.source == "files" else f", {r.source}"),
+                                   cpu_saturated(r.cpu, result), r, None, run_spread(result, r)))
+    for b in (result.baseline.fio if result.baseline else []):
+        if b.cache == "cold" and fio_valid(b):
+            found.append(StorageFigure(b.files_per_s, b.mb_per_s,
+                                       f"fio, {b.concurrency} job{'' if b.concurrency == 1 else 's'}",
+                                       cpu_saturated(b.cpu, result), None, b, fio_spread(b)))
+    return max(found, key=lambda f: f.samples_per_s, default=None)
 
 
-def _pipeline(result: Result) -> tuple[float | None, str | None, Run | None]:
-    """(pipeline samples/s, where from, the run that set it). Once a training run starved, the pipeline gave all
-    it could there: the most any training run delivered is its figure. Else the best training-shaped replay run,
-    or a training run that delivered more while all its GPUs were fed (the pipeline gives at least that)."""
-    s = result.settings
-    train = [r for r in training_runs(result) if r.delivered_per_s]
-    best_train = max(train, key=lambda x: x.delivered_per_s or 0.0) if train else None
-    shaped = supply_run(result)
-    if best_train is not None and (any((r.au or 0) < s.au_target for r in train) or shaped is None
-                                   or (best_train.delivered_per_s or 0) > shaped.samples_per_s):
-        r = best_train
-        return r.delivered_per_s, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}", r
-    if shaped is None:
-        return None, None, None
-    what = f"{shaped.engine}, {readers(shaped)}" + (f", batch {shaped.batch_size}" if shaped.batch_size else "") + \
-        (", decode" if shaped.decode else "") + f", {shaped.cache}"
-    return shaped.samples_per_s, what, shaped
+def run_spread(result: Result, run: Run) -> Spread:
+    """The run-to-run spread of a replay configuration: over its --repeat runs, else over its epochs after the
+    first (two or more), else ASSUMED."""
+    key = (run.source, run.order, run.engine, run.concurrency, run.cache)
+    for st in result.stats or stats(result):
+        if (st.source, st.order, st.engine, st.readers, st.cache) == key and st.repeats > 1 and st.spread is not None:
+            return Spread(st.spread, f"over {st.repeats} repeats", True, st.spread / 2, st.spread / 2)
+    same = sorted((r for r in replay_runs(result) if _config(r) == _config(run) and r.repeat == run.repeat),
+                  key=lambda r: r.epoch)[1:]
+    rates = [r.samples_per_s for r in same]
+    if len(rates) >= 2 and sum(rates) > 0:
+        value = (max(rates) - min(rates)) / (sum(rates) / len(rates))
+        return Spread(value, f"over {len(rates)} epochs", True, value / 2, value / 2)
+    return ASSUMED
 
 
-def _fed(result: Result, capacity: float) -> tuple[int, bool, str]:
-    """(GPUs fed, confirmed by training runs, how it was found)."""
-    s = result.settings
-    assert s.rate_per_gpu is not None
-    train = training_runs(result)
-    tau = s.au_target
-    fed_measured = max((r.gpus or 0 for r in train if (r.au or 0) >= tau), default=0)
-    over = [r for r in train if r.gpus == fed_measured + 1 and (r.au or 0) < tau]
-    if over:
-        short = f"at {fed_measured + 1} AU {au_pct(over[0].au or 0)}, under {au_pct(tau)}"
-        if fed_measured == 0:
-            return 0, True, f"measured: a training run with 1 GPU reached only AU {au_pct(over[0].au or 0)}"
-        return fed_measured, True, f"measured: training runs at {fed_measured} reached AU >= {tau:.0%}, {short}"
-    predicted = gpus_for(capacity, s.rate_per_gpu, tau)
-    if fed_measured > predicted:
-        return fed_measured, False, (f"measured at {fed_measured} by a training run; {fed_measured + 1} was not "
-                                     "tried")
-    how = "predicted from the measured rates"
-    return predicted, False, how + (f"; a training run confirmed {fed_measured}" if fed_measured else
-                                    ", not confirmed by a training run")
+def fio_spread(b: FioBaseline) -> Spread:
+    """The spread of fio's runs at one point (cold points run more than once; the fastest is kept)."""
+    xs = b.runs_files_per_s
+    if len(xs) >= 2 and max(xs) > 0:
+        value = (max(xs) - min(xs)) / max(xs)
+        return Spread(value, f"over {len(xs)} fio runs", True, value, 0.0)
+    return ASSUMED
 
 
-def _limit(result: Result, storage: float | None, pipeline: float, pipe_run: Run | None, still_rising: bool,
-           plateau: str | None, asked_fed: bool | None) -> tuple[str, str]:
-    """(limit, the sentence that shows it). `plateau` says where more readers stopped giving more, if they did."""
-    if asked_fed:
-        return "gpu", "The GPUs asked about are the limit: storage and pipeline keep up with them."
-    cpu_run = pipe_run.cpu if pipe_run else None
-    cpu = cpu_words(cpu_run, result)
-    if cpu_saturated(cpu_run, result):
-        more = (f"; the storage gave {storage:,.0f} samples/s" if storage else "") + \
-            (", so a client with more cores would get more" if storage and storage > pipeline else "")
-        return "client-cpu", (f"This client's CPU is the limit ({cpu}); the pipeline delivered "
-                              f"{pipeline:,.0f} samples/s{more}.")
-    if storage is None:
-        return "input-pipeline", (f"The input pipeline is the limit: {pipeline:,.0f} samples/s with no cold (storage) "
-                                  f"run to compare, and the CPU not saturated ({cpu}).")
-    if pipeline >= REACHES * storage and plateau:
-        return "storage", (f"The storage is the limit: the pipeline reached {pct(pipeline / storage)} of the storage "
-                           f"figure and more readers gave no more ({plateau}).")
-    if pipeline >= REACHES * storage and still_rising:
-        return "input-pipeline", ("The input pipeline's reader count is the limit: the rate was still rising with "
-                                  "the most readers measured, so the storage's own limit was not reached: try more "
-                                  "--workers (or --threads).")
-    if pipeline >= REACHES * storage:
-        return "input-pipeline", ("The input pipeline's reader count may be the limit: one reader count was "
-                                  "measured, so whether more readers get more from the storage was not tested: sweep "
-                                  "--workers (or --threads), e.g. 2,4,8.")
-    if still_rising:
-        how = "the loaders were still rising with more readers: more --workers may get more of it"
-    elif plateau:
-        how = (f"more readers gave no more ({plateau}), so the per-sample path on this client (opening files, handing "
-               "batches between processes), not the storage, sets the pace: --mitigations measures packed layouts")
-    else:
-        how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
-    return "input-pipeline", (f"The input pipeline is the limit: the storage gave {storage:,.0f} samples/s but the "
-                              f"pipeline delivered {pipeline:,.0f} ({pct(pipeline / storage)}) with the CPU not "
-                              f"saturated ({cpu}); {how}.")
+def gpus_range(samples_per_s: float, spread: Spread, rate_per_gpu: float, au_target: float) -> tuple[int, int]:
+    """GPUs fed at the low and the high end of a figure's spread: equal when the count does not depend on it."""
+    return (gpus_for(spread.low(samples_per_s), rate_per_gpu, au_target),
+            gpus_for(spread.high(samples_per_s), rate_per_gpu, au_target))
 
 
 def verdict(result: Result) -> Verdict:
-    if result.distributed is not None:  # the job across ranks and nodes: its own reading (cluster_verdict.py)
+    """The answer of a result: the cluster's for a distributed run (cluster_verdict.py), else one client's
+    (answer.py)."""
+    if result.distributed is not None:
         from iobench.cluster_verdict import cluster_verdict
 
         return cluster_verdict(result)
-    s = result.settings
-    where = f"{result.mount.fstype} at {result.mount.path}"
-    invalid = [r for r in result.runs if not r.valid]
-    pool = storage_runs(result)
-    best = max(pool, key=lambda r: r.samples_per_s) if pool else None
-    family = [r for r in pool if best and r.order == best.order and r.engine == best.engine
-              and r.source == best.source]
-    sat, rising = saturation(family)
-    storage, storage_from, lower = _storage(result)
-    pipeline, pipeline_from, pipe_run = _pipeline(result)
-    fields: dict = dict(
-        storage_samples_per_s=storage, storage_from=storage_from, storage_is_lower_bound=lower,
-        pipeline_samples_per_s=pipeline, pipeline_from=pipeline_from,
-        cpu_saturated=cpu_saturated(pipe_run.cpu if pipe_run else None, result),
-        model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind, au_target=s.au_target,
-        gpus_asked=s.gpus, best_samples_per_s=best.samples_per_s if best else None,
-        best_mb_per_s=best.mb_per_s if best else None, best_concurrency=best.concurrency if best else None,
-        saturates_at=sat, still_rising=rising, order=best.order if best else None)
-    if s.gpus is not None and s.rate_per_gpu:
-        fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
-    spread = _spread_of(result, best)
-    fields["unstable"] = bool(spread and spread.unstable)
-    notes = _notes(result, invalid)
-    if pipeline is None and storage is None:
-        answer = _no_answer(result, invalid)
-        return Verdict(text=answer + notes, answer=answer, **fields)
+    from iobench.answer import answer
 
-    evidence: list[str] = []
-    if storage is not None:
-        evidence.append(f"Storage: {storage:,.0f} samples/s cold ({storage_from})"
-                        + (", at least: the client's CPU was saturated while measuring it" if lower else "") + "."
-                        + (_loader_sentence(best, sat, rising) if best else "")
-                        + (_spread_sentence(spread) if spread else ""))
-    else:
-        evidence.append("Storage: no valid cold run, so no storage figure.")
-    if pipeline is not None:
-        cpu = cpu_words(pipe_run.cpu if pipe_run else None, result)
-        evidence.append(f"Pipeline: {pipeline:,.0f} samples/s delivered ({pipeline_from}; {cpu}).")
-    capacity = min(x for x in (storage, pipeline) if x is not None)
-    if pipeline is None:  # `iobench fio`: no loader replay
-        first = f"fio baseline only (no loader replay): {where} gives {capacity:,.0f} files/s cold ({storage_from})."
-    else:
-        first = f"{where} delivers {capacity:,.0f} samples/s to this client's input pipeline."
-    if s.rate_per_gpu is None or pipeline is None:
-        return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, evidence=evidence, **fields)
-
-    fed, confirmed, how = _fed(result, capacity)
-    asked_fed, asked_confirmed, asked_how = _asked(result, capacity)
-    limit, why = _limit(result, storage, pipeline, pipe_run, rising, _plateau(result, sat, best), asked_fed)
-    tau = f">= {s.au_target:.0%} busy"
-    if s.gpus is not None:
-        evidence.append(f"Demand: {s.gpus:,} x {s.rate_per_gpu:,.0f} samples/s x {s.au_target:.0%} = "
-                        f"{demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f} samples/s.")
-    predicted = gpus_for(capacity, s.rate_per_gpu, s.au_target)
-    if confirmed and fed < predicted:
-        over = [r for r in training_runs(result) if r.gpus == fed + 1]
-        batch = over[-1].batch_size or s.batch_size if over else s.batch_size
-        evidence.append(f"The measured rates would feed {predicted}, but the training run at {fed + 1} starved: each "
-                        f"GPU waits on its own loader between steps (a batch of {batch} every "
-                        f"{1000 * batch / s.rate_per_gpu:,.1f} ms), a cost the rates alone do not show.")
-    evidence.append(why)
-    if s.gpus is None:
-        first = (f"{where} and this client keep {gpu_words(s, fed)} at {tau} ({how}); the limit is "
-                 f"{LIMIT_WORDS[limit]}.")
-    elif asked_fed:
-        first = (f"Yes: {where} and this client keep {gpu_words(s, s.gpus)} at {tau} ({asked_how}). "
-                 f"They keep up to {fed:,} ({how}).")
-    else:
-        first = (f"No: {gpu_words(s, s.gpus)} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f} samples/s to "
-                 f"stay {tau}; {where} and this client keep {fed:,} ({how}; {asked_how}); the limit is "
-                 f"{LIMIT_WORDS[limit]}.")
-    return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
-                   gpus_fed=fed, gpus_fed_confirmed=confirmed, asked_fed=asked_fed, asked_confirmed=asked_confirmed,
-                   **fields)
-
-
-def _spread_of(result: Result, best: Run | None) -> RunStats | None:
-    """The repeats' statistics of the best cold loader configuration, when it was repeated."""
-    if best is None:
-        return None
-    for st in result.stats or stats(result):
-        if (st.source, st.order, st.engine, st.readers, st.cache) == (best.source, best.order, best.engine,
-                                                                       best.concurrency, best.cache):
-            return st if st.repeats > 1 else None
-    return None
-
-
-def _spread_sentence(st: RunStats) -> str:
-    x = 100 * (st.spread or 0)
-    shown = -floor_to(-x, 1) if st.unstable else floor_to(x, 1)  # rounded away from the 5% line, never across it
-    text = (f" Over {st.repeats} repeats that figure was {st.mean_samples_per_s:,.0f} +/- "
-            f"{st.std_samples_per_s or 0:,.0f} samples/s (spread {shown:.1f}%)")
-    if st.unstable:
-        return text + f": unstable, over the {UNSTABLE:.0%} that MLPerf Storage allows; repeat on a quieter system."
-    return text + "."
-
-
-def _plateau(result: Result, sat: int | None, best: Run | None) -> str | None:
-    """Where more readers stopped giving more: the loaders' sweep, else fio's; None when neither shows it."""
-    if sat is not None and best is not None:
-        return f"the loaders saturate at ~{sat} {reader_unit(best)}"
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
-    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.files_per_s) for b in fio))
-    return None if sat is None else f"fio saturates at ~{sat} jobs"
-
-
-def _asked(result: Result, capacity: float) -> tuple[bool | None, bool, str]:
-    """(are the GPUs asked about fed, decided by a training run at exactly that count, how)."""
-    s = result.settings
-    if s.gpus is None or s.rate_per_gpu is None:
-        return None, False, ""
-    at = [r for r in training_runs(result) if r.gpus == s.gpus]
-    if at:
-        r = at[-1]
-        return (r.au or 0) >= s.au_target, True, f"a training run at {s.gpus:,} reached AU {au_pct(r.au or 0)}"
-    need = demand(s.gpus, s.rate_per_gpu, s.au_target)
-    word = "cover" if capacity >= need else "fall short of"
-    return capacity >= need, False, (f"predicted, not run here: the measured {capacity:,.0f} samples/s {word} the "
-                                     f"{need:,.0f} they need")
-
-
-def _loader_sentence(best: Run, sat: int | None, rising: bool) -> str:
-    unit = reader_unit(best)
-    text = (f" The loaders' best was {best.samples_per_s:,.0f} samples/s ({best.mb_per_s:,.0f} MB/s, {best.order}) at "
-            f"{readers(best)} (p99 {best.latency_ms.p99:.2f} ms)")
-    if rising:
-        text += f", still rising at the most {unit} measured: more may read more"
-    elif sat is not None:
-        text += f"; it saturates at ~{sat} {unit}"
-    return text + "."
-
-
-def _no_answer(result: Result, invalid: list[Run]) -> str:
-    """The text when no valid run remains: why, and how to get one."""
-    s = result.settings
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
-    if not s.replay and fio:
-        fastest = max(b.files_per_s for b in fio)
-        return (f"fio baseline only: every cold fio run lasted under {MIN_SECONDS} s (the fastest read "
-                f"{fastest:,.0f} files/s; a cold run cannot loop over its files), so no storage figure is given. "
-                f"For one, read more: --files {max(math.ceil(2 * MIN_SECONDS * fastest), 2 * result.dataset.files):,} "
-                "or more.")
-    if not invalid:
-        return f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."
-    why = invalid[0].invalid_reason
-    most = max(s.concurrency or [1])
-    need = MIN_BATCHES_PER_READER * (s.batch_size if s.engine == "dataloader" else 1) * max(most, 1)
-    files = max(need, 2 * result.dataset.files)
-    more = (f"--files {files:,} or more" if result.dataset.made_by_iobench and result.settings.replay
-            else f"a dataset of {files:,} files or more")
-    return (f"No valid measurement: {len(invalid)} run(s) could not mean anything (first: {why}), so no GPU count "
-            f"is given. For one, read more: {more} (or a smaller --batch-size), so that each reader "
-            f"({most} at most) reads at least {MIN_BATCHES_PER_READER} batches and each epoch lasts at least "
-            f"{MIN_SECONDS} s.")
-
-
-def _notes(result: Result, invalid: list[Run]) -> str:
-    """Sentences after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
-    text = ""
-    if result.remote:
-        text += " Network file system: the server's cache was not evicted."
-    warm = [r for r in replay_runs(result) if r.cache == "warm"]
-    if warm:
-        w = max(warm, key=lambda r: r.samples_per_s)
-        kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
-                "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
-        text += f" Warm ({kind}): {w.samples_per_s:,.0f} samples/s at {readers(w)}."
-    if invalid:
-        text += f" {len(invalid)} run(s) were too short or not cold and were left out (marked invalid)."
-    return text + _startup_note(result) + _mitigation_note(result)
-
-
-def _startup_note(result: Result) -> str:
-    """A sentence on listing cost at full scale, when it would exceed a minute."""
-    if not result.metadata:
-        return ""
-    m = max(result.metadata, key=lambda x: x.projected_list_s)
-    if m.projected_list_s < STARTUP_NOTE_S:
-        return ""
-    return (f" Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
-            f" min ({m.cache}, predicted from {m.files:,} files) before the first batch.")
-
-
-def _mitigation_note(result: Result) -> str:
-    """The mitigation that buys the most, when it buys at least 10%."""
-    better = [m for m in result.mitigations if m.name != "baseline" and m.speedup >= MITIGATION_NOTE]
-    if not better:
-        return " No mitigation measured bought 10% or more." if result.mitigations else ""
-    m = max(better, key=lambda x: x.speedup)
-    cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
-    fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
-    return f" Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."
+    return answer(result)

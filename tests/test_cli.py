@@ -189,13 +189,13 @@ def test_without_fio_the_run_goes_on_and_says_how_to_install(tmp_path):
 def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "out"
-    iobench("run", "--mount", str(tmp_path), "--files", "120", "--size-dist", "fixed:40kB", "--engine", "dataloader",
+    iobench("run", "--mount", str(tmp_path), "--files", "160", "--size-dist", "fixed:40kB", "--engine", "dataloader",
             "--workers", "0,2", "--batch-size", "8", "--no-metadata", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
     assert [(x.engine, x.workers, x.concurrency, x.batch_size) for x in r.runs if x.gpus is None] == [
         ("dataloader", 0, 1, 8), ("dataloader", 0, 1, 8), ("dataloader", 2, 2, 8), ("dataloader", 2, 2, 8)]
-    assert all(x.samples == 120 and x.bytes == 120 * 40_000 and x.decode_ms is None for x in r.runs)
-    # 120 files in batches of 8 over 2 workers, read in well under 0.5 s: too short to mean anything
+    assert all(x.samples == 160 and x.bytes == 160 * 40_000 and x.decode_ms is None for x in r.runs)
+    # 160 files in batches of 8 over 2 workers, read in well under 0.5 s: too short to mean anything
     assert all(not x.valid and x.invalid_reason for x in r.runs)
     assert r.verdict.gpus_fed is None and r.verdict.text.startswith("No valid measurement")
     if r.baseline.fio_version:  # workers=0 reads in one process: compared with one fio job

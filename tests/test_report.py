@@ -133,9 +133,11 @@ def test_single_report_in_headless_chromium(results, chromium, tmp_path):
     # gauge, throughput, latency, timeline: all drawn here as inline SVG
     assert dom.tags.get("svg", 0) >= 4, dom.tags
     assert dom.tags.get("polyline", 0) >= 3 and dom.tags.get("circle", 0) >= 5
-    assert {"verdict", "headline", "gpus-fed", "caveats"} <= dom.ids
-    assert r.verdict is not None and r.verdict.text in dom.text  # the verdict, word for word
-    assert r.verdict.gpus_fed is not None
+    assert {"verdict", "headline", "gpus-fed", "client-fed", "caveats"} <= dom.ids
+    assert r.verdict is not None  # the verdict, word for word, line by line
+    assert all(re.sub(r"\s+", " ", line) in dom.text for line in r.verdict.text.splitlines())
+    assert r.verdict.storage_gpus_fed is not None and r.verdict.client_gpus_fed is not None
+    assert "the storage feeds" in dom.text and "fed by this" in dom.text
     gpu = (r.settings.gpu or "").upper()
     assert f"{gpu} GPU" in dom.text and "Limit" in dom.text and "Storage gives (cold)" in dom.text
     assert "Pipeline delivers" in dom.text and r.verdict.answer in dom.text
@@ -192,7 +194,7 @@ def test_unfinished_and_bare_results_render(results):
     if results[0].baseline and results[0].baseline.fio:  # `iobench fio` alone: a baseline, no loader runs
         settings = results[0].settings.model_copy(update={"rate_per_gpu": None, "replay": False})
         fio_only = results[0].model_copy(update={"runs": [], "verdict": None, "settings": settings})
-        assert "fio baseline only (no loader replay)" in render_html([fio_only])
+        assert "fio baseline only" in render_html([fio_only])
 
 
 def test_invalid_runs_are_marked_and_au_never_rounds_up_to_the_target(results):
@@ -250,11 +252,12 @@ def test_markdown_parses(results):
     assert len(runs) == 1 + len(r.runs)
     rates = [float(row[runs[0].index("samples/s")].replace(",", "")) for row in runs[1:]]
     assert rates == pytest.approx([x.samples_per_s for x in r.runs], abs=0.5)
-    assert r.verdict is not None and r.verdict.text in md
-    assert f"**GPUs fed: {r.verdict.gpus_fed} ×" in md
+    assert r.verdict is not None and all(line in md for line in r.verdict.text.splitlines())
+    assert f"**The storage feeds {r.verdict.storage_gpus_fed} ×" in md or r.verdict.storage_gpus_range
+    assert f"**This client fed {r.verdict.client_gpus_fed}**" in md or r.verdict.client_gpus_range
     cmp = render_markdown(list(results), names=["A", "B"])
     side = next(t for t in _md_tables(cmp) if t[0] == ["metric", "A", "B"])
-    assert [row[0] for row in side][1:3] == ["GPUs fed", "how GPUs fed was found"]
+    assert [row[0] for row in side][1:3] == ["GPUs the storage feeds (one client)", "storage, cold samples/s"]
 
 
 def test_csv_parses(results, tmp_path):

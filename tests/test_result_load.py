@@ -113,7 +113,7 @@ def test_a_result_of_an_unknown_schema_is_refused_naming_both(tmp_path):
 @pytest.mark.parametrize(("where", "value", "why"), [
     ("runs.0.samples_per_s", -5.0, "is -5.0: a rate is within [0, 1e+15]"),
     ("runs.0.mb_per_s", 1e300, "is 1e+300: a rate is within [0, 1e+15]"),
-    ("verdict.gpus_fed", 10**300, "is a 301-digit number: a count, 0 to 2^63 - 1"),
+    ("verdict.client_gpus_fed", 10**300, "is a 301-digit number: a count, 0 to 2^63 - 1"),
     ("runs.0.bytes", -1, "is -1: a count, 0 to 2^63 - 1"),
     ("runs.0.seconds", -0.5, "is -0.5: a time is within [0, 1e+15]"),
     ("runs.0.resident_before", 1.5, "is 1.5: a fraction is within [0, 1]"),
@@ -172,8 +172,8 @@ def test_plan_of_a_tampered_result_prints_no_absurd_figure(tmp_path):
     err = _one_line_error(iobench(*plan, "--result", str(negative)))
     assert err == (f"iobench: error: {negative} is not a usable iobench result: runs.{k}.samples_per_s is -5.0: a rate "
                    "is within [0, 1e+15]")
-    huge = _tampered(tmp_path, _set("verdict.gpus_fed", 10**300), "gpus.json")
-    assert "verdict.gpus_fed is a 301-digit number" in _one_line_error(iobench(*plan, "--result", str(huge)))
+    huge = _tampered(tmp_path, _set("verdict.client_gpus_fed", 10**300), "gpus.json")
+    assert "verdict.client_gpus_fed is a 301-digit number" in _one_line_error(iobench(*plan, "--result", str(huge)))
 
     def absurd(data):
         for r in data["runs"]:

@@ -46,18 +46,30 @@ def _fmt_ms(x: object) -> str:
     return ms(x) if isinstance(x, int | float) else str(x)
 
 
-def _gpus_cell(result: Result, f: Facts) -> float | None:
-    return f.verdict.gpus_fed if f.verdict and f.verdict.gpus_fed is not None else None
+def _storage_gpus(result: Result, f: Facts) -> float | None:
+    return f.verdict.storage_gpus_fed if f.verdict and f.verdict.storage_gpus_fed is not None else None
 
+
+def _client_gpus(result: Result, f: Facts) -> float | None:
+    return f.verdict.client_gpus_fed if f.verdict and f.verdict.client_gpus_fed is not None else None
+
+
+STORAGE_GPUS = "GPUs the storage feeds (one client)"
+STORAGE_RATE = "storage, cold samples/s"
 
 METRICS: tuple[Metric, ...] = (
-    Metric("GPUs fed", _gpus_cell, "higher"),
-    Metric("how GPUs fed was found", lambda r, f: None if not f.verdict or f.verdict.gpus_fed is None else
-           ("training runs" if f.verdict.gpus_fed_confirmed else "predicted")),
-    Metric("limit", lambda r, f: f.verdict.limit if f.verdict else None),
-    Metric("cold samples/s (best)", lambda r, f: f.best_cold.samples_per_s if f.best_cold else None, "higher",
+    Metric(STORAGE_GPUS, _storage_gpus, "higher"),
+    Metric(STORAGE_RATE, lambda r, f: f.storage.samples_per_s if f.storage else None, "higher", _fmt_num),
+    Metric("storage figure from", lambda r, f: f.storage.what if f.storage else None),
+    Metric("storage figure, at least", lambda r, f: None if not f.storage else
+           ("yes: the client's CPU was saturated" if f.storage.lower_bound else "no")),
+    Metric("GPUs this client fed", _client_gpus),
+    Metric("how this client's count was found", lambda r, f: None if not f.verdict or f.verdict.client_gpus_fed is None
+           else ("training runs" if f.verdict.gpus_fed_confirmed else "predicted")),
+    Metric("this client's limit", lambda r, f: f.verdict.limit if f.verdict else None),
+    Metric("loaders' best cold samples/s", lambda r, f: f.best_cold.samples_per_s if f.best_cold else None, None,
            _fmt_num),
-    Metric("cold MB/s (that run)", lambda r, f: f.best_cold.mb_per_s if f.best_cold else None, "higher", _fmt_num),
+    Metric("cold MB/s (that run)", lambda r, f: f.best_cold.mb_per_s if f.best_cold else None, None, _fmt_num),
     Metric("at readers", lambda r, f: readers(f.best_cold) if f.best_cold else None),
     Metric("saturates at (readers)", lambda r, f: f.verdict.saturates_at if f.verdict else None),
     Metric("cold p50 latency, ms", lambda r, f: f.best_cold.latency_ms.p50 if f.best_cold else None, "lower", _fmt_ms),
@@ -136,7 +148,7 @@ def like_for_like(results: Sequence[Result], names: Sequence[str]) -> list[str]:
 
 
 def winner_sentences(names: Sequence[str], winners: dict[str, list[int]]) -> list[str]:
-    pick = (("GPUs fed", "Most GPUs fed"), ("cold samples/s (best)", "Fastest cold reads"),
+    pick = ((STORAGE_GPUS, "Most GPUs fed by the storage"), (STORAGE_RATE, "Fastest storage (cold)"),
             ("cold p99 latency, ms", "Lowest tail latency (p99)"),
             ("listing at full scale, s (predicted)", "Fastest start-up listing"),
             ("open+close/s, cold, 1 thread", "Fastest metadata (open+close)"))
@@ -148,29 +160,31 @@ def winner_sentences(names: Sequence[str], winners: dict[str, list[int]]) -> lis
 
 
 def compare_headline(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> str:
-    """The comparison in one sentence: who feeds the most GPUs, or who reads fastest, and by how much."""
-    fed = [f.verdict.gpus_fed if f.verdict and f.verdict.gpus_fed is not None else None for f in fs]
-    rates = [f.best_cold.samples_per_s if f.best_cold else None for f in fs]
+    """The comparison in one sentence, by the storage's figures (never by the test clients'): whose storage feeds
+    the most GPUs, whose reads fastest cold, and by how much. The same result twice names no winner."""
+    same = len({str(r.created) + str(r.mount.path) + str(r.host.hostname) for r in results}) == 1
+    fed = [f.verdict.storage_gpus_fed if f.verdict and f.verdict.storage_gpus_fed is not None else None for f in fs]
+    rates = [f.storage.samples_per_s if f.storage else None for f in fs]
     out = []
     known = [(g, i) for i, g in enumerate(fed) if g is not None]
-    if len({g for g, _ in known}) > 1:
+    if len({g for g, _ in known}) > 1 and not same:
         g, i = max(known)
         rest = ", ".join(f"{names[j]}: {h}" for h, j in known if j != i)
         gpu = gpu_name(fs[i].verdict, results[i])
-        out.append(f"{names[i]} feeds the most {gpu} GPUs: {g} (against {rest})")
+        gpus = "GPUs" if gpu == "GPU" else f"{gpu} GPUs"
+        out.append(f"{names[i]}'s storage feeds the most {gpus} from one client: {g} (against {rest})")
     ranked = sorted(((x, i) for i, x in enumerate(rates) if x), reverse=True)
-    if len(ranked) >= 2:
+    if len(ranked) >= 2 and not same:
         (x, i), (y, j) = ranked[0], ranked[1]
         out.append(f"{names[i]} reads fastest from storage (cold): {x:,.0f} samples/s, {x / y:.1f}x "
                    f"{'the next best, ' if len(ranked) > 2 else ''}{names[j]}")
     if known and all(g == 0 for g, _ in known):
         v = fs[known[0][1]].verdict
         tau = (v.au_target if v and v.au_target else results[0].settings.au_target)
-        out.append(f"none keeps even one {gpu_name(v, results[0])} ≥ {tau:.0%} busy training "
-                   f"{model_name(v, results[0])}")
+        out.append(f"no storage here feeds even one {gpu_name(v, results[0])} ≥ {tau:.0%} busy training "
+                   f"{model_name(v, results[0])} from one client")
     text = "; ".join(out)
-    if text.startswith("none"):
-        text = "N" + text[1:]
-    text = text + "." if text else "No storage figures to compare."
+    text = text[:1].upper() + text[1:] + "." if text else (
+        "The same result twice: nothing to compare." if same else "No storage figures to compare.")
     mixed = mixed_kinds([(n, r.settings.rate_per_gpu, rate_kind_of(r)) for r, n in zip(results, names, strict=True)])
     return f"{text} Warning: {mixed}" if mixed else text

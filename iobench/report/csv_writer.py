@@ -12,6 +12,7 @@ from pathlib import Path
 from iobench.report.facts import labels
 from iobench.result import Result
 from iobench.safefs import write_file
+from iobench.verdict import fio_validity
 
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
@@ -19,8 +20,9 @@ CSV_COLUMNS = (
     "measures", "resident_before", "eviction", "complete", "samples", "bytes", "seconds", "samples_per_s", "mb_per_s",
     "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "latency_mean_ms",
     "open_p50_ms", "open_p99_ms", "decode_p50_ms", "cpu_busy_pct", "iowait_pct", "iobench_cores", "efficiency",
-    "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "gpu", "model", "au_target", "verdict_gpus_fed",
-    "verdict_limit",
+    "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "valid", "invalid_reason", "gpu", "model",
+    "au_target", "verdict_storage_samples_per_s", "verdict_storage_gpus_fed", "verdict_client_gpus_fed",
+    "verdict_borderline", "verdict_limit",
 )
 
 
@@ -33,7 +35,10 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                   "fstype": r.mount.fstype, "family": r.mount.family, "remote": r.remote,
                   "dataset_files": r.dataset.files, "dataset_mean_bytes": r.dataset.mean_bytes,
                   "gpu": r.settings.gpu, "model": r.settings.model, "au_target": r.settings.au_target,
-                  "verdict_gpus_fed": v.gpus_fed if v else None, "verdict_limit": v.limit if v else None}
+                  "verdict_storage_samples_per_s": v.storage_samples_per_s if v else None,
+                  "verdict_storage_gpus_fed": v.storage_gpus_fed if v else None,
+                  "verdict_client_gpus_fed": v.client_gpus_fed if v else None,
+                  "verdict_borderline": v.borderline if v else None, "verdict_limit": v.limit if v else None}
         for x in r.runs:
             lat = x.latency_ms
             rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
@@ -48,7 +53,7 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
                          "iobench_cores": x.cpu.iobench_cores, "efficiency": x.efficiency, "gpus": x.gpus,
                          "consumer_rate": x.consumer_rate, "au": x.au, "au_min": x.au_min,
-                         "delivered_per_s": x.delivered_per_s})
+                         "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
         for b in (r.baseline.fio if r.baseline else []):
             lat = b.latency_ms
             rows.append({**common, "kind": "fio", "engine": "fio", "source": "files", "order": "shuffled",
@@ -56,7 +61,8 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "samples": b.files, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.files_per_s,
                          "mb_per_s": b.mb_per_s, "latency_p50_ms": lat.p50, "latency_p90_ms": lat.p90,
                          "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999, "latency_max_ms": lat.max,
-                         "latency_mean_ms": lat.mean})
+                         "latency_mean_ms": lat.mean, "valid": fio_validity(b) is None,
+                         "invalid_reason": fio_validity(b)})
     return rows
 
 

@@ -13,7 +13,18 @@ from iobench.errors import UserError
 from iobench.plan import Implausible, Measured, plan
 from iobench.report.format import engine, gb, ms, num, readers, when
 from iobench.result import FioBaseline, Result, Run, Verdict
-from iobench.verdict import au_cell, cpu_saturated, cpu_words, replay_runs, storage_runs, supply_run, verdict
+from iobench.verdict import (
+    StorageFigure,
+    au_cell,
+    cpu_saturated,
+    cpu_words,
+    fio_valid,
+    replay_runs,
+    storage_figure,
+    storage_runs,
+    supply_run,
+    verdict,
+)
 
 SMALL_CLIENT_CPUS = 4
 SMALL_DATASET = 100_000
@@ -26,7 +37,8 @@ class Facts:
     label: str
     verdict: Verdict | None
     provisional: bool  # the verdict was computed here from an unfinished result
-    best_cold: Run | None  # the verdict's best cold (storage) run
+    storage: StorageFigure | None  # the one storage figure (fio's or a loader's): what every writer calls storage
+    best_cold: Run | None  # the best valid cold loader run
     best_warm: Run | None
     main: Run | None  # the run whose timeline is shown (the supply run, else the best run)
     need_per_gpu: float | None  # au_target x per-GPU rate
@@ -50,8 +62,9 @@ def facts(result: Result, label: str | None = None) -> Facts:
     rate = (v.rate_per_gpu if v and v.rate_per_gpu else None) or s.rate_per_gpu
     tau = (v.au_target if v and v.au_target else None) or s.au_target
     need = tau * rate if rate else None
-    return Facts(label=label or default_label(result), verdict=v, provisional=provisional, best_cold=best_cold,
-                 best_warm=best_warm, main=main, need_per_gpu=need, caveats=caveats(result, best_cold, v))
+    return Facts(label=label or default_label(result), verdict=v, provisional=provisional,
+                 storage=storage_figure(result), best_cold=best_cold, best_warm=best_warm, main=main,
+                 need_per_gpu=need, caveats=caveats(result, best_cold, v))
 
 
 def default_label(result: Result) -> str:
@@ -106,8 +119,9 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
     if result.dataset.files < SMALL_DATASET:
         out.append(f"Small dataset: {result.dataset.files:,} files ({result.dataset.bytes / 1e9:.2f} GB). Full-size "
                    f"datasets (ImageNet: {result.settings.scale_files:,} files) stress metadata and caches more.")
-    if v is not None and v.gpus_fed is not None and not v.gpus_fed_confirmed:
-        out.append("GPUs fed is predicted from the sustained rate; no training run with emulated GPUs confirmed it.")
+    if v is not None and v.client_gpus_fed is not None and not v.gpus_fed_confirmed:
+        out.append("This client's GPUs fed is predicted from the sustained rate; no training run with emulated GPUs "
+                   "confirmed it.")
     invalid = [r for r in result.runs if not r.valid]
     if invalid:
         out.append(f"{len(invalid)} run(s) are marked invalid and left out of the verdict: "
@@ -234,7 +248,8 @@ def runs_table(result: Result) -> Table:
     """Every measured run: the sweep, the training runs and the mitigations, in the order measured."""
     rows = tuple(_cells(
         engine(r) + (f" [{r.mitigation}]" if r.mitigation else ""), r.order, readers(r),
-        r.cache + ("" if r.complete else " (interrupted)"), r.measures, num(r.samples_per_s), num(r.mb_per_s, 1),
+        r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"), r.measures,
+        num(r.samples_per_s), num(r.mb_per_s, 1),
         ms(r.latency_ms.p50), ms(r.latency_ms.p99), ms(r.latency_ms.p999), ms(r.latency_ms.max),
         num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
         num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
@@ -262,8 +277,8 @@ def fio_table(result: Result) -> Table | None:
     b = result.baseline
     if b is None or not b.fio:
         return None
-    rows = tuple(_cells(x.concurrency, x.cache, num(x.files_per_s), num(x.mb_per_s, 1), ms(x.latency_ms.p50),
-                        ms(x.latency_ms.p99), x.files) for x in b.fio)
+    rows = tuple(_cells(x.concurrency, x.cache + ("" if fio_valid(x) else " (invalid)"), num(x.files_per_s),
+                        num(x.mb_per_s, 1), ms(x.latency_ms.p50), ms(x.latency_ms.p99), x.files) for x in b.fio)
     return Table(f"fio {b.fio_version or ''} on {b.fio[0].files:,} of the files",
                  ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms", "files"), rows, left=0,
                  text_cols=(1,), wide=(6,))
@@ -283,14 +298,17 @@ def mitigations_table(result: Result) -> Table | None:
     ms_ = result.mitigations
     if not ms_:
         return None
-    rows = tuple(_cells(m.name, m.source, num(m.samples_per_s), f"{m.speedup:.2f}x",
-                        gb(m.extra_bytes) if m.extra_bytes else "-", f"{m.pack_s:.1f} s" if m.pack_s else "-",
-                        m.gpus_fed if m.gpus_fed is not None else "-", m.note or "") for m in ms_)
-    best = max(range(len(ms_)), key=lambda i: ms_[i].speedup)
+    rows = tuple(_cells(m.name + ("" if m.valid else " (invalid)"), m.source, num(m.samples_per_s),
+                        f"{m.speedup:.2f}x", gb(m.extra_bytes) if m.extra_bytes else "-",
+                        f"{m.pack_s:.1f} s" if m.pack_s else "-", m.gpus_fed if m.gpus_fed is not None else "-",
+                        m.note or m.invalid_reason or "") for m in ms_)
+    valid = [i for i, m in enumerate(ms_) if m.valid]  # an invalid row is shown, never the best
+    best = max(valid, key=lambda i: ms_[i].speedup, default=None)
     return Table("mitigations: cold, same pattern and readers as the baseline",
                  ("mitigation", "source", "samples/s (cold)", "speed-up", "extra space", "pack time", "GPUs fed",
                   "note"), rows, left=2, text_cols=(7,),
-                 wins=frozenset({(best, 3)}) if ms_[best].speedup > 1 else frozenset(), wide=(5,))
+                 wins=frozenset({(best, 3)}) if best is not None and ms_[best].speedup > 1 else frozenset(),
+                 wide=(5,))
 
 
 def training_table(result: Result) -> Table | None:
@@ -373,7 +391,8 @@ def whatif_gpu_note(result: Result, m: Measured) -> str:
     text = ("GPUs fed (predicted) = samples/s ÷ (AU target × per-GPU rate), the arithmetic the verdict uses without "
             "training runs.")
     v = result.verdict
-    if v is not None and v.gpus_fed_confirmed and v.gpus_fed is not None and v.gpus_fed < m.gpus_supported:
-        text += (f" Here the training runs measured {v.gpus_fed} at today's rate where the arithmetic says "
+    if v is not None and v.gpus_fed_confirmed and v.client_gpus_fed is not None \
+            and v.client_gpus_fed < m.gpus_supported:
+        text += (f" Here the training runs measured {v.client_gpus_fed} at today's rate where the arithmetic says "
                  f"{m.gpus_supported}: read these as upper bounds.")
     return text

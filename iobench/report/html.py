@@ -15,6 +15,8 @@ import jinja2
 
 from iobench.report import charts
 from iobench.report.compare import (
+    STORAGE_GPUS,
+    STORAGE_RATE,
     compare_headline,
     compare_table,
     like_for_like,
@@ -29,7 +31,6 @@ from iobench.report.facts import (
     efficiency_table,
     environment,
     facts,
-    fio_best_run,
     fio_table,
     headline,
     labels,
@@ -67,28 +68,52 @@ class Big:
     badges: list[tuple[str, str]]  # (class, text)
 
 
+def _count(n: int, span: list[int] | None) -> str:
+    return f"{span[0]}-{span[1]}" if span else str(n)
+
+
 def _big(result: Result, f: Facts) -> Big:
-    v, best = f.verdict, f.best_cold
+    """The storage's answer: the GPUs its measured capacity feeds from one client like this one."""
+    v, store = f.verdict, f.storage
     gpu, model = gpu_name(v, result), model_name(v, result)
     tau = v.au_target if v and v.au_target else result.settings.au_target
-    if v is not None and v.gpus_fed is not None:
-        fed = v.gpus_fed
-        if v.gpus_fed_confirmed and result.settings.consumer == "cuda":
-            badges = [("ok", "measured with training runs on a real GPU")]
-        elif v.gpus_fed_confirmed:
-            badges = [("ok", "measured with emulated-GPU training runs")]
-        else:
-            badges = [("warn", "predicted from the measured rates")]
+    if v is not None and v.storage_gpus_fed is not None:
+        n = v.storage_gpus_fed
+        badges = [("", f"storage figure: {v.storage_samples_per_s or 0:,.0f} samples/s cold ({v.storage_from})")]
+        if v.storage_is_lower_bound:
+            badges.append(("warn", "at least: the client's CPU was saturated while measuring it"))
+        if v.storage_gpus_range:
+            badges.append(("warn", "borderline: within the figure's run-to-run spread"))
         if f.provisional:
             badges.append(("warn", "provisional: run unfinished"))
-        return Big(str(fed), "bad" if fed == 0 else "ok",
-                   f"{gpu} GPU{'' if fed == 1 else 's'} fed, training {model} at ≥ {tau:.0%} busy", badges)
-    if best is not None:
-        return Big(short(best.samples_per_s), "", "samples/s from storage (cold); no GPU consumer set", [])
-    fio = fio_best_run(result)
-    if fio is not None:
-        return Big(short(fio.files_per_s), "", f"files/s cold, fio at {fio.concurrency} jobs; no loader replay", [])
+        least = "at least " if v.storage_is_lower_bound else ""
+        return Big(least + _count(n, v.storage_gpus_range), "bad" if n == 0 and not v.storage_is_lower_bound else "ok",
+                   f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds, training {model} at ≥ {tau:.0%} busy "
+                   "(from one client like this one)", badges)
+    if store is not None:
+        return Big(short(store.samples_per_s), "", f"samples/s from storage (cold, {store.what}); no GPU consumer set",
+                   [])
     return Big("–", "bad", "no storage (cold) figure", [])
+
+
+def _client_big(result: Result, f: Facts) -> Big | None:
+    """This client's answer, beside the storage's: the GPUs its input pipeline fed, and what limits it."""
+    v = f.verdict
+    if v is None or v.client_gpus_fed is None:
+        return None
+    n = v.client_gpus_fed
+    if v.gpus_fed_confirmed and result.settings.consumer == "cuda":
+        badges = [("ok", "measured with training runs on a real GPU")]
+    elif v.gpus_fed_confirmed:
+        badges = [("ok", "measured with emulated-GPU training runs")]
+    else:
+        badges = [("warn", "predicted from the measured rates")]
+    if v.client_gpus_range:
+        badges.append(("warn", "borderline: an AU within its run-to-run spread of the target"))
+    cores = result.host.cpus_usable or result.host.cpus
+    limit = f"; limit: {_LIMIT_WORDS[v.limit][0].lower()}" if v.limit and v.limit != "gpu" else ""
+    return Big(_count(n, v.client_gpus_range), "", f"fed by this {cores:g}-core client{limit}" if cores else
+               f"fed by this client{limit}", badges)
 
 
 _LIMIT_WORDS = {"storage": ("Storage", "the loaders reach what the storage gives, and more readers give no more"),
@@ -103,7 +128,7 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
     v, best = f.verdict, f.best_cold
     gpu = gpu_name(v, result)
     tau = v.au_target if v and v.au_target else result.settings.au_target
-    tiles = []
+    tiles: list[tuple[str, str, str]] = []
     if v is not None and v.limit:
         tiles.append(("Limit", *_LIMIT_WORDS[v.limit]))
     if v is not None and v.storage_samples_per_s is not None:
@@ -113,9 +138,11 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
         tiles.append(("Pipeline delivers", f"{v.pipeline_samples_per_s:,.0f} samples/s", v.pipeline_from or ""))
     if f.need_per_gpu is not None:
         rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
-        cap = min((x for x in (v.storage_samples_per_s, v.pipeline_samples_per_s) if x is not None), default=None) \
-            if v else None
-        share = f"; storage and pipeline give {times(cap / f.need_per_gpu)} that" if cap else ""
+        share = ""
+        if v is not None and v.storage_samples_per_s:
+            share += f"; the storage gives {times(v.storage_samples_per_s / f.need_per_gpu)} that"
+        if v is not None and v.pipeline_samples_per_s:
+            share += f", this client's pipeline {times(v.pipeline_samples_per_s / f.need_per_gpu)}"
         tiles.append((f"One {gpu} needs", f"{f.need_per_gpu:,.0f} samples/s",
                       f"{tau:.0%} AU target x {rate:,.0f} samples/s per GPU{share}"))
     if best is not None:
@@ -130,9 +157,10 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
 
 def _hero(result: Result, f: Facts) -> dict[str, Any]:
     v = f.verdict
-    return {"headline": headline(result, f), "big": _big(result, f), "tiles": _tiles(result, f),
-            "gauge": charts.gauge(result, f), "provisional": f.provisional,
-            "text": v.text if v is not None else "No verdict: nothing was measured.",
+    lines = v.text.splitlines() if v is not None else ["No verdict: nothing was measured."]
+    return {"headline": headline(result, f), "big": _big(result, f), "client": _client_big(result, f),
+            "tiles": _tiles(result, f), "gauge": charts.gauge(result, f), "provisional": f.provisional,
+            "text": lines[0], "evidence": lines[1:],
             "source": result.settings.rate_source if (v and v.rate_per_gpu) or result.settings.rate_per_gpu else None}
 
 
@@ -179,25 +207,28 @@ class Card:
 
 
 def _cards(results: Sequence[Result], fs: Sequence[Facts], winners: dict[str, list[int]]) -> list[Card]:
-    key = "GPUs fed" if "GPUs fed" in winners else "cold samples/s (best)"
+    """Each system's storage answer (GPUs its storage feeds from one client), this client's beside it."""
+    key = STORAGE_GPUS if STORAGE_GPUS in winners else STORAGE_RATE
     top = set(winners.get(key, []))
     out = []
     for i, (r, f) in enumerate(zip(results, fs, strict=True)):
-        v = f.verdict
+        v, store = f.verdict, f.storage
         gpu, model = gpu_name(v, r), model_name(v, r)
-        if v is not None and v.gpus_fed is not None:
-            big = str(v.gpus_fed)
-            sub = f"{gpu} GPU{'' if v.gpus_fed == 1 else 's'} fed ({model}, AU ≥ {v.au_target or 0:.0%})"
-            how = "training runs" if v.gpus_fed_confirmed else "predicted"
+        if v is not None and v.storage_gpus_fed is not None:
+            n = v.storage_gpus_fed
+            big = ("at least " if v.storage_is_lower_bound else "") + _count(n, v.storage_gpus_range)
+            sub = f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds ({model}, AU ≥ {v.au_target or 0:.0%})"
+            how = (f"this client fed {_count(v.client_gpus_fed, v.client_gpus_range)}"
+                   + (" (training runs)" if v.gpus_fed_confirmed else " (predicted)")
+                   if v.client_gpus_fed is not None else "")
         else:
-            big = short(f.best_cold.samples_per_s) if f.best_cold else "–"
+            big = short(store.samples_per_s) if store else "–"
             sub, how = "samples/s cold", ""
-        rate = (f"{f.best_cold.samples_per_s:,.0f} samples/s cold, p99 {ms(f.best_cold.latency_ms.p99)} ms"
-                if f.best_cold else "no cold figure")
-        if f.need_per_gpu and f.best_cold:
-            rate += f"; {times(f.best_cold.samples_per_s / f.need_per_gpu)} one {gpu}'s need"
+        rate = f"{store.samples_per_s:,.0f} samples/s cold ({store.what})" if store else "no cold figure"
+        if f.need_per_gpu and store:
+            rate += f"; {times(store.samples_per_s / f.need_per_gpu)} one {gpu}'s need"
         out.append(Card(f.label, big, "bad" if big == "0" else ("ok" if i in top else ""), sub, rate,
-                        f"limit: {v.limit}" if v and v.limit else "", how, i in top, r.complete))
+                        f"this client's limit: {v.limit}" if v and v.limit else "", how, i in top, r.complete))
     return out
 
 

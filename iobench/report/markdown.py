@@ -95,18 +95,27 @@ def _sections(result: Result, h: str = "##") -> list[str]:
 
 
 def _verdict(result: Result, f: Facts) -> list[str]:
-    v, best = f.verdict, f.best_cold
+    v, best, store = f.verdict, f.best_cold, f.storage
     out = [f"### {headline(result, f)}", ""]
-    if v is not None and v.gpus_fed is not None:
-        gpu, model = gpu_name(v, result), model_name(v, result)
+    gpu, model = gpu_name(v, result), model_name(v, result)
+    if v is not None and v.storage_gpus_fed is not None:
+        n = v.storage_gpus_fed
+        count = f"{v.storage_gpus_range[0]}-{v.storage_gpus_range[1]}" if v.storage_gpus_range else str(n)
+        out += [f"**The storage feeds {'at least ' if v.storage_is_lower_bound else ''}{count} × {gpu}** training "
+                f"{model} at AU ≥ {(v.au_target or 0):.0%}, from one client like this one", ""]
+    if v is not None and v.client_gpus_fed is not None:
         how = "measured with training runs" if v.gpus_fed_confirmed else "predicted from the sustained rate"
-        out.append(f"**GPUs fed: {v.gpus_fed} × {gpu}** training {model} at AU ≥ {(v.au_target or 0):.0%} ({how})"
-                   + (f"; **limit: {v.limit}**" if v.limit else ""))
-        out.append("")
+        count = (f"{v.client_gpus_range[0]}-{v.client_gpus_range[1]}" if v.client_gpus_range
+                 else str(v.client_gpus_fed))
+        out += [f"**This client fed {count}** ({how})" + (f"; **its limit: {v.limit}**" if v.limit else ""), ""]
     rows = []
+    if store:
+        rows.append(("storage gives (cold)", f"{store.samples_per_s:,.0f} samples/s"
+                     + (f", {store.mb_per_s:,.0f} MB/s" if store.mb_per_s else "") + f" ({store.what})"
+                     + (", at least" if store.lower_bound else "")))
     if best:
-        rows.append(("storage delivers (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
-                                                f"at {readers(best)}; p99 {ms(best.latency_ms.p99)} ms"))
+        rows.append(("loaders' best (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
+                                             f"at {readers(best)}; p99 {ms(best.latency_ms.p99)} ms"))
     if f.need_per_gpu is not None:
         rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
         rows.append((f"one {gpu_name(v, result)} needs", f"{f.need_per_gpu:,.0f} samples/s (AU target × "
@@ -116,8 +125,9 @@ def _verdict(result: Result, f: Facts) -> list[str]:
         rows.append(("warm re-read", f"{f.best_warm.samples_per_s:,.0f} samples/s ({f.best_warm.measures})"))
     if rows:
         out += [_kv(rows), ""]
-    out += [f"> **Verdict{' (provisional)' if f.provisional else ''}:** "
-            + (v.text if v else "No verdict: nothing was measured."), ""]
+    lines = v.text.splitlines() if v else ["No verdict: nothing was measured."]
+    out += [f"> **Verdict{' (provisional)' if f.provisional else ''}:** {lines[0]}", ""]
+    out += [f"- {line}" for line in lines[1:]] + ([""] if lines[1:] else [])
     if f.caveats:
         out += ["**Caveats**", ""] + [f"- {c}" for c in f.caveats] + [""]
     return out
@@ -143,8 +153,9 @@ def render_markdown(results: Sequence[Result], names: Sequence[str] | None = Non
     if partial:
         out += [f"**Unfinished run(s): {', '.join(partial)} (complete: false).**", ""]
     out += [f"**{compare_headline(results, fs, ls)}**", ""]
-    gpus = [(n, f.verdict.gpus_fed if f.verdict else None) for n, f in zip(ls, fs, strict=True)]
-    out += ["GPUs fed per system: " + "; ".join(f"**{n}: {g if g is not None else '-'}**" for n, g in gpus), ""]
+    gpus = [(n, f.verdict.storage_gpus_fed if f.verdict else None) for n, f in zip(ls, fs, strict=True)]
+    out += ["GPUs the storage feeds, per system (from one client): "
+            + "; ".join(f"**{n}: {g if g is not None else '-'}**" for n, g in gpus), ""]
     sentences = winner_sentences(ls, winners)
     if sentences:
         out += ["Winners: " + ". ".join(sentences) + ".", ""]
