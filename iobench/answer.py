@@ -135,6 +135,17 @@ def answer(result: Result) -> Verdict:
         return Verdict(text="\n".join([first, *why, *notes]), answer=first, evidence=why, **fields)
     evidence = [_storage_line(result, store, best, sat, rising)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
+        if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
+            count = _storage_count(store, s.rate_per_gpu, s.au_target)
+            first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
+                     f"{_gpus(s, count.words(), count.low)} ({store.samples_per_s:,.0f} samples/s cold, "
+                     f"{store.what}); no loader run counted, so this client was not measured.")
+            first_invalid = invalid[0].invalid_reason if invalid else "none was made"
+            evidence += [_need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
+                                        f"more (no loader run counted; the first: {first_invalid})."]
+            fields.update(storage_gpus_fed=count.value, evidence=evidence,
+                          storage_gpus_range=[count.low, count.high] if count.borderline else None)
+            return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
         if pipe is None and store is not None:
             first = f"fio baseline only: {where} gives {store.samples_per_s:,.0f} files/s cold ({store.what})."
         else:
@@ -158,6 +169,8 @@ def answer(result: Result) -> Verdict:
     limit, other, why = _limit(result, store, pipe, pipe_spread, rising, _plateau(result, sat, best),
                                asked.client_fed if asked else None)
     evidence.append(_need_line(s))
+    if s.rate_kind == "mlperf-storage" and store is not None:
+        evidence += _mlperf_line(s, store)
     evidence.append(_client_line(result, pipe))
     predicted = gpus_for(capacity, rate, tau)
     if client.confirmed and client.value < predicted:
@@ -463,6 +476,20 @@ def _need_line(s: Settings) -> str:
     if s.gpus is not None:
         text += f"; {s.gpus:,} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f}"
     return text + "."
+
+
+def _mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
+    """With an MLPerf Storage workload, the storage's answer in each of its emulated accelerators too, at its AU
+    rule: iobench's emulation of the workload, never an MLPerf Storage result."""
+    from iobench.gpus import rates
+
+    rows = [r for r in rates("mlperf-storage") if r.model == s.model]
+    if not rows:
+        return []
+    counts = ", ".join(f"{gpus_for(store.samples_per_s, r.samples_per_s, s.au_target)} {r.gpu.upper()}"
+                       for r in rows)
+    return [f"As MLPerf Storage's {s.model} workload emulates them (iobench's emulation, not an MLPerf Storage "
+            f"result): the storage feeds {counts} at AU >= {s.au_target:.0%} from one client."]
 
 
 def _client_line(result: Result, pipe: Pipeline) -> str:
