@@ -1,13 +1,25 @@
 """The verdict of a distributed run: does this storage feed the job's GPUs (its ranks, on all its nodes), and if
-not, what held the job back: the storage, a node's CPU, or the slowest rank. The thresholds and the GPUs-fed
-arithmetic are verdict.py's; this module only reads a distributed result with them."""
+not, what held the job back: the storage, a node's CPU, or the slowest rank (or, for epochs read from the page
+cache, the ranks' input pipeline: the storage was not measured). The thresholds, the GPUs-fed arithmetic and the
+client-CPU rule (per host here) are verdict.py's; this module only reads a distributed result with them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iobench.result import Result, Run, Verdict
-from iobench.verdict import CPU_SATURATED, LIMIT_WORDS, MIN_TRAIN_STEPS, au_pct, demand, gpu_words, gpus_for, pct
+from iobench.result import Cpu, Result, Run, Verdict
+from iobench.verdict import (
+    CPU_SATURATED,
+    LIMIT_WORDS,
+    MIN_TRAIN_STEPS,
+    au_pct,
+    cpu_saturated,
+    cpu_words,
+    demand,
+    gpu_words,
+    gpus_for,
+    pct,
+)
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
 STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank
@@ -36,6 +48,21 @@ def host_cpu(result: Result, epoch: int) -> list[HostCpu]:
                     max((e.cpu.system_busy_pct for _, e in xs if e.cpu.system_busy_pct is not None), default=None),
                     max((e.cpu.iowait_pct for _, e in xs if e.cpu.iowait_pct is not None), default=None))
             for host, xs in by_host.items()]
+
+
+def _as_client(result: Result, x: HostCpu) -> tuple[Cpu, Result]:
+    """One host's CPU as the single-client rule (verdict.cpu_saturated, cpu_words) reads it: its ranks' cores
+    together, its busy %, and the cores they may use. The host's own core count is known for rank 0's host only
+    (`host`; ranks[] holds no other's), so elsewhere only the cores the ranks used count, not the host's busy %."""
+    cpus = result.host.cpus if x.host == result.host.hostname else None
+    host = result.host.model_copy(update={"cpus": cpus, "cpus_usable": x.usable})
+    return (Cpu(system_busy_pct=x.busy_pct, iowait_pct=x.iowait_pct, iobench_cores=x.cores),
+            result.model_copy(update={"host": host}))
+
+
+def from_page_cache(run: Run) -> bool:
+    """A warm epoch that read (or may have read) the page cache: it does not measure the storage."""
+    return run.cache == "warm" and run.measures != "storage"
 
 
 def job_runs(result: Result) -> list[Run]:
@@ -101,11 +128,11 @@ def cluster_verdict(result: Result) -> Verdict:
         f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
     ]
     hosts = host_cpu(result, run.epoch)
-    busy = [x for x in hosts if x.usable and x.cores >= CPU_SATURATED * x.usable]
+    busy = [x for x in hosts if cpu_saturated(*_as_client(result, x))]
+    ram = from_page_cache(run)
     if hosts:
-        top = max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
-        evidence.append(f"CPU: the busiest node, {top.host}, used {top.cores:.2f} of the {top.usable:g} cores its "
-                        "ranks may use.")
+        top = busy[0] if busy else max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
+        evidence.append(f"CPU: on the busiest node, {top.host}, {cpu_words(*_as_client(result, top))}.")
     if fed:
         limit = "gpu"
         gpus, confirmed = d.world_size, True
@@ -117,14 +144,21 @@ def cluster_verdict(result: Result) -> Verdict:
         gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
         if busy:
             limit = "client-cpu"
-            h, used, usable = busy[0].host, busy[0].cores, busy[0].usable
-            why = (f"A node's CPU is the limit: on {h} the ranks used {used:.2f} of the {usable:g} cores they may use "
-                   f"(>= {CPU_SATURATED:.0%}); the storage may give more to clients with more cores or fewer ranks.")
+            why = (f"A node's CPU is the limit: {busy[0].host}'s cores were >= {CPU_SATURATED:.0%} busy (see CPU); "
+                   + ("these epochs read the page cache, so the storage was not measured." if ram else
+                      "the storage may give more to clients with more cores or fewer ranks."))
         elif (run.straggler_spread or 0.0) >= STRAGGLER:
             limit = "slowest-rank"
             why = (f"The slowest rank is the limit: {_where_rank(result, run.slowest_rank or 0)} read at "
                    f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest rank's pace, and every step waits for it "
                    "at the allreduce (see ranks[] for its host's mount and CPU).")
+        elif ram:  # the page cache gave these samples: what the storage gives was not measured
+            limit = "input-pipeline"
+            why = (f"The ranks' input pipeline is the limit, not the storage: these epochs read the page cache, so the "
+                   f"storage was not measured; the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
+                   f"and spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data at "
+                   f"{d.workers} worker{'s' if d.workers != 1 else ''} per rank, no node's CPU saturated. Run "
+                   "--cache cold for the storage's figure.")
         else:
             limit = "storage"
             why = (f"The storage is the limit: the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
@@ -132,8 +166,9 @@ def cluster_verdict(result: Result) -> Verdict:
                    f"CPU saturated; at {d.workers} worker{'s' if d.workers != 1 else ''} per rank (more workers per "
                    "rank were not measured).")
         need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+        gave = f"the page cache (the dataset on {where})" if ram else where
         first = (f"No: {gpu_words(s, d.world_size)} on {d.nodes} node{'s' if d.nodes > 1 else ''} need {need:,.0f} "
-                 f"samples/s to stay {tau}; {where} gave them {run.samples_per_s:,.0f} (measured: {au}), enough for "
+                 f"samples/s to stay {tau}; {gave} gave them {run.samples_per_s:,.0f} (measured: {au}), enough for "
                  f"{gpus:,} (predicted from that rate); the limit is {WORDS[limit]}.")
     evidence.append(why)
     notes = ""
@@ -144,7 +179,8 @@ def cluster_verdict(result: Result) -> Verdict:
     if invalid:
         notes += f" {len(invalid)} epoch(s) were too short or not cold and were left out (marked invalid)."
     return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
-                   storage_samples_per_s=run.samples_per_s, storage_is_lower_bound=fed or limit != "storage",
+                   storage_samples_per_s=None if ram else run.samples_per_s,
+                   storage_is_lower_bound=fed or limit != "storage",
                    storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {state.split(' ')[0]}",
                    pipeline_samples_per_s=run.delivered_per_s, pipeline_from=f"epoch {run.epoch} of the job",
                    cpu_saturated=bool(busy), gpus_fed=gpus, gpus_fed_confirmed=confirmed, asked_fed=fed,

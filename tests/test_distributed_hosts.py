@@ -203,7 +203,9 @@ def _node_script(c: Cluster, k: int, out: Path | None, rdzv_id: str, report: Pat
         f"hostname {q(node.name)}",
         f"mount --bind {q(str(c.hosts))} /etc/hosts",
         f"sshfs -F /dev/null -p {SSHD_PORT} -o {q(opts)} root@{server.addr}:{q(str(c.export))} {q(str(c.mnt))}",
-        f"{{ hostname; readlink /proc/self/ns/net /proc/self/ns/mnt; grep fuse.sshfs /proc/self/mounts; }}"
+        # this node's own sshfs mount only (another test bed's may be mounted on the machine too)
+        f"{{ hostname; readlink /proc/self/ns/net /proc/self/ns/mnt; grep {q(' ' + str(c.mnt) + ' fuse.sshfs ')}"
+        " /proc/self/mounts; }"
         f" > {q(str(report))}",
         "set +e",
         " ".join(q(a) for a in run),

@@ -1,5 +1,5 @@
 """The verdict of a distributed run against limits set from outside iobench (issue 14, item 4): real ranks
-(torchrun's launcher, gloo), real DataLoaders, loop XFS capped with a cgroup-v1 blkio throttle.
+(`iobench run --ranks` or torchrun's agents, gloo), real DataLoaders, loop XFS capped with a cgroup-v1 blkio throttle.
 
     slowest-rank  two single-rank "nodes" (two torchrun agents, static rendezvous), the second capped at 300 IO/s
     storage       two ranks sharing one cap of 1,000 IO/s: an even pace, all waiting for data

@@ -7,7 +7,8 @@ allreduce, so the job runs at the pace of its slowest rank. Rank 0 makes or chec
 wait, gathers every rank's figures after each epoch and writes the one result (saved after every epoch).
 
 Launch with `torchrun --nnodes N --nproc-per-node P ... -m iobench run --mount DIR` on every node (the same
-mount path on each), or `iobench run --ranks P` for P ranks on this host (torchrun's own launcher).
+mount path on each), or `iobench run --ranks P` for P ranks on this host (launched and watched by launch.py, as
+torchrun's launcher would on one node, with bounded ends).
 
 job.py: a rank's membership (process group, store, heartbeats, bounded waits); epochs.py: the dataset handed out,
 the epochs, the gathering and what each epoch proves; launch.py: `--ranks P`."""

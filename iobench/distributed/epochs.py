@@ -1,7 +1,8 @@
 """The job's epochs on every rank, and what rank 0 makes of them: the dataset and settings rank 0 hands out, each
 epoch read together (the cache prepared once per host, a barrier, a share of a fresh global shuffle, the per-step
 allreduce), every rank's figures gathered to rank 0 and recorded (latencies merged as histograms), and what each
-epoch proves (every sample read once, a new split)."""
+epoch proves (every sample read once, each of the size the manifest says, a new split). Before epoch 1 every view
+of the storage (a host, a mount namespace) but rank 0's stats the dataset's files against the manifest."""
 
 from __future__ import annotations
 
@@ -77,13 +78,21 @@ class _Mine:
     eviction: str | None
     coverage: tuple[int, int, int]
     digest: str
+    mismatched: int  # samples whose read returned another size than the manifest's
+    mismatch: str  # the first of them, with both sizes
+
+
+def fits(local_ranks: int, workers: int, cpus_usable: float) -> bool:
+    """A host's ranks with their readers (their DataLoader workers, or the rank itself at 0) within the cores they
+    may use; past that they are oversubscribed and compete for CPU."""
+    return local_ranks * max(workers, 1) <= cpus_usable
 
 
 def workers_per_rank(settings, local_ranks: int, cpus_usable: float) -> int:
     """One worker count for every rank: the one given, else the largest of the workload's sweep that keeps every
     rank of this host with its workers within the cores it may use (at least 1)."""
-    fits = [w for w in settings.concurrency if local_ranks * max(w, 1) <= cpus_usable]
-    return max(fits) if fits else min(settings.concurrency)
+    fitting = [w for w in settings.concurrency if fits(local_ranks, w, cpus_usable)]
+    return max(fitting) if fitting else min(settings.concurrency)
 
 
 def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | None = None):
@@ -91,9 +100,12 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     of `settings.concurrency[0]` workers per rank. Rank 0 (with `result`) gathers and saves after each epoch and
     ends with the verdict; the other ranks return None."""
     from iobench import sources
+    from iobench.distributed.launch import COMPLETE, RESULT, note
     from iobench.engines.dataloader import DataLoaderEngine
     from iobench.runner import Interrupted, finish
 
+    if result is not None:
+        note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
     workers = settings.concurrency[0]
     source = sources.open("files", manifest, ui)
     engine = DataLoaderEngine(workers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
@@ -108,7 +120,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                     raise error
                 parts = _gather(job, mine, epoch)
                 if result is not None:
-                    _record(job, parts, manifest, settings, state, epoch, workers, result)
+                    for warning in _record(job, parts, manifest, settings, state, epoch, workers, result):
+                        ui.warn(warning)
                     result.save(result_path)
     except KeyboardInterrupt:
         job.fail("interrupted (Ctrl-C or SIGTERM)")
@@ -133,7 +146,11 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     finally:
         engine.close()
         source.close()
-    return None if result is None else finish(result, result_path)
+    if result is None:
+        return None
+    finish(result, result_path)
+    note(COMPLETE)
+    return result
 
 
 def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
@@ -167,10 +184,16 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     last = [0.0]
 
     def step(batch) -> None:  # per batch, in the training loop: the GPU's step, then the gradient's allreduce
+        job.out_of_loader()
         waits[0] += time.perf_counter() - last[0]
         consumer(len(batch.positions), batch.data if settings.decode else None)
         waits[1] += job.step()
         last[0] = time.perf_counter()
+        job.in_loader()
+
+    def ticked(done: int) -> None:  # the loader's tick: its main thread is alive in it
+        job.in_loader()
+        tick(done)
 
     job.collective(job.dist.barrier, f"starting epoch {epoch}")
     counters = Counters(None)
@@ -178,20 +201,38 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     label = f"epoch {epoch} {state}, rank {w.rank} of {w.world_size}"
     last[0] = time.perf_counter()
     try:
-        with ui.epoch_progress(label, len(mine)) as tick:
-            engine.epoch(source, mine, rec, tick, on_batch=step)
+        # watched where the loader has its own watchdog (workers: at 0 the main thread reads, and is not watched)
+        watched = settings.io_timeout_s if engine.workers else None
+        with ui.epoch_progress(label, len(mine)) as tick, job.reading(watched):
+            engine.epoch(source, mine, rec, ticked, on_batch=step)
         while job.steps < total_steps:  # a share one sample short: join the last step with nothing to consume
             waits[1] += job.step()
     except (KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError) as exc:
         error = exc
     read = rec.nbytes >= 0
     seconds = max(rec.t_end - rec.t_start, 1e-9)
+    mismatched, mismatch = _sizes_read(manifest, mine, rec.nbytes)
     return _Mine(
         rank=w.rank, complete=error is None, samples=int(read.sum()), bytes=int(rec.nbytes[read].sum()),
         seconds=seconds, au=consumer.au, delivered_per_s=consumer.delivered_per_s, data_wait_s=waits[0],
         allreduce_s=waits[1], steps=consumer.steps, latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=counters.result()["cpu"], resident=resident,
-        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read])), error
+        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
+        mismatch=mismatch), error
+
+
+def _sizes_read(manifest, share: np.ndarray, nbytes: np.ndarray) -> tuple[int, str]:
+    """How many samples of this rank's share read another byte count than the manifest says (measure's rule,
+    after the epoch, on the whole share at once), and the first of them in words, as a single-client run says it."""
+    from iobench.measure import changed_positions
+
+    at = changed_positions(nbytes, share, manifest.sizes)
+    if not len(at):
+        return 0, ""
+    i = int(share[at[0]])
+    more = f" (and {len(at) - 1:,} more)" if len(at) > 1 else ""
+    return len(at), (f"{manifest.paths[i]} read {int(nbytes[at[0]]):,} B, its manifest says "
+                     f"{int(manifest.sizes[i]):,} B{more}")
 
 
 def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
@@ -201,8 +242,10 @@ def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
     return out
 
 
-def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, workers: int, result) -> None:
-    """Rank 0: one aggregate run for the epoch (latencies merged as histograms) and each rank's own figures."""
+def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, workers: int,
+            result) -> list[str]:
+    """Rank 0: one aggregate run for the epoch (latencies merged as histograms) and each rank's own figures; returns
+    the warnings added (an epoch whose samples were not all of the manifest's sizes is left out)."""
     from hdrh.histogram import HdrHistogram
 
     from iobench.cluster_verdict import host_cpu
@@ -233,7 +276,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     residents = [p.resident for p in parts if p.resident is not None]
     resident = max(residents) if residents else None
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
-    result.runs.append(mark_validity(Run(
+    run = mark_validity(Run(
         source="files", order="shuffled", engine="dataloader", concurrency=max(workers, 1), workers=workers,
         batch_size=settings.batch_size, decode=settings.decode, cache=state, epoch=epoch,
         complete=all(p.complete for p in parts), eviction=parts[0].eviction,
@@ -247,7 +290,17 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         delivered_per_s=round(sum(delivered), 2) if delivered else None, ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest)),
-        timeline=[(0.0, 0), (round(seconds, 3), samples)])))
+        timeline=[(0.0, 0), (round(seconds, 3), samples)]))
+    odd = [p for p in parts if p.mismatched]
+    warnings = []
+    if odd:  # every sample was read once, but not all of it was the dataset the manifest describes
+        said = "; ".join(f"rank {p.rank} on {result.ranks[p.rank].host}: {p.mismatch}" for p in odd)
+        run.valid, run.invalid_reason = False, (f"samples read another size than the manifest says ({said}): the "
+                                                "dataset changed during the run, or a host's mount shows other files")
+        warnings.append(f"epoch {epoch} is left out: {run.invalid_reason}")
+    result.runs.append(run)
+    result.warnings.extend(warnings)
+    return warnings
 
 
 # -- the start of a job: the dataset, the settings, the mounts -------------------------------------------------
@@ -260,6 +313,7 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
                             "made": result.dataset.made_by_iobench, "settings": settings.model_dump_json()})
     if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
         job.wait_all("scanned", "listing the dataset on every host")
+    job.wait_all("checked", CHECKING)
     mounts = _mounts(job, manifest.root)
     hosts = job.hosts
     per_host = {h: sum(p.host == h for p in job.peers) for h in hosts}
@@ -270,6 +324,14 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
                                cpus_usable=p.cpus_usable) for p in job.peers]
     notes = []
+    workers = settings.concurrency[0]
+    for h, n in per_host.items():
+        usable = min(p.cpus_usable for p in job.peers if p.host == h)
+        if not fits(n, workers, usable):
+            readers = (f"{n} rank{'s' if n > 1 else ''} x {workers} DataLoader worker{'s' if workers > 1 else ''}"
+                       if workers else f"{n} ranks, each reading itself (--workers 0),")
+            notes.append(f"{h} is oversubscribed: {readers} read on the {usable:g} cores they may use, so they "
+                         "compete for CPU and the node's CPU may set the pace (fewer ranks or --workers per rank)")
     if result.distributed.shared_page_cache:
         shared = ", ".join(f"{h} ({n} ranks)" for h, n in per_host.items() if n > 1)
         notes.append(f"ranks share a host and its page cache: {shared}; a sample one rank reads may reach another "
@@ -279,24 +341,47 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
         if line != ours:
             notes.append(f"{host} mounts the dataset differently from rank 0's host ({host}: {line}; "
                          f"{job.peers[0].host}: {ours}): its ranks' figures may not stand for the others'")
-    for n in notes:
-        result.warnings.append(n)
-        ui.warn(n)
+    for warning in notes:
+        result.warnings.append(warning)
+        ui.warn(warning)
     ui.info(f"distributed: {job.w.world_size} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''} "
             f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {settings.concurrency[0]} DataLoader workers "
             f"per rank, rendezvous {job.w.rendezvous}")
 
 
+CHECKING = "checking the dataset's files on every host"
+
+
+class DatasetDiffers(EnvironmentRefused):
+    """This rank sees another dataset at rank 0's path; the message names the rank and its host (rank 0 says it as
+    it is)."""
+
+
 def follow(job: Job, ui) -> None:
     """Ranks 1..W-1: wait for rank 0's dataset and settings (as long as rank 0 is alive), check this host sees the
-    same dataset, then read the epochs with the others."""
-    from iobench.dataset import Manifest, scan
+    same dataset (its file count and bytes; its files against the manifest where `job.checks_files`), then read the
+    epochs with the others. A refusal is one line naming this rank, its host and what differs: rank 0 says it."""
     from iobench.result import Settings
 
     info = job.receive("dataset", "waiting for rank 0 to make or check the dataset")
     settings = Settings.model_validate_json(info["settings"])
     root = Path(info["root"])
-    here = f"rank {job.w.rank} on {job.w.host}"
+    try:
+        manifest = _same_dataset(job, info, root)
+    except DatasetDiffers as exc:
+        job.fail(str(exc), says_who=True)
+        raise
+    job.wait_all("checked", CHECKING)
+    _mounts(job, manifest.root)
+    execute(job, manifest, settings, ui)
+
+
+def _same_dataset(job: Job, info: dict, root: Path):
+    """The manifest of the dataset rank 0 published, as this host sees it; DatasetDiffers when it is not the same
+    (another file count or size, or files that differ from the manifest where `job.checks_files`)."""
+    from iobench.dataset import Manifest, scan
+
+    here = job.where(job.w.rank)
     try:
         if info["made"]:
             manifest = Manifest.load(root)
@@ -307,14 +392,35 @@ def follow(job: Job, ui) -> None:
             if not job.evictor:
                 manifest = scan(root, cache=True)
     except OSError as exc:
-        raise EnvironmentRefused(f"{here} cannot read the dataset at {root} that rank 0 reads: {exc.strerror or exc} "
-                                 "(every node must mount the same storage at the same path)") from None
+        raise DatasetDiffers(f"{here} cannot read the dataset at {root} that rank 0 reads: {exc.strerror or exc} "
+                             "(every node must mount the same storage at the same path)") from None
     if (len(manifest), manifest.total_bytes) != (info["files"], info["bytes"]):
-        raise EnvironmentRefused(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
-                                 f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same "
-                                 "dataset at the same path")
-    _mounts(job, manifest.root)
-    execute(job, manifest, settings, ui)
+        raise DatasetDiffers(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
+                             f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same dataset "
+                             "at the same path")
+    damage = _differing_files(manifest) if job.checks_files else ""
+    if damage:
+        raise DatasetDiffers(f"{here} sees other files at {root} than the dataset's manifest says: {damage}: every "
+                             "node must mount the same dataset at the same path")
+    return manifest
+
+
+def _differing_files(manifest) -> str:
+    """The files of `manifest` that this host sees missing or of another size, in words ("" when none): each file
+    stat-ed as rank 0's are when it reuses a dataset."""
+    import os
+
+    from iobench.dataset import default_threads, describe_damage, inspect_files
+
+    root = manifest.root
+    rel = [manifest.paths.rel(i) for i in range(len(manifest))]
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        found = inspect_files(fd, root, rel, default_threads(root))
+    finally:
+        os.close(fd)
+    bad = np.flatnonzero(found != manifest.sizes)
+    return describe_damage(root, rel, manifest.sizes, found, bad) if len(bad) else ""
 
 
 def _mounts(job: Job, root: Path) -> dict[str, str]:

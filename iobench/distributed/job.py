@@ -3,17 +3,20 @@ rendezvous store, the heartbeat, and the waits and collectives that end in bound
 
 Every rank bumps a heartbeat counter in the rendezvous store every BEAT_S and publishes its step count; waits
 outside the steps (the dataset, an eviction) end when a rank stops beating for `timeout_s`; a step's allreduce
-that fails or times out (`timeout_s`) is explained by which rank said why it failed, stopped beating, or fell
-behind."""
+that fails or times out (`timeout_s`) is explained by which rank said why it failed, stopped beating (and for how
+long), or fell behind. The heartbeat thread also watches this rank's own DataLoader: a main thread blocked in it
+past --io-timeout, where the loader's own watchdog cannot run, is interrupted with StorageStalled (`reading`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -24,6 +27,9 @@ BEAT_S = 0.5  # heartbeat period of every rank
 LOST_CHECK_S = 3.0  # after a failed collective: how long to watch the heartbeats before naming a lost rank
 POLL_S = 0.05  # store-based waits poll this often
 KEY = "iobench/"  # every key this module sets in the rendezvous store starts so
+STUCK_S = 2.0  # past --io-timeout: the DataLoader's own watchdog had its time; a main thread still in it is blocked
+STUCK_SIGNAL = signal.SIGUSR2  # the heartbeat thread interrupts a blocked main thread with it
+STUCK_EXIT_S = 5.0  # after that signal: a main thread still blocked is left, the rank exits saying why
 
 
 class RankLost(EnvironmentRefused):
@@ -71,6 +77,7 @@ class Peer:
     host: str
     pid: int
     cpus_usable: float
+    mnt: str = ""  # its mount namespace: ranks of one host in another one (a container) may see other files
 
 
 class Job:
@@ -82,6 +89,7 @@ class Job:
 
         from iobench.mounts import usable_cpus
 
+        _launched_rank()
         self.w = w
         self.timeout_s = timeout_s
         self.dist = dist
@@ -94,11 +102,19 @@ class Job:
         self.store = dist.distributed_c10d._get_default_store()
         self.steps = 0  # allreduce steps this rank has joined (published with the heartbeat)
         self._seen: dict[int, tuple[int, float]] = {}  # rank -> (last heartbeat count, when it last changed)
+        self._beats = 0  # this rank's own heartbeat count: BEAT_S periods since it joined
+        self._said = False  # fail() says why once: the first reason is the cause
         self.peers: list[Peer] = []
+        # this rank's DataLoader, watched by the heartbeat thread (`reading`)
+        self._io_timeout_s: float | None = None
+        self._in_loader: float | None = None  # since when the main thread waits in the loader (None: not there)
+        self._kicked: float | None = None
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(STUCK_SIGNAL, self._interrupted)
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._beating, name="iobench-heartbeat", daemon=True)
         self._beat.start()
-        me = Peer(w.rank, w.local_rank, w.host, os.getpid(), usable_cpus())
+        me = Peer(w.rank, w.local_rank, w.host, os.getpid(), usable_cpus(), _mount_namespace())
         gathered: list[Any] = [None] * w.world_size
         self.collective(lambda: dist.all_gather_object(gathered, me), "meeting the other ranks")
         self.peers = gathered
@@ -117,18 +133,32 @@ class Job:
         """One rank per host evicts that host's page cache for a cold epoch: the lowest rank on it."""
         return min(p.rank for p in self.peers if p.host == self.w.host) == self.w.rank
 
+    @property
+    def checks_files(self) -> bool:
+        """This rank stats the dataset's files before epoch 1: the lowest rank of each view of the storage (a host
+        and mount namespace) but rank 0's, whose files rank 0 checked as it made or reused the dataset."""
+        view = (self.w.host, self.peers[self.w.rank].mnt)
+        mine = [p.rank for p in self.peers if (p.host, p.mnt) == view]
+        return 0 not in mine and min(mine) == self.w.rank
+
     def where(self, rank: int) -> str:
         p = self.peers[rank] if rank < len(self.peers) else None
         return f"rank {rank} on {p.host} (pid {p.pid})" if p else f"rank {rank}"
 
     # -- liveness -------------------------------------------------------------------------------------------
     def _beating(self) -> None:
-        while not self._stop.wait(BEAT_S):
+        # The count is this rank's clock: BEAT_S periods since it joined (a late beat adds the periods missed), and
+        # every rank joined at once, so how far a rank's count is behind this one's says how long it has been silent.
+        start = time.monotonic()
+        while not self._stop.wait(max(0.0, start + (self._beats + 1) * BEAT_S - time.monotonic())):
+            due = int((time.monotonic() - start) / BEAT_S)
             try:
-                self.store.add(f"{KEY}beat/{self.w.rank}", 1)
+                self.store.add(f"{KEY}beat/{self.w.rank}", due - self._beats)
+                self._beats = due
                 self.store.set(f"{KEY}steps/{self.w.rank}", str(self.steps))
             except Exception:  # the store is gone: the job is over; the main thread finds out on its next call
                 return
+            self._watch_loader()
 
     def _lost(self, ranks: list[int] | None = None) -> list[int]:
         """Ranks whose heartbeat has not moved for timeout_s (as this rank saw it: no clocks are compared)."""
@@ -143,16 +173,21 @@ class Job:
                 lost.append(r)
         return lost
 
-    def fail(self, why: str) -> None:
-        """Tell the other ranks why this one stops (they name it in their error), before leaving the job."""
+    def fail(self, why: str, *, says_who: bool = False) -> None:
+        """Tell the other ranks why this one stops (they name it in their error), before leaving the job; the first
+        reason given is the one told. `says_who`: `why` names this rank itself, the others say it as it is."""
+        if self._said:
+            return
+        self._said = True
         with contextlib.suppress(Exception):  # the store may be what failed; the others then see the beat stop
-            self.store.set(f"{KEY}failed/{self.w.rank}", why[:2000])
+            self.store.set(f"{KEY}failed/{self.w.rank}", json.dumps({"why": why[:2000], "says_who": says_who}))
 
-    def _failed(self) -> dict[int, str]:
+    def _failed(self) -> dict[int, tuple[str, bool]]:
         out = {}
         for r in range(self.w.world_size):
             if r != self.w.rank and self.store.check([f"{KEY}failed/{r}"]):
-                out[r] = self.store.get(f"{KEY}failed/{r}").decode(errors="replace")
+                told = json.loads(self.store.get(f"{KEY}failed/{r}"))
+                out[r] = (str(told["why"]), bool(told["says_who"]))
         return out
 
     def diagnose(self, what: str, exc: BaseException | None = None) -> RankLost:
@@ -161,8 +196,8 @@ class Job:
         try:
             failed = self._failed()
             if failed:
-                r, why = min(failed.items())
-                return RankLost(f"{self.where(r)} failed while {what}: {why}")
+                r, (why, says_who) = min(failed.items())
+                return RankLost(why if says_who else f"{self.where(r)} failed while {what}: {why}")
             deadline = time.monotonic() + LOST_CHECK_S
             self._seen.clear()
             while time.monotonic() < deadline:  # a dead or frozen rank stops beating within a few BEAT_S
@@ -171,8 +206,9 @@ class Job:
             now = time.monotonic()
             stopped = [r for r, (_, t) in self._seen.items() if now - t >= LOST_CHECK_S - BEAT_S]
             if stopped:
+                silent = max(LOST_CHECK_S, *((self._beats - self._seen[r][0]) * BEAT_S for r in stopped))
                 return RankLost(f"{', '.join(self.where(r) for r in stopped)} stopped answering (no heartbeat for "
-                                f"{LOST_CHECK_S:g} s) while {what}")
+                                f"{silent:.0f} s) while {what}")
             steps = {r: int(self.store.get(f"{KEY}steps/{r}")) for r in range(self.w.world_size)
                      if self.store.check([f"{KEY}steps/{r}"])}
             if steps and min(steps.values()) < max(steps.values()):
@@ -232,10 +268,99 @@ class Job:
         self.steps += 1
         return time.perf_counter() - t
 
+    # -- this rank's DataLoader --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def reading(self, io_timeout_s: float | None) -> Iterator[None]:
+        """While this rank reads an epoch through its DataLoader: should the main thread stay in the loader (no
+        tick, no batch: `in_loader` not called) for io_timeout_s + STUCK_S, the loader's own watchdog could not run
+        (the main thread is blocked, e.g. on a frozen worker that hands over a batch): the heartbeat thread
+        interrupts it with StorageStalled, and should that not free it within STUCK_EXIT_S, the rank fails and
+        exits. Armed at the loader's first tick or batch (starting the workers is the loader's to bound)."""
+        self._io_timeout_s, self._in_loader, self._kicked = io_timeout_s, None, None
+        try:
+            yield
+        finally:
+            self._io_timeout_s = self._in_loader = None
+
+    def in_loader(self) -> None:
+        """The main thread is (back) in the loader, alive: a tick, or a batch's step done."""
+        self._in_loader = time.monotonic()
+
+    def out_of_loader(self) -> None:
+        """A batch came: the training loop has it (its allreduce has its own timeout)."""
+        self._in_loader = None
+
+    def _watch_loader(self) -> None:
+        since, limit = self._in_loader, self._io_timeout_s
+        if since is None or limit is None or time.monotonic() - since < limit + STUCK_S:
+            return
+        if self._kicked is None:
+            self._kicked = time.monotonic()
+            signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]
+        elif time.monotonic() - self._kicked > STUCK_EXIT_S:  # not freed: leave, saying why (its workers die too)
+            from iobench.engines import StorageStalled
+
+            try:
+                self._stalled()
+            except StorageStalled as exc:
+                self.fail(str(exc))
+                with contextlib.suppress(OSError):
+                    os.write(2, f"iobench: error: {exc}\n".encode())
+            os._exit(3)
+
+    def _interrupted(self, signum: int, frame: object) -> None:
+        """STUCK_SIGNAL, in the main thread: the loader blocked past its time (see `reading`)."""
+        if self._in_loader is not None and self._io_timeout_s is not None:  # else a batch came meanwhile
+            self._stalled()
+
+    def _stalled(self) -> None:
+        from iobench.engines import StorageStalled
+
+        waited, limit = time.monotonic() - (self._in_loader or time.monotonic()), self._io_timeout_s or 0.0
+        raise StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s "
+                             f"(--io-timeout {limit:g} s), and this rank's DataLoader is blocked on a worker that "
+                             "does not answer", pending=1, timeout_s=limit)
+
     def close(self) -> None:
         self._stop.set()
         with contextlib.suppress(Exception):  # leaving a job that already broke
             self.dist.destroy_process_group()
+
+
+def _mount_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return ""
+
+
+def _launched_rank() -> None:
+    """A rank of `iobench run --ranks`: it dies with the launcher should that be killed outright, and leaves without
+    a word when the launcher stops it (the launcher says how the job ended)."""
+    import ctypes
+
+    from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
+
+    if launched() is None or threading.current_thread() is not threading.main_thread():
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != os.environ.get(LAUNCHER_PID_ENV):  # the launcher went before that took effect
+        os._exit(3)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def quietly(signum: int, frame: Any) -> None:
+        if stopping():
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            for fd in (1, 2):
+                os.dup2(devnull, fd)
+            os.close(devnull)
+        if callable(before):
+            before(signum, frame)
+        elif before != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, quietly)
 
 
 def first_line(exc: BaseException) -> str:
