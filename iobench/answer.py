@@ -138,7 +138,7 @@ def answer(result: Result) -> Verdict:
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
             count = _storage_count(store, s.rate_per_gpu, s.au_target)
             first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
-                     f"{_gpus(s, count.words(), count.low)} ({store.samples_per_s:,.0f} samples/s cold, "
+                     f"{gpus_short(s, count.words(), count.low)} ({store.samples_per_s:,.0f} samples/s cold, "
                      f"{store.what}); no loader run counted, so this client was not measured.")
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
             evidence += [_need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
@@ -376,7 +376,7 @@ def _cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> s
         return None
     per_sample = cores / pipe.samples_per_s  # CPU seconds per sample
     need = per_sample * rate * tau
-    return (f"At the {1e6 * per_sample:,.0f} us of CPU per sample measured here, one {_gpu_name(result.settings)} "
+    return (f"At the {1e6 * per_sample:,.0f} us of CPU per sample measured here, one {gpu_short(result.settings)} "
             f"needs ~{math.ceil(10 * need) / 10:,.1f} cores of a client for its input pipeline"
             + (" (decode included)" if pipe.run.decode else "") + ".")
 
@@ -384,11 +384,11 @@ def _cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> s
 # ------------------------------------------------------------------------------------------------ the words
 
 
-def _gpu_name(s: Settings) -> str:
+def gpu_short(s: Settings) -> str:
     return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
 
 
-def _gpus(s: Settings, count: str, n: int | None = None) -> str:
+def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
     """'2 H200 on resnet50' or, for a rate given alone, '2 GPUs of 50 samples/s'."""
     if s.gpu and s.rate_kind != "given":
         return f"{count} {s.gpu.upper()} on {s.model}"
@@ -414,7 +414,7 @@ def _first_line(result: Result, store: StorageFigure | None, storage: Count | No
         storage_part = "no valid cold run measured the storage"
     else:
         least = "at least " if store.lower_bound else ""
-        storage_part = (f"the storage feeds {least}{_gpus(s, storage.words(), storage.low)} "
+        storage_part = (f"the storage feeds {least}{gpus_short(s, storage.words(), storage.low)} "
                         f"({store.samples_per_s:,.0f} samples/s cold, one client)")
     if asked is None:
         return f"{where}: {storage_part}; {client_part}."
@@ -424,16 +424,16 @@ def _first_line(result: Result, store: StorageFigure | None, storage: Count | No
     word = "Borderline" if asked.borderline else "Yes" if asked.fed else "No" if asked.fed is False else "Not shown"
     if asked.by == "client":
         fed = "fed" if asked.client_fed else "did not feed" if asked.client_fed is False else "may feed"
-        return f"{word}: this {_cores(result)}client {fed} {_gpus(s, str(n), n)} ({asked.words}); {storage_part}."
+        return f"{word}: this {_cores(result)}client {fed} {gpus_short(s, str(n), n)} ({asked.words}); {storage_part}."
     assert store is not None
     gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
     if asked.fed:
-        storage_words = f"the storage feeds {_gpus(s, str(n), n)} ({n} need {need:,.0f} samples/s; it gave {gave})"
+        storage_words = f"the storage feeds {gpus_short(s, str(n), n)} ({n} need {need:,.0f} samples/s; it gave {gave})"
     elif asked.fed is False:
-        storage_words = (f"{_gpus(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
+        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
                          f"{storage.words() if storage else 0})")
     else:
-        storage_words = (f"{_gpus(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
+        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
                          + (" (the client was saturated: it may give more)" if store.lower_bound else
                             f", within its spread of that (enough for {storage.words() if storage else 0})"))
     client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
@@ -472,7 +472,7 @@ def _need_line(s: Settings) -> str:
     assert s.rate_per_gpu is not None
     need = s.au_target * s.rate_per_gpu
     kind = KIND_WORDS.get(s.rate_kind or "", s.rate_kind or "rate")
-    text = f"Need: {need:,.0f} samples/s per {_gpu_name(s)}, {s.au_target:.0%} of {s.rate_per_gpu:,.0f} ({kind})"
+    text = f"Need: {need:,.0f} samples/s per {gpu_short(s)}, {s.au_target:.0%} of {s.rate_per_gpu:,.0f} ({kind})"
     if s.gpus is not None:
         text += f"; {s.gpus:,} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f}"
     return text + "."
@@ -504,7 +504,7 @@ def _no_answer(result: Result, invalid: list[Run]) -> list[str]:
     fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
     if not s.replay and fio:
         fastest = max(b.files_per_s for b in fio)
-        files = _nice(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
+        files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
         return [f"fio baseline only, and no storage figure: read more, --files {files:,} or more.",
                 f"Every cold fio run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} files/s; a cold run "
                 "cannot loop over its files)."]
@@ -522,19 +522,28 @@ def _no_answer(result: Result, invalid: list[Run]) -> list[str]:
 def advised_files(result: Result) -> int:
     """A dataset size that meets every rule a run is judged by, at the rates this result measured: 10 batches per
     reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at twice
-    the fastest rate any of its runs reached (a bigger dataset may read faster; cold epochs of one may read
-    slower)."""
+    the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
+    start-up, and a bigger one reads faster)."""
     s = result.settings
     batch = s.batch_size if s.engine == "dataloader" else 1
     need = MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1)
     if s.gpus:
         need = max(need, (MIN_TRAIN_STEPS + 1) * batch * s.gpus)
-    fastest = max((r.samples_per_s for r in result.runs), default=0.0)
+    fastest = max((steady_rate(r) for r in result.runs), default=0.0)
     need = max(need, math.ceil(2 * MIN_SECONDS * fastest), result.dataset.files + 1)
-    return _nice(need)
+    return round_files(need)
 
 
-def _nice(n: float) -> int:
+def steady_rate(run: Run) -> float:
+    """A run's samples/s once its first batch arrived: what a bigger epoch reads at, start-up paid once."""
+    first = run.first_batch_s
+    if not first or run.seconds - first <= 0.01 * run.seconds:
+        return run.samples_per_s
+    after = run.samples - (run.batch_size or 1) * max(run.gpus or run.ranks or 1, 1)
+    return max(run.samples_per_s, after / (run.seconds - first)) if after > 0 else run.samples_per_s
+
+
+def round_files(n: float) -> int:
     """n rounded up to two significant digits: 13,421 -> 14,000."""
     n = max(1, math.ceil(n))
     step = 10 ** max(0, len(str(n)) - 2)

@@ -5,18 +5,20 @@ client-CPU rule (per host here) are verdict.py's; this module only reads a distr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from iobench.answer import gpu_short, gpus_short, round_files, steady_rate
 from iobench.result import Cpu, Result, Run, Verdict
 from iobench.verdict import (
     CPU_SATURATED,
     LIMIT_WORDS,
+    MIN_SECONDS,
     MIN_TRAIN_STEPS,
     au_pct,
     cpu_saturated,
     cpu_words,
     demand,
-    gpu_words,
     gpus_for,
     pct,
 )
@@ -90,23 +92,26 @@ def _waits(result: Result, run: Run) -> tuple[float, float, float]:
 
 
 def cluster_verdict(result: Result) -> Verdict:
+    """Two answers, as for one client (answer.py): the storage's, for all the job's clients together (the GPUs its
+    rate to them feeds; at least that many unless the storage was the limit), then the job's (the GPUs its ranks
+    kept fed, the slowest rank setting the pace) and what held it back."""
     s = result.settings
     d = result.distributed
     assert d is not None and s.rate_per_gpu is not None
-    where = f"{result.mount.fstype} at {result.mount.path}"
     nodes = f"{d.world_size} rank{'s' if d.world_size > 1 else ''} on {d.nodes} node{'s' if d.nodes > 1 else ''}"
     pool = job_runs(result)
     invalid = [r for r in result.runs if r.ranks and not r.valid]
     fields: dict = dict(model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind,
                         au_target=s.au_target, gpus_asked=d.world_size,
                         demand_samples_per_s=round(demand(d.world_size, s.rate_per_gpu, s.au_target), 2))
+    notes = _notes(result, invalid)
     if not pool:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
-        need = (MIN_TRAIN_STEPS + 1) * s.batch_size * d.world_size
-        answer = (f"No valid distributed epoch ({why}), so no answer for {nodes}: read more samples per rank, "
-                  f"--files {need:,} or more (or a smaller --batch-size), so that each rank takes at least "
-                  f"{MIN_TRAIN_STEPS + 1} batches of {s.batch_size}.")
-        return Verdict(text=answer, answer=answer, **fields)
+        need = _advised(result)
+        first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {need:,} or more."
+        evidence = [f"{need:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
+                    f"epochs of {MIN_SECONDS} s or more at twice the fastest rate measured."]
+        return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
     cold = pool[0].cache == "cold"
     run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
     fed = all((r.au or 0.0) >= s.au_target for r in pool)
@@ -123,6 +128,8 @@ def cluster_verdict(result: Result) -> Verdict:
         f"{per_node:,.0f} per node, {d.workers} DataLoader worker{'s' if d.workers != 1 else ''} per rank, "
         f"{state} (epoch {run.epoch}, the slowest of {epochs}); every sample read exactly once across the ranks: "
         f"{'yes' if run.read_once else 'no'}.",
+        f"Need: {s.au_target * s.rate_per_gpu:,.0f} samples/s per {gpu_short(s)}; the job's {d.world_size} need "
+        f"{demand(d.world_size, s.rate_per_gpu, s.au_target):,.0f}.",
         f"Ranks: each waited {data_wait:,.2f} s for data and {allreduce:,.2f} s at the per-step allreduce in a "
         f"{seconds:,.2f} s epoch (means); the slowest ({_where_rank(result, run.slowest_rank or 0)}) kept "
         f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
@@ -135,54 +142,84 @@ def cluster_verdict(result: Result) -> Verdict:
         evidence.append(f"CPU: on the busiest node, {top.host}, {cpu_words(*_as_client(result, top))}.")
     if fed:
         limit = "gpu"
-        gpus, confirmed = d.world_size, True
-        why = (f"The GPUs are the limit: every {state.split(' ')[0]} epoch kept them {tau}; what more GPUs would get "
-               "was not measured (run with more ranks).")
-        first = (f"Yes: {where}, read by {nodes}, keeps {gpu_words(s, d.world_size)} at {tau} (measured: {au}, "
-                 f"{epochs}); the limit is {WORDS[limit]}.")
+        job_gpus, confirmed = d.world_size, True
+        why = (f"Limit: the GPUs: every {state.split(' ')[0]} epoch kept them {tau}; what more GPUs would get was not "
+               "measured (run with more ranks).")
     else:
-        gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
+        job_gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
         if busy:
             limit = "client-cpu"
-            why = (f"A node's CPU is the limit: {busy[0].host}'s cores were >= {CPU_SATURATED:.0%} busy (see CPU); "
+            why = (f"Limit: a node's CPU: {busy[0].host}'s cores were >= {CPU_SATURATED:.0%} busy (see CPU); "
                    + ("these epochs read the page cache, so the storage was not measured." if ram else
                       "the storage may give more to clients with more cores or fewer ranks."))
         elif (run.straggler_spread or 0.0) >= STRAGGLER:
             limit = "slowest-rank"
-            why = (f"The slowest rank is the limit: {_where_rank(result, run.slowest_rank or 0)} read at "
+            why = (f"Limit: the slowest rank: {_where_rank(result, run.slowest_rank or 0)} read at "
                    f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest rank's pace, and every step waits for it "
                    "at the allreduce (see ranks[] for its host's mount and CPU).")
         elif ram:  # the page cache gave these samples: what the storage gives was not measured
             limit = "input-pipeline"
-            why = (f"The ranks' input pipeline is the limit, not the storage: these epochs read the page cache, so the "
+            why = (f"Limit: the ranks' input pipeline, not the storage: these epochs read the page cache, so the "
                    f"storage was not measured; the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
                    f"and spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data at "
                    f"{d.workers} worker{'s' if d.workers != 1 else ''} per rank, no node's CPU saturated. Run "
                    "--cache cold for the storage's figure.")
         else:
             limit = "storage"
-            why = (f"The storage is the limit: the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
-                   f"and spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data, no node's "
-                   f"CPU saturated; at {d.workers} worker{'s' if d.workers != 1 else ''} per rank (more workers per "
-                   "rank were not measured).")
-        need = demand(d.world_size, s.rate_per_gpu, s.au_target)
-        gave = f"the page cache (the dataset on {where})" if ram else where
-        first = (f"No: {gpu_words(s, d.world_size)} on {d.nodes} node{'s' if d.nodes > 1 else ''} need {need:,.0f} "
-                 f"samples/s to stay {tau}; {gave} gave them {run.samples_per_s:,.0f} (measured: {au}), enough for "
-                 f"{gpus:,} (predicted from that rate); the limit is {WORDS[limit]}.")
+            why = (f"Limit: the storage: the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) and "
+                   f"spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data, no node's CPU "
+                   f"saturated; at {d.workers} worker{'s' if d.workers != 1 else ''} per rank (more workers per rank "
+                   "were not measured).")
     evidence.append(why)
-    notes = ""
-    if result.remote:
-        notes += " Network file system: the server's cache was not evicted."
-    if d.shared_page_cache:
-        notes += " Ranks shared a host's page cache."
-    if invalid:
-        notes += f" {len(invalid)} epoch(s) were too short or not cold and were left out (marked invalid)."
-    return Verdict(text=" ".join([first, *evidence]) + notes, answer=first, limit=limit, evidence=evidence,
-                   storage_samples_per_s=None if ram else run.samples_per_s,
-                   storage_is_lower_bound=fed or limit != "storage",
+    # the storage's answer: what its rate to all these clients feeds; at least that while something else held the
+    # job back (the GPUs took what they asked, a CPU or a rank was slower than the storage)
+    storage = None if ram else run.samples_per_s
+    at_least = fed or limit != "storage"
+    storage_gpus = gpus_for(storage, s.rate_per_gpu, s.au_target) if storage is not None else None
+    if storage is not None and storage_gpus is not None:
+        storage_part = (f"the storage feeds {'at least ' if at_least else ''}"
+                        f"{gpus_short(s, str(storage_gpus), storage_gpus)} ({storage:,.0f} samples/s "
+                        f"{state.split(' ')[0]} to {nodes})")
+    else:
+        storage_part = "no cold epoch measured the storage"
+    job_words = ("the job fed all its GPUs" if fed else f"the job fed {job_gpus} of its {d.world_size}: "
+                 f"{WORDS[limit]} is the limit")
+    if fed:
+        first = f"Yes: {storage_part}; {job_words} ({au})."
+    else:
+        need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+        first = (f"No: {gpus_short(s, str(d.world_size), d.world_size)} need {need:,.0f} samples/s; {storage_part}; "
+                 f"{job_words}.")
+    return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, limit=limit, evidence=evidence,
+                   storage_samples_per_s=storage, storage_is_lower_bound=at_least,
                    storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {state.split(' ')[0]}",
+                   storage_gpus_fed=storage_gpus, client_gpus_fed=job_gpus,
                    pipeline_samples_per_s=run.delivered_per_s, pipeline_from=f"epoch {run.epoch} of the job",
-                   cpu_saturated=bool(busy), gpus_fed=gpus, gpus_fed_confirmed=confirmed, asked_fed=fed,
+                   cpu_saturated=bool(busy), gpus_fed=job_gpus, gpus_fed_confirmed=confirmed, asked_fed=fed,
+                   asked_by="storage" if storage is not None else "client", asked_client_fed=fed,
                    asked_confirmed=True, best_samples_per_s=run.samples_per_s, best_mb_per_s=run.mb_per_s,
                    best_concurrency=d.workers, order="shuffled", **fields)
+
+
+def _advised(result: Result) -> int:
+    """--files that give each rank MIN_TRAIN_STEPS + 1 batches and epochs of MIN_SECONDS at twice the fastest
+    rate the job's epochs reached (the rule of answer.advised_files, per rank)."""
+    s, d = result.settings, result.distributed
+    assert d is not None
+    need = (MIN_TRAIN_STEPS + 1) * s.batch_size * d.world_size
+    fastest = max((steady_rate(r) for r in result.runs if r.ranks), default=0.0)
+    return round_files(max(need, math.ceil(2 * MIN_SECONDS * fastest)))
+
+
+def _notes(result: Result, invalid: list[Run]) -> list[str]:
+    d = result.distributed
+    assert d is not None
+    out = []
+    if result.remote:
+        out.append("Network file system: the server's cache was not evicted.")
+    if d.shared_page_cache:
+        out.append("Ranks shared a host's page cache.")
+    if invalid:
+        out.append(f"{len(invalid)} epoch(s) were too short, not cold, or changed under the run, and were left out "
+                   "(marked invalid).")
+    return out

@@ -28,12 +28,14 @@ class EpochRecorder:
         self._every = 1  # a point every this many ticks (doubles each time the timeline is thinned)
         self.t_start = 0.0
         self.t_end = 0.0
+        self.t_first = 0.0  # when the first batch reached the consumer (0: not recorded): start-up ends there
 
     def completed(self) -> int:
         return sum(self.done)
 
     def start(self) -> None:
         self.t_start = time.perf_counter()
+        self.t_first = 0.0
         self.timeline = [(0.0, 0)]
         self._ticks, self._every = 0, 1
 

@@ -177,6 +177,10 @@ class Run(_Model):
     samples: Count = Field(description="samples read")
     bytes: Count = Field(description="bytes actually returned by read() calls, counted, not assumed")
     seconds: Seconds = Field(description="wall time of the epoch, first open to last close")
+    first_batch_s: Seconds | None = Field(
+        None, description="DataLoader: seconds from the epoch's start to its first batch in the main process (the "
+                          "workers' start-up and first reads: the part of an epoch that does not grow with its size); "
+                          "null for the thread engine, whose readers start at once")
     samples_per_s: Rate = Field(description="samples / seconds (files/s for the files source)")
     mb_per_s: Rate = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B)")
     latency_ms: Latency = Field(

@@ -352,6 +352,7 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
         decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
         resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6),
+        first_batch_s=round(max(rec.t_first - rec.t_start, 0.0), 6) if rec.t_first else None,
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
         latency_ms=Latency(**latency_summary(rec.total_ns[read])),
         open_ms=Latency(**latency_summary(rec.open_ns[read])),
@@ -564,6 +565,7 @@ def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
         merged.decode_ns = np.concatenate(decodes)  # type: ignore[arg-type]
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
+    merged.t_first = min((r.t_first for r in recs if r.t_first), default=0.0)
     merged.done = [int((merged.nbytes >= 0).sum())]
     merged.timeline = [(0.0, 0), (merged.t_end - merged.t_start, merged.done[0])]
     return merged

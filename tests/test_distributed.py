@@ -151,7 +151,7 @@ def test_plan_reads_the_job_per_node_and_how_it_scaled(job2) -> None:
 
 def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
     """Epochs too short to count (here the real result with its runs marked so): no GPU count, and the --files that
-    gives each rank 11 batches."""
+    gives each rank 11 batches and epochs of 0.5 s at the rate measured."""
     from iobench.verdict import verdict
 
     _, out = job2
@@ -161,7 +161,29 @@ def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
     v = verdict(short)
     assert v.gpus_fed is None and v.limit is None
     assert v.answer.startswith("No valid distributed epoch (too short)")
-    assert f"--files {11 * BATCH * 2:,} or more" in v.answer
+    advised = int(v.answer.split("--files ")[1].split(" ")[0].replace(",", ""))
+    fastest = max(r.samples_per_s for r in res.runs)  # the advice meets both rules at the rate measured
+    assert advised >= 11 * BATCH * 2 and advised / fastest >= 2 * 0.5
+
+
+def test_the_advice_for_epochs_too_short_makes_a_job_that_counts(tmp_path: Path) -> None:
+    """Two ranks over 400 files: 12 steps each (enough), but an epoch of ~0.1-0.3 s at the rate they read (too
+    short). The --files the verdict advises, from the rate measured, gives epochs that count."""
+    common = ["--batch-size", str(BATCH), "--workers", "1", "--cache", "warm", "--rate", "100000",
+              "--size-dist", "fixed:8kB"]
+    out = tmp_path / "short"
+    proc = iobench("run", "--ranks", "2", "--mount", str(tmp_path), "--files", "400", *common, "--out", str(out),
+                   timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    v = _result(out).verdict
+    assert v is not None and v.answer.startswith("No valid distributed epoch"), v.text if v else None
+    advised = v.answer.split("--files ")[1].split(" ")[0].replace(",", "")
+    again = tmp_path / "again"
+    proc = iobench("run", "--ranks", "2", "--mount", str(tmp_path), "--files", advised, *common, "--out", str(again),
+                   timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    res = _result(again)
+    assert res.runs and all(r.valid for r in res.runs if r.ranks), [r.invalid_reason for r in res.runs]
 
 
 def test_rank_0_failing_before_the_dataset_ends_every_rank(tmp_path: Path) -> None:

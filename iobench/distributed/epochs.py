@@ -80,6 +80,7 @@ class _Mine:
     digest: str
     mismatched: int  # samples whose read returned another size than the manifest's
     mismatch: str  # the first of them, with both sizes
+    first_batch_s: float | None  # its DataLoader's start-up: from the epoch's start to its first batch
 
 
 def fits(local_ranks: int, workers: int, cpus_usable: float) -> bool:
@@ -218,7 +219,7 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
         allreduce_s=waits[1], steps=consumer.steps, latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=counters.result()["cpu"], resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
-        mismatch=mismatch), error
+        mismatch=mismatch, first_batch_s=rec.t_first - rec.t_start if rec.t_first else None), error
 
 
 def _sizes_read(manifest, share: np.ndarray, nbytes: np.ndarray) -> tuple[int, str]:
@@ -282,6 +283,8 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         complete=all(p.complete for p in parts), eviction=parts[0].eviction,
         resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6), samples_per_s=round(samples / seconds, 2),
+        first_batch_s=round(min(firsts), 6) if (firsts := [p.first_batch_s for p in parts
+                                                           if p.first_batch_s is not None]) else None,
         mb_per_s=round(nbytes / seconds / 1e6, 3), latency_ms=Latency(**histogram_summary(lat)),
         open_ms=Latency(**histogram_summary(opens)), disk=None,
         cpu=Cpu(system_busy_pct=busiest.busy_pct, iowait_pct=busiest.iowait_pct, iobench_cores=busiest.cores),

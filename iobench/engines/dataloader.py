@@ -466,6 +466,8 @@ class DataLoaderEngine:
                     busy[worker, slot] = 0  # the worker may refill this buffer now
                 del buf, item
                 now = perf_counter()
+                if not rec.t_first:  # the workers' start-up and first reads end here (once per epoch)
+                    rec.t_first = now
                 if watch is not None:
                     watch.last = now
                 if now - last >= TICK_S:
