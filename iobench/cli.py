@@ -848,17 +848,25 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
 
 
 @cli.command("plan")
-@click.option("--gpu", required=True, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
+@click.option("--gpu", required=True, help="Kind of GPU: v100, a100, h100, h200, b200, mi355 (see `iobench gpus`).")
 @click.option("--gpus", "gpus_", type=int, required=True, help="How many GPUs train at once.")
-@click.option("--model", required=True, help="Model they train (see `iobench gpus`).")
+@click.option("--model", required=True, help="Model they train: resnet50, vit_b_16, unet3d, retinanet, ... (see "
+                                              "`iobench gpus`).")
 @click.option("--dataset-files", type=int, default=1_281_167, show_default=True,
-              help="Samples in the dataset (ImageNet-1k train).")
+              help="Samples in the dataset (ImageNet-1k train's count, whatever the model; MLPerf Storage v3.0's "
+                   "retinanet has 1,170,301 by default).")
 @click.option("--mean-kb", type=float, default=None,
-              help="Mean sample size in kB (1,000 B) [default: the result's dataset mean, else ImageNet's 110].")
-@click.option("--au-target", type=float, default=0.9, show_default=True, help="AU a GPU must reach to count as fed.")
+              help="Mean sample size in kB (1,000 B) [default: the result's dataset mean where it ran this model "
+                   "or the model trains on ImageNet-sized images, else the model's own (MLPerf Storage v3.0's "
+                   "unet3d 146,600.6, cosmoflow 2,828.5, retinanet 323.0), else ImageNet's 110]; the plan says "
+                   "which.")
+@click.option("--au-target", type=float, default=0.9, show_default=True,
+              help="AU a GPU must reach to count as fed (MLPerf Storage: 0.90 for resnet50 and unet3d, 0.85 for "
+                   "retinanet, 0.70 for cosmoflow).")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
 @click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
-              help="Kind of table rate (see `iobench gpus`) [default: measured]; not with --rate.")
+              help="Kind of table rate (see `iobench gpus`) [default: the first kind the GPU and model have, in "
+                   "the order measured, published, mlperf-storage; printed beside the rate]; not with --rate.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
 @click.option("--result", "result_paths", type=Path, multiple=True,
               help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
@@ -899,19 +907,27 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: floa
                    "precision, source, kind}.")
 def gpus(rate_kind: str | None, json_path: str | None) -> None:
     """Per-GPU training consumption rates iobench knows, each with its kind and source."""
-    from iobench.gpus import H200_FILE, rates
+    from iobench.gpus import H200_FILE, KINDS, kinds_of, lookup, rates
 
     _check_json_target(json_path)
     ui = UI(stdout_free=json_path == STDOUT)
     rows = rates(rate_kind)
-    t = Table(title="training samples/s per GPU (--model, --gpu; --rate-kind picks the kind, default measured)")
-    for col in ("model", "gpu", "samples/s", "batch", "kind", "source"):
+    notes = list(dict.fromkeys(r.note for r in rows))  # each source once, numbered as first used
+    t = Table(title="training samples/s per GPU (--model, --gpu, --rate-kind); \\[n]: the sources below")
+    for col in ("model", "gpu", "samples/s", "batch", "kind", "what the source gives"):
         t.add_column(col, justify="right" if col in ("samples/s", "batch") else "left", overflow="fold")
     for r in rows:
-        t.add_row(r.model, r.gpu, f"{r.samples_per_s:,.1f}", str(r.batch), r.kind, r.source)
+        t.add_row(r.model, r.gpu, f"{r.samples_per_s:,.1f}", str(r.batch), r.kind,
+                  f"{r.detail} [{notes.index(r.note) + 1}]")
     ui.out.print(t)
-    ui.out.print(f"the H200 measurement behind the measured rows ships with iobench: {H200_FILE}", highlight=False,
-                 soft_wrap=True)
+    for n, note in enumerate(notes, 1):
+        ui.out.print(f"[{n}] {note}", highlight=False, markup=False)
+    several = sorted({(r.model, r.gpu) for r in rates() if len(kinds_of(r.model, r.gpu)) > 1})
+    taken = "; ".join(f"{m} on {g} takes {lookup(m, g).kind}" for m, g in several)
+    ui.out.print(f"Without --rate-kind a model and GPU take the first kind they have, in the order {', '.join(KINDS)}"
+                 + (f" ({taken})." if taken else "."), highlight=False, markup=False)
+    ui.out.print(f"The H200 measurement behind the measured rows ships with iobench: {H200_FILE}", highlight=False,
+                 soft_wrap=True, markup=False)
     if json_path is not None:
         _write_json(_dump([r.model_dump(mode="json") for r in rows]), json_path)
 

@@ -3,22 +3,34 @@
 The GPU consumer of a replay computes for `batch / rate` seconds per batch; this table says what `rate` is.
 Every row names where its figure comes from and what kind of figure it is (`KINDS`):
 
-- "measured": trained on a real GPU (one NVIDIA H200): eager PyTorch, bf16 autocast, channels_last, synthetic
-  data already on the GPU; a compute ceiling, no loading. The figures and the conditions they were taken under
-  ship with the package, in `iobench/data/gpu_rates_h200.json` (`H200_FILE`), and the rows are read from it.
+- "measured": measured by iobench's makers, not on the user's system: one NVIDIA H200 training each model in
+  eager PyTorch, bf16 autocast, channels_last, on synthetic data already on the GPU, so a compute ceiling with no
+  loading. The figures and the conditions they were taken under ship with the package, in
+  `iobench/data/gpu_rates_h200.json` (`H200_FILE`), and the rows are read from it.
 - "published": NVIDIA's DeepLearningExamples READMEs (PyTorch ResNet50 v1.5, mixed precision), the 1-GPU
   figure (the 8-GPU figure / 8 is given in the source text beside it).
 - "mlperf-storage": the sleep per step that MLPerf Storage (DLIO) uses to stand for an accelerator,
-  batch / computation_time from mlcommons/storage `configs/dlio/workload/{model}_{accelerator}.yaml`: resnet50,
-  retinanet, unet3d and cosmoflow on a100 and h100, and retinanet and unet3d on MLPerf Storage v3.0's b200 and
-  mi355 (AMD Instinct MI355X). Use it to compare with published MLPerf Storage results; it is not a measurement
-  of a GPU (unet3d_b200.yaml itself says its figure is the H100 one halved). (Called "mlperf-storage-emulated"
-  before; `normalise_kind` still reads that name.)
+  reader.batch_size / train.computation_time of mlcommons/storage `configs/dlio/workload/{model}_{accel}.yaml`,
+  read at commit 1833c96 (`MLPERF_COMMIT`: MLPerf Storage v3.0, package 3.0.23). v3.0's own workloads are unet3d
+  (a100, h100, b200) and retinanet (b200, mi355: AMD Instinct MI355X); resnet50 and cosmoflow (a100, h100) are in
+  v3.0 only in its "whatif" mode, their files unchanged since v2.0 (7e71ca1). Not a measurement of a GPU
+  (unet3d_b200.yaml itself says its figure is the H100 one halved). There is no retinanet row for a100 or h100:
+  those files were deleted before v3.0 (e5bfa17) and emulated another dataset (1,743,042 JPEGs of 153,600 B
+  +- 51,200 B); `lookup` says so (`NOT_IN_V3`). (The kind was called "mlperf-storage-emulated" before;
+  `normalise_kind` still reads that name.)
 
-One kind is used throughout unless the user asks for another: `lookup` takes `DEFAULT_KIND` ("measured") when
-told no kind, and a model and GPU with no row of that kind is an error that says which kinds they do have, never
-a silent fall-back to another kind (the kinds differ by up to 2.7x for the same GPU). A rate given with --rate
-has the kind "given" (`GIVEN`).
+Without a kind, a model and GPU take the first kind they have in `KINDS` order (measured, published,
+mlperf-storage): resnet50 on h200 is measured, on a100 published, on h100 mlperf-storage. The kind always goes
+with the rate (`PerGpuRate.kind`) and is printed beside it, since the kinds differ by up to 2.7x for the same GPU;
+`first_kinds` says what each GPU of a model takes, so that a plan can say when another GPU's would be of another
+kind. A rate given with --rate has the kind "given" (`GIVEN`).
+
+Each row's source is a note shared by the rows of one source (`GpuRate.note`: the paper, README or repository
+and how its figures are read) and what this row reads there (`GpuRate.detail`): `iobench gpus` prints each note
+once and the details in its table; `source` is the two together.
+
+`SAMPLE_BYTES`: the sample size of a model's dataset where it is not ImageNet's (MLPerf Storage's unet3d,
+cosmoflow and retinanet), for `iobench plan`.
 
 Names are matched case-insensitively, ignoring "-", "_", "/", "." and spaces, and a leading "nvidia"; a few
 aliases are known (`MODEL_ALIASES`, `GPU_ALIASES`): "ResNet-50", "rn50" and "resnet50v1.5" are `resnet50`,
@@ -36,15 +48,13 @@ from importlib.resources import files
 from pathlib import Path
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from iobench.errors import UserError
 
 KINDS = ("measured", "published", "mlperf-storage")
-"""Kinds of table rows, in the order `iobench gpus` lists them."""
-
-DEFAULT_KIND = "measured"
-"""The kind `lookup` (and `iobench run` / `iobench plan`) uses when told none."""
+"""Kinds of table rows, in the order `iobench gpus` lists them and the order `lookup` takes them in when told no
+kind: a model and GPU take the first kind they have."""
 
 GIVEN = "given"
 """The kind of a rate given with --rate (or `rate` in a workload file): not from the table."""
@@ -58,6 +68,14 @@ H200_FILE_SHOWN = "iobench/data/gpu_rates_h200.json in the installed package"
 H200_FILE = Path(str(files("iobench") / "data" / "gpu_rates_h200.json"))
 """The shipped H200 measurement: training images/s of ten torchvision models, the date, torch version and
 conditions, and the CPU decode + augment rate per core."""
+
+MLPERF_COMMIT = "1833c96"
+"""The mlcommons/storage commit the mlperf-storage rows were read at: 1833c96ef11c0e1498568efa04a2f4106ce31c97
+(PR #544, 2026-06-26; MLPerf Storage v3.0, package 3.0.23, DLIO pinned to mlcommons/DLIO_local_changes 17d982a).
+There is no v3.0 tag."""
+
+MLPERF_V2 = "7e71ca1"
+"""mlcommons/storage's v2.0 tag (7e71ca162d8f9e7ae4b5b698d7d79b0883817f25)."""
 
 
 def normalise_kind(kind: str) -> str:
@@ -93,8 +111,17 @@ class GpuRate(BaseModel):
     samples_per_s: float = Field(gt=0, description="training samples (images) per second, one GPU")
     batch: int = Field(gt=0, description="per-GPU batch size the figure was taken at")
     precision: str = Field(description="numeric precision / emulation the figure was taken with")
-    source: str = Field(description="where the figure comes from, precisely enough to check it")
     kind: str = Field(description='"measured", "published" or "mlperf-storage" (see KINDS)')
+    # the source in two parts: `iobench gpus` prints each note once; left out of the JSON, which has `source`
+    note: str = Field(exclude=True, description="where the figure comes from and how it is read, shared by the "
+                                                "rows of one source")
+    detail: str = Field(exclude=True, description="what this row reads there")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def source(self) -> str:
+        """Where the figure comes from, precisely enough to check it: the note and this row's detail."""
+        return f"{self.note}: {self.detail}"
 
 
 class PerGpuRate(NamedTuple):
@@ -112,90 +139,96 @@ def _h200_rows() -> list[GpuRate]:
     gpu = _key(gpu_name)
     what = data["what"]
     conditions = what.partition(f"on one {gpu_name}, ")[2] or what
-    rows = []
-    for model, fig in data["train"].items():
-        source = (f"measured on one {gpu_name}, {data['measured']}, torch {data['torch']}, torchvision "
-                  f"{data['torchvision']}, {conditions}: train.{model} = {fig['img_per_s']:,} img/s at batch "
-                  f"{fig['batch']}, image size {fig['size']} ({H200_FILE_SHOWN})")
-        rows.append(GpuRate(model=model, gpu=gpu, samples_per_s=float(fig["img_per_s"]), batch=int(fig["batch"]),
-                            precision="bf16 autocast, channels_last", source=source, kind="measured"))
-    return rows
+    # whose measurement it is first: it must never read as one taken on the user's own system
+    note = (f"measured by iobench's makers, not on your system: one {gpu_name} training each model, "
+            f"{data['measured']}, torch {data['torch']}, torchvision {data['torchvision']}, {conditions} "
+            f"({H200_FILE_SHOWN})")
+    return [GpuRate(model=model, gpu=gpu, samples_per_s=float(fig["img_per_s"]), batch=int(fig["batch"]),
+                    precision="bf16 autocast, channels_last", kind="measured", note=note,
+                    detail=f"train.{model}, batch {fig['batch']}, {fig['size']} px")
+            for model, fig in data["train"].items()]
 
 
-_DLE_README = "NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md"
-_DLE_BATCH = ("batch 256 per GPU: PyTorch/Classification/ConvNets/configs.yml, models.resnet50.{platform}.AMP."
-              "batch_size")
+_DLE_NOTE = ("NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md, pytorch-21.03 NGC "
+             "container, mixed precision, batch 256 per GPU (PyTorch/Classification/ConvNets/configs.yml, "
+             "models.resnet50.PLATFORM.AMP.batch_size), the 1-GPU figure of a table")
 
 
 def _dle(table: str, one: float, eight: float, platform: str) -> str:
-    return (f"{_DLE_README}, 'Training performance: {table}', pytorch-21.03 NGC container, mixed precision: "
-            f"the 1-GPU figure {one:,.0f} img/s (8 GPUs: {eight:,.0f} img/s = {eight / 8:,.1f} per GPU); "
-            + _DLE_BATCH.format(platform=platform))
+    return (f"'Training performance: {table}', 1 GPU: {one:,.0f} img/s (8 GPUs: {eight / 8:,.1f} each); PLATFORM "
+            f"{platform}")
 
 
-def _mlperf(path: str, commit: str, batch: int, step_s: float, au: float, note: str = "") -> str:
-    return (f"mlcommons/storage {path} (commit {commit}): reader.batch_size {batch}, train.computation_time "
-            f"{step_s} s per step, so {batch}/{step_s} samples/s; DLIO sleeps this long per batch to stand for "
-            f"one accelerator (pass at AU >= {au:.2f}){note}; not a measurement of a GPU")
+_MLPERF_NOTE = (f"mlcommons/storage at commit {MLPERF_COMMIT} (MLPerf Storage v3.0): reader.batch_size samples per "
+                "train.computation_time seconds, the sleep per batch with which DLIO stands for one accelerator, "
+                "passing a run at AU >= metric.au; not a measurement of a GPU")
 
 
-_RETINANET_V3 = ("; its dataset: 1,170,301 JPEGs of 322,957 bytes (retinanet_a100/h100.yaml: 1,743,042 of "
-                 "153,600)")
+def _mlperf(model: str, gpu: str, batch: int, step_s: float, au: float, remark: str = "", note: str = "") -> GpuRate:
+    path = f"configs/dlio/workload/{model}_{gpu}.yaml"
+    return GpuRate(model=model, gpu=gpu, samples_per_s=batch / step_s, batch=batch,
+                   precision="emulated (a sleep per batch)", kind="mlperf-storage", note=_MLPERF_NOTE,
+                   detail=f"{path}{note}: batch {batch} per {step_s} s, AU >= {au:.2f}{remark}")
+
+
+_WHATIF = f"; v3.0: whatif mode only (as in v2.0, {MLPERF_V2})"
+_RETINANET_V3 = "; v3.0's dataset: 1,170,301 JPEGs of 322,957 B"
 
 
 def _rows() -> tuple[GpuRate, ...]:
     rows = _h200_rows()
     amp = "mixed precision (AMP)"
     rows += [
-        GpuRate(model="resnet50", gpu="v100", samples_per_s=1200.0, batch=256, precision=amp, kind="published",
-                source=_dle("NVIDIA DGX-1 16GB (8x V100 16GB)", 1200, 8322, "DGX1V")),
-        GpuRate(model="resnet50", gpu="v100-32gb", samples_per_s=1156.0, batch=256, precision=amp, kind="published",
-                source=_dle("NVIDIA DGX-1 32GB (8x V100 32GB)", 1156, 8056, "DGX1V")),
-        GpuRate(model="resnet50", gpu="a100", samples_per_s=2470.0, batch=256, precision=amp, kind="published",
-                source=_dle("NVIDIA DGX A100 (8x A100 80GB)", 2470, 16621, "DGXA100")),
-    ]
-    emulated = "emulated (a sleep per batch)"
+        GpuRate(model="resnet50", gpu=gpu, samples_per_s=float(one), batch=256, precision=amp, kind="published",
+                note=_DLE_NOTE, detail=_dle(table, one, eight, platform))
+        for gpu, table, one, eight, platform in (
+            ("v100", "NVIDIA DGX-1 16GB (8x V100 16GB)", 1200, 8322, "DGX1V"),
+            ("v100-32gb", "NVIDIA DGX-1 32GB (8x V100 32GB)", 1156, 8056, "DGX1V"),
+            ("a100", "NVIDIA DGX A100 (8x A100 80GB)", 2470, 16621, "DGXA100"))]
     rows += [
-        GpuRate(model="resnet50", gpu="a100", samples_per_s=400 / 0.435, batch=400, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/resnet50_a100.yaml", "be18c3e", 400, 0.435, 0.90)),
-        GpuRate(model="resnet50", gpu="h100", samples_per_s=400 / 0.224, batch=400, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/resnet50_h100.yaml", "ac0424f", 400, 0.224, 0.90)),
-        GpuRate(model="retinanet", gpu="a100", samples_per_s=16 / 0.210, batch=16, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/retinanet_a100.yaml", "c8d70b6", 16, 0.210, 0.85)),
-        GpuRate(model="retinanet", gpu="h100", samples_per_s=16 / 0.180, batch=16, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/retinanet_h100.yaml", "fa24012", 16, 0.180, 0.85)),
-        # MLPerf Storage v3.0's closed accelerators (training/README.md: retinanet on b200 and mi355, unet3d on b200)
-        GpuRate(model="retinanet", gpu="b200", samples_per_s=24 / 0.04755, batch=24, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/retinanet_b200.yaml", "11460d0", 24, 0.04755, 0.85,
-                               _RETINANET_V3)),
-        GpuRate(model="retinanet", gpu="mi355", samples_per_s=32 / 0.0634, batch=32, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/retinanet_mi355.yaml", "76f4545", 32, 0.0634, 0.85,
-                               ", for an AMD Instinct MI355X" + _RETINANET_V3)),
-        GpuRate(model="unet3d", gpu="a100", samples_per_s=7 / 0.636, batch=7, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/unet3d_a100.yaml", "be18c3e", 7, 0.636, 0.90)),
-        GpuRate(model="unet3d", gpu="h100", samples_per_s=7 / 0.323, batch=7, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/unet3d_h100.yaml", "7e73663", 7, 0.323, 0.90)),
-        GpuRate(model="unet3d", gpu="b200", samples_per_s=7 / 0.162, batch=7, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/unet3d_b200.yaml", "0d75b41", 7, 0.162, 0.90,
-                               "; the file says 'B200 computation_time = H100 (0.323 s) ÷ 2 (B200 is ~2× faster "
-                               "than H100)', so MLCommons' estimate, not a B200 timing")),
-        GpuRate(model="cosmoflow", gpu="a100", samples_per_s=1 / 0.00551, batch=1, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/cosmoflow_a100.yaml", "e3ffed0", 1, 0.00551, 0.70)),
-        GpuRate(model="cosmoflow", gpu="h100", samples_per_s=1 / 0.00350, batch=1, precision=emulated,
-                kind="mlperf-storage",
-                source=_mlperf("configs/dlio/workload/cosmoflow_h100.yaml", "c25079c", 1, 0.00350, 0.70)),
+        _mlperf("resnet50", "a100", 400, 0.435, 0.90, _WHATIF),
+        _mlperf("resnet50", "h100", 400, 0.224, 0.90, _WHATIF),
+        # v3.0's closed accelerators for retinanet (mlpstorage_py/config.py: ACCELERATORS_CLOSED = [B200, MI355])
+        _mlperf("retinanet", "b200", 24, 0.04755, 0.85, _RETINANET_V3),
+        _mlperf("retinanet", "mi355", 36, 0.071325, 0.85, _RETINANET_V3, note=" (AMD Instinct MI355X)"),
+        _mlperf("unet3d", "a100", 7, 0.636, 0.90),
+        _mlperf("unet3d", "h100", 7, 0.323, 0.90),
+        _mlperf("unet3d", "b200", 7, 0.162, 0.90, "; the file says 'B200 computation_time = H100 (0.323 s) ÷ 2': "
+                                                  "MLCommons' estimate, not a B200 timing"),
+        _mlperf("cosmoflow", "a100", 1, 0.00551, 0.70, _WHATIF),
+        _mlperf("cosmoflow", "h100", 1, 0.00350, 0.70, _WHATIF),
     ]
     return tuple(rows)
+
+
+NOT_IN_V3 = {
+    ("retinanet", gpu): (f"MLPerf Storage v3.0 has no retinanet config for {gpu}: retinanet_{gpu}.yaml was deleted "
+                         "before v3.0 (mlcommons/storage e5bfa17, 2026-03-09) and emulated another dataset (1,743,042 "
+                         "JPEGs of 153,600 B +- 51,200 B); v3.0's retinanet runs on b200 and mi355")
+    for gpu in ("a100", "h100")}
+"""Model/GPU pairs MLPerf Storage had before v3.0 and not in it: no row, and `lookup` says why."""
+
+
+class SampleSize(NamedTuple):
+    """The size of one sample of a model's dataset, and where the figure comes from."""
+
+    bytes: int
+    source: str
+
+
+def _mlperf_sample(model: str, size: int, stdev: int | None) -> SampleSize:
+    spread = f", stdev {stdev:,} B" if stdev else ", every sample that size"
+    return SampleSize(size, f"{model}'s sample in MLPerf Storage v3.0: record_length_bytes of mlcommons/storage "
+                            f"configs/dlio/workload/{model}_*.yaml at {MLPERF_COMMIT}, {size:,} B{spread}")
+
+
+SAMPLE_BYTES: dict[str, SampleSize] = {
+    "unet3d": _mlperf_sample("unet3d", 146_600_628, 68_341_808),  # KiTS19 volumes, ~140 MiB each
+    "cosmoflow": _mlperf_sample("cosmoflow", 2_828_486, 71_311),
+    "retinanet": _mlperf_sample("retinanet", 322_957, None),  # workloads/mlperf-storage-retinanet.toml: the same
+}
+"""Sample size per model where the model's dataset is not ImageNet's; the other models of the table train on
+ImageNet-sized images (iobench.sizes.IMAGENET_MEAN), so they are not listed."""
 
 
 MODEL_ALIASES = {
@@ -241,6 +274,13 @@ def canonical_gpu(name: str) -> str | None:
     return _canonical(name, {r.gpu for r in _TABLE}, GPU_ALIASES)
 
 
+def sample_size(model: str) -> SampleSize | None:
+    """The sample size of `model`'s dataset from `SAMPLE_BYTES` (names as the table's), or None for a model that
+    trains on ImageNet-sized images or that the table does not know."""
+    m = canonical_model(model)
+    return SAMPLE_BYTES.get(m) if m else None
+
+
 def rates(kind: str | None = None) -> list[GpuRate]:
     """Rows of the table (of `kind` only, when given): measured H200 rows first, then published, then MLPerf
     Storage's emulated ones."""
@@ -261,24 +301,37 @@ def known_pairs(kind: str | None = None) -> str:
 
 
 def kinds_of(model: str, gpu: str) -> list[str]:
-    """The kinds of rows the table has for `model` on `gpu`, in KINDS order (empty when none)."""
+    """The kinds of rows the table has for `model` on `gpu`, in KINDS order (empty when none); the first is the
+    one `lookup` takes when told no kind."""
     m, g = canonical_model(model), canonical_gpu(gpu)
     have = {r.kind for r in _TABLE if r.model == m and r.gpu == g}
     return [k for k in KINDS if k in have]
 
 
+def first_kinds(model: str) -> dict[str, str]:
+    """{GPU: the kind `lookup` takes for `model` on it when told no kind}, for every GPU the table has `model` on
+    ({} for a model it does not know)."""
+    m = canonical_model(model)
+    return {gpu: lookup(model, gpu).kind for gpu in dict.fromkeys(r.gpu for r in _TABLE if r.model == m)}
+
+
 def lookup(model: str, gpu: str, kind: str | None = None) -> GpuRate:
-    """The row of `kind` (default DEFAULT_KIND, "measured") for `model` on `gpu` (names as in the module
-    docstring). Never falls back to another kind: UserError (one line) when the pair has no row of that kind,
-    naming the kinds it has and the known rows of the asked kind, or when it has no row at all."""
+    """The row of `kind` for `model` on `gpu` (names as in the module docstring); told no kind, the pair's first
+    kind in KINDS order (measured, published, mlperf-storage). A kind asked for never falls back to another:
+    UserError (one line) when the pair has no row of that kind, naming the kinds it has and the known rows of the
+    asked kind, or when it has no row at all (saying why, for a pair MLPerf Storage dropped before v3.0)."""
     if kind is not None and KIND_ALIASES.get(kind, kind) not in KINDS:
         raise UserError(f"unknown kind of rate {kind!r} for {model} on {gpu} (known: {', '.join(KINDS)})")
-    want = normalise_kind(kind) if kind is not None else DEFAULT_KIND
     m, g = canonical_model(model), canonical_gpu(gpu)
     rows = [r for r in _TABLE if r.model == m and r.gpu == g]
     if not rows:
-        raise UserError(f"no consumption rate for {model} on {gpu} (of any kind): give one with --rate "
+        gone = NOT_IN_V3.get((m or "", g or ""))
+        why = f"{gone}; " if gone else ""
+        raise UserError(f"no consumption rate for {model} on {gpu} (of any kind): {why}give one with --rate "
                         f"SAMPLES_PER_S, or use a known pair: {known_pairs()}")
+    if kind is None:
+        return min(rows, key=lambda r: KINDS.index(r.kind))
+    want = normalise_kind(kind)
     found = [r for r in rows if r.kind == want]
     if not found:
         have = kinds_of(model, gpu)
@@ -288,8 +341,8 @@ def lookup(model: str, gpu: str, kind: str | None = None) -> GpuRate:
 
 
 def rate_for(model: str, gpu: str, rate: float | None = None, kind: str | None = None) -> PerGpuRate:
-    """The per-GPU rate to use: `rate` when given (kind "given"), else the table's row of `kind` (default
-    "measured"; see `lookup`). A given rate has no kind, so `rate` with `kind` is a UserError."""
+    """The per-GPU rate to use: `rate` when given (kind "given"), else the table's row of `kind` (without one, the
+    pair's first kind; see `lookup`). A given rate has no kind, so `rate` with `kind` is a UserError."""
     if rate is not None:
         check_rate_and_kind(rate, kind)
         if not rate > 0:

@@ -10,17 +10,23 @@ Pure functions over numbers (and, optionally, a `Result`); no IO. The convention
   therefore needs supply >= target x demand. This is how iobench's verdict counts GPUs fed
   (`rate // (target x per-GPU rate)`) and how MLPerf Storage passes a run. It is an ideal-overlap bound:
   jitter and stalls need more, so plan for *demand* to leave no idle time, and treat *minimum* as the floor.
-- MB/s = samples/s x mean sample size (1 MB = 10^6 B; `mean_kb` in kB = 1,000 B). Default mean: ImageNet-1k,
-  110,000 B (iobench.sizes.IMAGENET_MEAN), or the measured dataset's mean when a result is given.
+- MB/s = samples/s x mean sample size (1 MB = 10^6 B; `mean_kb` in kB = 1,000 B). Default mean: a result's
+  measured dataset mean where the result ran this model, or the model trains on ImageNet-sized images; else the
+  model's sample where its dataset is not ImageNet's (`gpus.SAMPLE_BYTES`: MLPerf Storage v3.0's unet3d
+  146,600,628 B, cosmoflow 2,828,486 B, retinanet 322,957 B); else ImageNet-1k's 110,000 B
+  (iobench.sizes.IMAGENET_MEAN). The plan says which (`mean_source`).
 - File opens/s = samples/s: the files source opens one file per sample (LMDB or tar shards open far fewer).
 - Start-up metadata: torchvision's ImageFolder lists every class folder with scandir before the first batch:
   one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
   predicted by scaling its measured list time linearly.
 - CPU cores for decode: `gpus.cpu_cores_for_decode` (Pillow decode + RandomResizedCrop + flip, measured per core).
-- Per-GPU rate: one kind of rate throughout (`gpus.KINDS`; default "measured"), never a silent mix: a GPU with no
-  row of the asked kind is an error. A rate given with --rate has the kind "given" and is described as "a GPU
-  consuming N samples/s", not as a GPU model. A result measured with a rate of another kind is compared with a
-  warning (`mixed_kinds`): its verdict and training runs counted GPUs at its own rate.
+- Per-GPU rate: the row of the kind asked for, else the first kind the GPU and model have (`gpus.KINDS` order:
+  measured, published, mlperf-storage), its kind printed beside it; a GPU with no row of the asked kind is an
+  error. Where other GPUs of the model take another kind without --rate-kind (resnet50: measured on an h200,
+  published on an a100, mlperf-storage on an h100), the plan says so in one line (`kind_note`): their plans do
+  not compare with this one. A rate given with --rate has the kind "given" and is described as "a GPU consuming
+  N samples/s", not as a GPU model. A result measured with a rate of another kind is compared with a warning
+  (`mixed_kinds`): its verdict and training runs counted GPUs at its own rate.
 - The plan's dataset (`dataset_files`, default ImageNet-1k's 1,281,167 files) is the one planned for, not the
   (usually much smaller) dataset a result measured; labels say which.
 
@@ -48,7 +54,19 @@ from io import StringIO
 
 from iobench.cluster_plan import ScalePoint, scaling, scaling_sentence
 from iobench.cluster_verdict import job_run
-from iobench.gpus import GIVEN, KIND_ALIASES, KINDS, cpu_cores_for_decode, kind_of_source, rate_for
+from iobench.gpus import (
+    GIVEN,
+    KIND_ALIASES,
+    KINDS,
+    canonical_gpu,
+    canonical_model,
+    cpu_cores_for_decode,
+    first_kinds,
+    kind_of_source,
+    kinds_of,
+    rate_for,
+    sample_size,
+)
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
 from iobench.verdict import gpus_for, replay_runs, storage_figure, storage_runs
@@ -206,6 +224,7 @@ class CapacityPlan:
     epoch_s_minimum: float
     dataset_bytes: float
     measured: Measured | None = None
+    kind_note: str | None = None  # other GPUs of the model take other kinds of rate: `kinds_apart`
 
     @property
     def nodes(self) -> int:
@@ -247,15 +266,45 @@ def mixed_kinds(figures: Iterable[tuple[str, float | None, str | None]]) -> str 
             "compare with counts taken at the other (use one --rate-kind for both)")
 
 
+def _ran(result: Result, model: str) -> bool:
+    """Whether `result` measured a consumer of `model` (names as the rate table's)."""
+    ran = result.settings.model
+    return ran is not None and (canonical_model(ran) or ran) == (canonical_model(model) or model)
+
+
+def kinds_apart(model: str, gpu: str, kind: str) -> str | None:
+    """One line when other GPUs of `model` take other kinds of rate than `kind` without --rate-kind (each its
+    first kind: `gpus.first_kinds`), so that their plans do not compare with this one; None when all take `kind`,
+    or for a given rate (which names no GPU)."""
+    if kind == GIVEN:
+        return None
+    here = canonical_gpu(gpu)
+    others: dict[str, list[str]] = {}
+    for g, k in first_kinds(model).items():
+        if g != here and k != kind:
+            others.setdefault(k, []).append(g)
+    if not others:
+        return None
+    listed = "; ".join(f"{k} on {', '.join(sorted(others[k]))}" for k in KINDS if k in others)
+    mine = kinds_of(model, gpu)
+    shared = [f"{g} at --rate-kind {'|'.join(both)}" for g in sorted(g for gs in others.values() for g in gs)
+              if (both := [k for k in mine if k in kinds_of(model, g)])]  # the kinds this GPU compares with g at
+    how = f"compare with {', '.join(shared)}" if shared else f"none of them has a rate of a kind {here} has"
+    return (f"{canonical_model(model)}'s rate is of another kind on other GPUs without --rate-kind ({listed}): their "
+            f"plans do not compare with this {kind} one; {how}")
+
+
 def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, mean_kb: float | None = None,
          au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
          gpus_per_node: int = 8, kind: str | None = None, series: list[Result] | None = None) -> CapacityPlan:
     """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
 
     rate: samples/s one GPU consumes, kind "given" (default: the table's row of `kind`, see `gpus.rate_for`).
-    kind: the kind of table rate, "measured" (default), "published" or "mlperf-storage"; not with `rate`
-    (UserError). A model and GPU without a row of that kind is a UserError naming the kinds they have.
-    mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean, else ImageNet's 110 kB.
+    kind: the kind of table rate, "measured", "published" or "mlperf-storage" (default: the first the GPU and
+    model have, in that order); not with `rate` (UserError). A model and GPU without a row of that kind is a
+    UserError naming the kinds they have.
+    mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean where it ran this model or the
+    model trains on ImageNet-sized images, else the model's sample (`gpus.SAMPLE_BYTES`), else ImageNet's 110 kB.
     result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs. A
     distributed result gives the rate its nodes read at once, per node (iobench.cluster_plan).
     series: distributed results at several node counts (`result` among them): how the storage scaled.
@@ -272,13 +321,17 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     _within(dataset_files, MAX_FILES, "dataset files", "no training set holds that many")
     per_gpu, source, rate_kind = rate_for(model, gpu, rate, kind)
     _within(per_gpu, MAX_RATE, "samples/s per GPU", "no GPU consumes that many")
+    known = sample_size(model)
     if mean_kb is not None:
         if not mean_kb > 0:
             raise ValueError("mean_kb must be > 0")
         _within(mean_kb, MAX_MEAN_KB, "kB mean", "a sample of over a terabyte")
         mean, mean_source = mean_kb * 1000.0, "given"
-    elif result is not None:
+    elif result is not None and (known is None or _ran(result, model)):
+        # the measured dataset stands for the model's: it ran this model, or one of ImageNet-sized images
         mean, mean_source = result.dataset.mean_bytes, f"the measured dataset's mean ({result.dataset.files:,} files)"
+    elif known is not None:
+        mean, mean_source = float(known.bytes), known.source
     else:
         mean, mean_source = float(IMAGENET_MEAN), "ImageNet-1k's mean (iobench.sizes.IMAGENET_MEAN)"
     demand = gpus * per_gpu
@@ -292,7 +345,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         demand_opens_per_s=demand, minimum_opens_per_s=minimum, startup_entries=dataset_files,
         cpu_cores_demand=cpu_cores_for_decode(demand), cpu_cores_minimum=cpu_cores_for_decode(minimum),
         epoch_s_demand=dataset_files / demand, epoch_s_minimum=dataset_files / minimum,
-        dataset_bytes=dataset_files * mean)
+        dataset_bytes=dataset_files * mean, kind_note=kinds_apart(model, gpu, rate_kind))
     try:
         _printable(p)
     except Implausible as exc:
@@ -503,6 +556,8 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
               highlight=False)
     con.print(f"per-GPU rate ({p.rate_kind}): {_rate(p.rate_per_gpu)} samples/s, "
               f"{p.rate_source.removeprefix(f'{p.rate_kind}: ')}", highlight=False)
+    if p.kind_note:
+        con.print(f"warning: {p.kind_note}", highlight=False)
     if p.measured is not None and p.measured.kind_warning:
         con.print(f"warning: {p.measured.kind_warning}", highlight=False)
     t = Table(title=f"what the storage must sustain for {p.gpus} GPUs at {_rate(p.rate_per_gpu)} samples/s each "

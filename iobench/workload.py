@@ -16,6 +16,7 @@ is installed as the `iobench.workloads` package data (see `shipped_dir`). A file
     workers = [8]            # DataLoader worker processes per GPU; a list is a sweep
     threads = [16]           # reader threads of the thread engine; a list is a sweep
     batch_size = 256
+    # batch_of_gpu = true    # optional: the batch the consumer's rate row was taken at, per --gpu (MLPerf's)
     decode = false           # Pillow decode + RandomResizedCrop + flip per sample, timed apart
     epochs = 1
     order = "shuffled"       # sequential | shuffled (a fresh permutation each epoch)
@@ -23,15 +24,23 @@ is installed as the `iobench.workloads` package data (see `shipped_dir`). A file
     [consumer]
     model = "resnet50"
     gpu = "h200"
-    kind = "measured"        # optional: the kind of iobench.gpus row: measured (default) | published | mlperf-storage
+    # kind = "measured"      # optional: measured | published | mlperf-storage; unset: the pair's first kind
     au_target = 0.90         # pass when the GPUs are busy at least this fraction of the time
     # rate = 2000.0          # optional, instead of kind: samples/s per GPU; wins over the table
 
 Every field is checked: unknown fields, wrong types and unknown values are one-line errors naming the file
 and the field. The kind of rate is the file's `kind` (the old name "mlperf-storage-emulated" is read as
-"mlperf-storage"), else "measured"; a model and GPU with no row of that kind is an error, never a silent switch
-to another kind. `iobench run --rate-kind` overrides the file's kind; a rate (in the file or --rate) has the
-kind "given", so a file with both `rate` and `kind`, or --rate with --rate-kind, is an error.
+"mlperf-storage"); a model and GPU with no row of that kind is an error, never a silent switch to another kind.
+A file without `kind` takes, for whatever model and GPU it ends with (--model and --gpu included), the first
+kind the pair has in `gpus.KINDS` order (measured, published, mlperf-storage), as `iobench plan` does; a file
+whose figures only mean something at one kind (MLPerf Storage's workloads) says its kind. `iobench run
+--rate-kind` overrides the file's kind; a rate (in the file or --rate) has the kind "given", so a file with both
+`rate` and `kind`, or --rate with --rate-kind, is an error.
+
+`batch_of_gpu = true` makes the batch follow the GPU: the batch the consumer's rate row was taken at, which for
+an MLPerf Storage row is its accelerator config's reader.batch_size (retinanet: 24 on a b200, 36 on an mi355),
+so that the sleep per batch is the config's computation_time. `batch_size` then applies only where there is no
+row (a given rate); --batch-size replaces both.
 """
 
 from __future__ import annotations
@@ -91,6 +100,9 @@ class Pattern(_Model):
     threads: list[int] = Field([16], min_length=1, description="reader threads of the thread engine; several "
                                                                  "values are a sweep")
     batch_size: int = Field(256, ge=1, description="samples per batch, per GPU")
+    batch_of_gpu: bool = Field(False, description="batch_size is the batch the consumer's rate row was taken at "
+                                                  "(MLPerf Storage: its accelerator config's reader.batch_size), "
+                                                  "following --gpu; --batch-size replaces it")
     decode: bool = Field(False, description="also decode and augment each sample on the CPU, timed apart")
     epochs: int = Field(1, ge=1, description="epochs per run")
     order: Literal["sequential", "shuffled"] = Field(
@@ -121,9 +133,11 @@ class Consumer(_Model):
     gpu: str = Field(description="kind of GPU: v100, a100, h100, h200, ...")
     kind: str | None = Field(
         None, description='the kind of rate table row: "measured", "published" or "mlperf-storage" (the old name '
-                          '"mlperf-storage-emulated" is read too); unset: "measured"; not with `rate`')
+                          '"mlperf-storage-emulated" is read too); unset: the first kind the model and GPU have, in '
+                          'that order; not with `rate`')
     au_target: float = Field(0.90, gt=0, le=1, description="accelerator utilisation a GPU must reach to count "
-                                                           "as fed (MLPerf Storage: 0.90 for ResNet-50)")
+                                                           "as fed (MLPerf Storage: 0.90 for ResNet-50 and UNet3D, "
+                                                           "0.85 for RetinaNet, 0.70 for CosmoFlow)")
     rate: float | None = Field(None, gt=0, description="samples/s one GPU consumes; wins over the table; its kind "
                                                        'is "given", so not with `kind`')
 
@@ -164,8 +178,9 @@ class Consumer(_Model):
 
     @property
     def rate_kind(self) -> str:
-        """The kind of the rate this consumer uses: "given" with a rate, else its kind, else "measured"."""
-        return gpus.GIVEN if self.rate is not None else self.kind or gpus.DEFAULT_KIND
+        """The kind of the rate this consumer uses: "given" with a rate, else its kind, else the first kind its
+        model and GPU have."""
+        return self.rate_of().kind
 
     def rate_of(self) -> gpus.PerGpuRate:
         """(samples/s per GPU, its source, its kind)."""
@@ -184,6 +199,16 @@ class Workload(_Model):
     pattern: Pattern = Field(default_factory=Pattern)
     consumer: Consumer
 
+    @model_validator(mode="after")
+    def _batch_of_gpu(self) -> Workload:
+        """With batch_of_gpu, the batch is the consumer's rate row's (none with a given rate: batch_size stays)."""
+        c = self.consumer
+        if self.pattern.batch_of_gpu and c.rate is None:
+            batch = gpus.lookup(c.model, c.gpu, c.kind).batch
+            # frozen model: set once, while validating
+            object.__setattr__(self, "pattern", self.pattern.model_copy(update={"batch_size": batch}))
+        return self
+
     def merged(self, **overrides: Any) -> Workload:
         """A copy with command-line options that are not None put in place of the file's fields.
 
@@ -191,10 +216,13 @@ class Workload(_Model):
         batch_size, decode, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
         A rate in the file still wins over the table when only --model or --gpu is given. A `kind` (--rate-kind)
         replaces the file's kind and its rate (it asks for the table's row of that kind); a `rate` (--rate)
-        replaces the file's kind (a given rate has none); both at once is a UserError.
+        replaces the file's kind (a given rate has none); both at once is a UserError. A `batch_size`
+        (--batch-size) replaces the file's batch_of_gpu too.
         """
         gpus.check_rate_and_kind(overrides.get("rate"), overrides.get("kind"))
         data = self.model_dump()
+        if overrides.get("batch_size") is not None:
+            data["pattern"]["batch_of_gpu"] = False
         if overrides.get("kind") is not None:
             data["consumer"]["rate"] = None
         if overrides.get("rate") is not None:

@@ -193,14 +193,75 @@ def test_cache_whatif_of_the_measured_dataset_says_so():
                                                                 "(1,000 files, 0.1 GB)")
 
 
-@pytest.mark.parametrize(("gpu", "has"), [("h100", "mlperf-storage"), ("a100", "published, mlperf-storage"),
-                                          ("v100", "published")])
-def test_default_kind_is_measured_and_other_gpus_need_a_kind(gpu, has):
-    """The bug: --gpu h100 took MLPerf Storage's emulated rate and --gpu a100 NVIDIA's published one."""
-    assert plan("h200", 8, "resnet50").rate_kind == "measured"
-    with pytest.raises(UserError, match=rf"^no measured rate for resnet50 on {gpu} \(resnet50 on {gpu} has: {has}\); "
-                                        r"use --rate-kind .* or --rate N; measured rows: "):
-        plan(gpu, 8, "resnet50")
+@pytest.mark.parametrize(("gpu", "kind", "rate"), [("h200", "measured", 4677.3), ("a100", "published", 2470.0),
+                                                   ("v100", "published", 1200.0), ("h100", MLPERF, H100_RN50)])
+def test_without_a_kind_each_gpu_takes_its_first_kind(gpu, kind, rate):
+    """The bug: only h200 planned without --rate-kind ("no measured rate for resnet50 on h100", exit 2)."""
+    p = plan(gpu, 8, "resnet50")
+    assert (p.rate_kind, p.rate_per_gpu) == (kind, rate)
+    assert f"({kind} rate)" in format_plan(p, width=300)
+    with pytest.raises(UserError, match=r"^no measured rate for resnet50 on v100 \(resnet50 on v100 has: published\)"):
+        plan("v100", 8, "resnet50", kind="measured")  # a kind asked for never falls back
+
+
+def test_a_plan_says_when_other_gpus_take_other_kinds():
+    """The bug: `plan` said 64 A100s need more than 64 H100s: a published A100 rate beside an emulated H100 one."""
+    a100, h100, h200 = (plan(g, 64, "resnet50") for g in ("a100", "h100", "h200"))
+    assert a100.kind_note == ("resnet50's rate is of another kind on other GPUs without --rate-kind (measured on h200; "
+                              "mlperf-storage on h100): their plans do not compare with this published one; compare "
+                              "with h100 at --rate-kind mlperf-storage")
+    assert h100.kind_note is not None and "(measured on h200; published on a100, v100, v100-32gb)" in h100.kind_note
+    assert h100.kind_note.endswith("compare with a100 at --rate-kind mlperf-storage")
+    assert h200.kind_note is not None and h200.kind_note.endswith("none of them has a rate of a kind h200 has")
+    text = " ".join(format_plan(a100, width=300).split())
+    assert f"warning: {a100.kind_note}" in text
+    # one kind on every GPU of the model, or a given rate: nothing to say
+    assert plan("h100", 8, "unet3d").kind_note is None and plan("a100", 8, "resnet50", rate=100).kind_note is None
+    # at one kind the faster GPU asks more, as it should
+    assert plan("h100", 64, "resnet50", kind=MLPERF).minimum_samples_per_s > plan(
+        "a100", 64, "resnet50", kind=MLPERF).minimum_samples_per_s
+
+
+@pytest.mark.parametrize(("gpu", "model", "size", "says"), [
+    ("h100", "unet3d", 146_600_628, "unet3d's sample in MLPerf Storage v3.0: record_length_bytes of "
+                                    "mlcommons/storage configs/dlio/workload/unet3d_*.yaml at 1833c96, 146,600,628 B, "
+                                    "stdev 68,341,808 B"),
+    ("a100", "CosmoFlow", 2_828_486, "cosmoflow_*.yaml at 1833c96, 2,828,486 B"),
+    ("mi355", "retinanet", 322_957, "retinanet_*.yaml at 1833c96, 322,957 B, every sample that size"),
+    ("h200", "resnet50", 110_000, "ImageNet-1k's mean"),
+])
+def test_the_sample_size_is_the_models_unless_given(gpu, model, size, says):
+    """The bug: `plan --model unet3d` kept ImageNet's 110 kB sample (unet3d's are ~140 MB)."""
+    p = plan(gpu, 64, model)
+    assert p.mean_bytes == size and says in p.mean_source
+    assert p.demand_mb_per_s == pytest.approx(64 * p.rate_per_gpu * size / 1e6)
+    given = plan(gpu, 64, model, mean_kb=200)
+    assert (given.mean_bytes, given.mean_source) == (200_000, "given")
+    # a result's measured mean stands in for ImageNet's, and for the model's own only where it ran that model
+    r = _result([_run(16, 6000)])
+    r = r.model_copy(update={"dataset": r.dataset.model_copy(update={"mean_bytes": 150_000.0})})
+    assert plan(gpu, 1, model, result=r).mean_bytes == (150_000 if size == 110_000 else size)
+    ran = r.model_copy(update={"settings": r.settings.model_copy(update={"model": model.lower()})})
+    assert plan(gpu, 1, model, result=ran).mean_source == "the measured dataset's mean (1,000 files)"
+
+
+def test_plan_cli_takes_the_first_kind_and_the_models_sample(tmp_path):
+    """The real CLI, as issue 20 ran it."""
+    env = {**__import__("os").environ, "COLUMNS": "200"}
+    h100 = " ".join(iobench("plan", "--gpu", "h100", "--gpus", "64", "--model", "resnet50", check=True,
+                            env=env).stdout.split())
+    assert "H100 training resnet50 at 1,785.7 samples/s per GPU (mlperf-storage rate)" in h100
+    assert "per-GPU rate (mlperf-storage): 1,785.7 samples/s, mlcommons/storage at commit 1833c96" in h100
+    assert "warning: resnet50's rate is of another kind on other GPUs without --rate-kind" in h100
+    a100 = " ".join(iobench("plan", "--gpu", "a100", "--gpus", "64", "--model", "resnet50", check=True,
+                            env=env).stdout.split())
+    assert "A100 training resnet50 at 2,470 samples/s per GPU (published rate)" in a100
+    assert "their plans do not compare with this published one; compare with h100 at --rate-kind mlperf-storage" in a100
+    unet = " ".join(iobench("plan", "--gpu", "h100", "--gpus", "64", "--model", "unet3d", check=True,
+                            env=env).stdout.split())
+    assert "x 146,600.6 kB mean (unet3d's sample in MLPerf Storage v3.0" in unet
+    # 0.9 x 64 x 7/0.323 samples/s x 146.6 MB: 183,000 MB/s, not ImageNet's 137
+    assert f"│ MB/s │ {0.9 * 64 * 7 / 0.323 * 146.600628:,.0f} │" in unet
 
 
 def test_one_kind_keeps_faster_gpus_asking_more():
@@ -232,7 +293,7 @@ def test_the_kind_is_printed_beside_every_rate():
                    "H100 GPUs it keeps at AU >= 90% (predicted, mlperf-storage rate)",
                    "GPUs fed (predicted, mlperf-storage rate)"):
         assert needle in text, needle
-    assert "warning" not in text  # the result has no per-GPU rate of its own
+    assert "this comparison mixes kinds" not in text  # the result has no per-GPU rate of its own
 
 
 def _with_rate(r: Result, rate: float, source: str, kind: str | None) -> Result:
@@ -275,8 +336,8 @@ def test_plan_warns_when_its_kind_differs_from_the_results():
 
 
 def test_plan_cli_kinds(tmp_path):
-    """The real CLI: one kind by default, an error naming the kinds a GPU has, the warning with a result."""
-    proc = iobench("plan", "--gpu", "a100", "--gpus", "32", "--model", "resnet50")
+    """The real CLI: an asked kind or an error naming the kinds a GPU has, the warning with a result."""
+    proc = iobench("plan", "--gpu", "a100", "--gpus", "32", "--model", "resnet50", "--rate-kind", "measured")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "no measured rate for resnet50 on a100 (resnet50 on a100 has: published, mlperf-storage)" in proc.stderr
     proc = iobench("plan", "--gpu", "h100", "--gpus", "32", "--model", "resnet50", "--rate", "100",
@@ -289,6 +350,6 @@ def test_plan_cli_kinds(tmp_path):
     assert "(mlperf-storage rate)" in out and "warning: this comparison mixes kinds of per-GPU rate" in out
     out = iobench("plan", "--gpu", "h200", "--gpus", "32", "--model", "resnet50", "--result", str(tmp_path),
                   check=True).stdout
-    assert "(measured rate)" in out and "warning" not in out
+    assert "(measured rate)" in out and "this comparison mixes kinds" not in out
     g = iobench("gpus", "--rate-kind", "published", check=True).stdout
     assert "│ published" in g and "│ measured" not in g and "│ mlperf-storage" not in g and "gpu_rates_h200.json" in g

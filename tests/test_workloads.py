@@ -10,7 +10,8 @@ from conftest import iobench
 from iobench import gpus, workload
 from iobench.errors import UserError
 
-REQUIRED = {"imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50"}
+REQUIRED = {"imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50",
+            "mlperf-storage-retinanet"}
 
 GOOD = """\
 description = "a test workload"
@@ -55,18 +56,27 @@ def test_default_is_imagenet_resnet50_on_a_sourced_gpu():
     assert w.rate() == (4677.3, w.per_gpu_rate()[1], "measured") and w.consumer.rate_kind == "measured"
 
 
-def test_every_shipped_workload_names_its_kind():
+def test_mlperf_workloads_say_their_kind_the_others_take_each_gpus_first():
+    """The bug: the default workload said kind "measured", so `run --gpu h100` was an error; MLPerf Storage's
+    workloads mean something at its emulated accelerators only, so they keep their kind."""
     kinds = {name: workload.load(name).rate().kind for name, _ in workload.available()}
-    assert kinds["mlperf-storage-resnet50"] == kinds["coco-detection"] == "mlperf-storage"
-    assert kinds["imagenet-resnet50"] == kinds["imagenet-vit-b16"] == kinds["small-files-4k"] == "measured"
-    for name in kinds:
-        assert workload.load(name).consumer.kind == kinds[name], f"{name}.toml should say its kind"
+    for name in ("mlperf-storage-resnet50", "mlperf-storage-retinanet", "coco-detection"):
+        assert kinds[name] == workload.load(name).consumer.kind == "mlperf-storage", name
+    for name in ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k"):
+        w = workload.load(name)
+        assert kinds[name] == w.consumer.rate_kind == "measured" and w.consumer.kind is None, name
+    default = workload.load(workload.DEFAULT)
+    assert default.merged(gpu="h100").rate()[::2] == (400 / 0.224, "mlperf-storage")
+    assert default.merged(gpu="A100-80GB").rate()[::2] == (2470.0, "published")
+    assert default.merged(gpu="a100").consumer.rate_kind == "published"
 
 
 def test_mlperf_storage_workload_mirrors_its_settings():
+    """configs/dlio/workload/resnet50_h100.yaml (and _a100) at 1833c96, unchanged since v2.0."""
     w = workload.load("mlperf-storage-resnet50")
     assert w.dataset.size_dist == "fixed:114660"
     assert w.pattern.batch_size == 400 and w.consumer.au_target == 0.90
+    assert (w.pattern.workers, w.pattern.epochs, w.pattern.decode) == ([8], 5, False)
     assert w.rate()[0] == 400 / 0.224 and w.rate().kind == "mlperf-storage"
     assert w.merged(gpu="a100").rate()[::2] == (400 / 0.435, "mlperf-storage"), "the file's kind holds for --gpu"
     assert w.merged(gpu="a100", kind="published").rate()[::2] == (2470.0, "published"), "--rate-kind overrides it"
@@ -82,6 +92,58 @@ def test_small_files_and_coco_shapes():
     coco = workload.load("coco-detection")
     dist = coco.dataset.dist
     assert dist.kind == "uniform" and 100_000 < (dist.low + dist.high) / 2 < 200_000
+    # its consumer: MLPerf Storage v3.0's emulated RetinaNet (the H100 config it named was deleted before v3.0)
+    assert (coco.consumer.model, coco.consumer.gpu, coco.consumer.au_target) == ("retinanet", "b200", 0.85)
+    assert (coco.pattern.batch_size, coco.merged(gpu="mi355").pattern.batch_size) == (24, 36)
+
+
+def test_mlperf_storage_retinanet_has_v3s_parameters():
+    """mlcommons/storage configs/dlio/workload/retinanet_b200.yaml and retinanet_mi355.yaml at 1833c96."""
+    w = workload.load("mlperf-storage-retinanet")
+    d, p, c = w.dataset, w.pattern, w.consumer
+    assert (d.files, d.size_dist, d.classes) == (1_170_301, "fixed:322957", 1)
+    assert d.dist.kind == "fixed" and d.dist.low == d.dist.high == gpus.SAMPLE_BYTES["retinanet"].bytes == 322_957
+    assert (p.engine, p.workers, p.batch_size, p.batch_of_gpu, p.decode, p.epochs, p.order) == (
+        "dataloader", [8], 24, True, False, 8, "shuffled")
+    assert (c.model, c.gpu, c.kind, c.au_target, c.rate) == ("retinanet", "b200", "mlperf-storage", 0.85, None)
+    assert w.rate()[::2] == (24 / 0.04755, "mlperf-storage")
+    # --gpu mi355 takes that config's rate and its batch; --batch-size still wins
+    mi355 = w.merged(gpu="AMD Instinct MI355X")
+    assert (mi355.consumer.gpu, mi355.pattern.batch_size, mi355.rate()[::2]) == ("mi355", 36,
+                                                                                 (36 / 0.071325, "mlperf-storage"))
+    assert mi355.merged(gpu="b200").pattern.batch_size == 24
+    assert w.merged(gpu="mi355", batch_size=48).pattern.batch_size == 48
+    assert w.merged(rate=100.0).pattern.batch_size == 24  # a given rate has no row: the file's batch
+    with pytest.raises(UserError, match=r"no consumption rate for retinanet on a100 \(of any kind\): MLPerf Storage "
+                                        r"v3\.0 has no retinanet config for a100"):
+        w.merged(gpu="a100")
+
+
+def test_workloads_json_lists_mlperf_storage_retinanet():
+    """The real CLI: `iobench workloads --json -`."""
+    import json
+
+    rows = {r["name"]: r for r in json.loads(iobench("workloads", "--json", "-", check=True).stdout)}
+    retina = rows["mlperf-storage-retinanet"]
+    assert "322,957 B" in retina["description"] and "AU 0.85" in retina["description"]
+    wl = retina["workload"]
+    assert wl["dataset"]["size_dist"] == "fixed:322957" and wl["dataset"]["files"] == 1_170_301
+    assert wl["consumer"]["au_target"] == 0.85 and wl["consumer"]["kind"] == "mlperf-storage"
+    assert (wl["pattern"]["batch_size"], wl["pattern"]["workers"], wl["pattern"]["decode"]) == (24, [8], False)
+    assert "mlperf-storage-retinanet" in iobench("workloads", check=True).stdout
+
+
+def test_run_takes_each_gpus_first_kind(tmp_path):
+    """The real CLI: `run --gpu h100` (no --rate-kind) replays with MLPerf Storage's emulated H100 and says so."""
+    from iobench.result import Result
+
+    out = tmp_path / "out"
+    iobench("run", "--mount", str(tmp_path), "--files", "40", "--engine", "threads", "--threads", "2", "--cache",
+            "warm", "--no-fio", "--no-metadata", "--gpu", "h100", "--out", str(out), "--quiet",
+            check=True)
+    s = Result.load(out / "result.json").settings
+    assert (s.gpu, s.model, s.rate_kind, s.rate_per_gpu) == ("h100", "resnet50", "mlperf-storage", 400 / 0.224)
+    assert s.rate_source.startswith("mlperf-storage: mlcommons/storage at commit 1833c96")
 
 
 def test_a_path_works_and_names_are_normalised(tmp_path):
@@ -114,10 +176,10 @@ def test_bad_override_names_the_option(tmp_path):
         w.merged(au_target=1.5)
     with pytest.raises(UserError, match=r"^workload mine: --model/--gpu: no consumption rate for resnet50 on t4"):
         w.merged(gpu="t4")
-    # no kind in the file: measured, and an A100 has none (no silent switch to its published rate)
+    # a kind asked for holds: an A100 has no measured rate (no silent switch to its published one)
     with pytest.raises(UserError, match=r"^workload mine: --model/--gpu: no measured rate for resnet50 on a100 "
                                         r"\(resnet50 on a100 has: published, mlperf-storage\)"):
-        w.merged(gpu="a100")
+        w.merged(gpu="a100", kind="measured")
 
 
 def test_kind_in_a_file_the_old_name_and_overrides(tmp_path):
@@ -187,9 +249,11 @@ def test_run_takes_one_kind_and_refuses_rate_with_rate_kind(tmp_path):
     """The real CLI: these fail before any dataset is made."""
     _one_line_error(iobench("run", "--mount", str(tmp_path), "--rate", "100", "--rate-kind", "measured"),
                     "--rate and --rate-kind do not go together")
-    _one_line_error(iobench("run", "--mount", str(tmp_path), "--gpu", "h100"),
-                    "no measured rate for resnet50 on h100 (resnet50 on h100 has: mlperf-storage); use --rate-kind "
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--gpu", "h100", "--rate-kind", "published"),
+                    "no published rate for resnet50 on h100 (resnet50 on h100 has: mlperf-storage); use --rate-kind "
                     "mlperf-storage")
+    _one_line_error(iobench("run", "--mount", str(tmp_path), "--workload", "mlperf-storage-retinanet", "--gpu", "h100"),
+                    "retinanet_h100.yaml was deleted before v3.0")
     _one_line_error(iobench("run", "--mount", str(tmp_path), "--workload", "mlperf-storage-resnet50", "--gpu", "h200"),
                     "no mlperf-storage rate for resnet50 on h200")
     _one_line_error(iobench("run", "--mount", str(tmp_path), "--rate-kind", "published"),
