@@ -412,6 +412,9 @@ def _first_line(result: Result, store: StorageFigure | None, storage: Count | No
         "" if limit == "gpu" else f": {limit_words}")
     if store is None or storage is None:
         storage_part = "no valid cold run measured the storage"
+    elif store.lower_bound and storage.high == 0:  # "at least 0" says nothing: say what was measured
+        storage_part = (f"the storage gave at least {store.samples_per_s:,.0f} samples/s cold (one client; one "
+                        f"{gpu_short(s)} needs {s.au_target * (s.rate_per_gpu or 0):,.0f})")
     else:
         least = "at least " if store.lower_bound else ""
         storage_part = (f"the storage feeds {least}{gpus_short(s, storage.words(), storage.low)} "
@@ -428,7 +431,9 @@ def _first_line(result: Result, store: StorageFigure | None, storage: Count | No
     assert store is not None
     gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
     if asked.fed:
-        storage_words = f"the storage feeds {gpus_short(s, str(n), n)} ({n} need {need:,.0f} samples/s; it gave {gave})"
+        most = f" and up to {storage.words()}" if storage and storage.high > n else ""
+        storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
+                         f"gave {gave})")
     elif asked.fed is False:
         storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
                          f"{storage.words() if storage else 0})")

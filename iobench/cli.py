@@ -348,8 +348,11 @@ def _run_options(f):
 @click.option("--gpu", default=None, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
 @click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
-              help="Kind of table rate (see `iobench gpus`) [default: the workload's, else measured]; not with --rate.")
-@click.option("--gpus", "gpus_", type=int, default=None, help="GPUs to ask about: is the storage the limit for them?")
+              help="Kind of table rate (see `iobench gpus`) [default: the workload's, else the first kind the GPU and "
+                   "model have: measured, published, mlperf-storage]; not with --rate.")
+@click.option("--gpus", "gpus_", type=int, default=None,
+              help="GPUs to ask about: does the storage feed them (and did this client)? Answered first, Yes, No or "
+                   "Borderline, with a training run at exactly N.")
 @click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
 @click.option("--consumer", type=click.Choice(["sleep", "cuda"]), default="sleep", show_default=True,
               help="How a GPU is stood for: a sleep of batch / rate, or a real training step on a local GPU.")
@@ -357,7 +360,8 @@ def _run_options(f):
               help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
                    "beside it once).")
 @click.option("--check", "check_", is_flag=True,
-              help="Exit 1 (after a complete run) unless the GPUs asked about with --gpus N are fed; 0 when they are.")
+              help="Exit 1 (after a complete run) unless the storage feeds the GPUs asked about with --gpus N (its "
+                   "figure covers their demand; without a cold run, this client's training run at N); 0 when it does.")
 @click.option("--io-timeout", "io_timeout", type=float, default=60.0, show_default=True,
               help="Seconds without a finished read after which the storage counts as stalled: the run ends there "
                    "(exit 3), the epoch kept with complete false, readers stuck in IO left behind.")
@@ -600,6 +604,8 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape
     for line in restore_left_settings():
         ui.warn(line)
     spec = _pick(mount, shape, ui) if dataset is None else None
+    if spec is not None:  # the dataset's size is known: a run too small to count is refused before it is made
+        _refuse_too_few(settings, spec.files, job)
     folder = lock.dataset_folder(mount, dataset, spec)
     with lock.hold(folder) if folder is not None else nullcontext():
         made: list[Path] = []
@@ -626,6 +632,14 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape
     if json_path is not None:
         _write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
     return result
+
+
+def _refuse_too_few(settings: Settings, files: int, job) -> None:
+    """Known before anything is measured: a dataset too small for a run to count is refused, not measured as
+    invalid runs (verdict.too_few_files says the rule and the --files that meets it)."""
+    why = too_few_files(settings, files, job.w.world_size if job is not None else None)
+    if why:
+        raise UserError(why)
 
 
 def _check_outputs(json_path: str | None, out: Path | None) -> None:
@@ -673,9 +687,7 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
         assert spec is not None
         manifest, made, params = _make(mount, spec, ui), True, spec.as_dict()
 
-    too_few = too_few_files(settings, len(manifest), job.w.world_size if job is not None else None)
-    if too_few:  # known before anything is measured: refused, not measured as invalid runs
-        raise UserError(too_few)
+    _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
     mount_info = Mount(**describe(manifest.root))
     host = host_info()
     fits = manifest.total_bytes < host["ram_bytes"]

@@ -176,7 +176,10 @@ def cluster_verdict(result: Result) -> Verdict:
     storage = None if ram else run.samples_per_s
     at_least = fed or limit != "storage"
     storage_gpus = gpus_for(storage, s.rate_per_gpu, s.au_target) if storage is not None else None
-    if storage is not None and storage_gpus is not None:
+    if storage is not None and at_least and storage_gpus == 0:  # "at least 0" says nothing: say what was measured
+        storage_part = (f"the storage gave at least {storage:,.0f} samples/s {state.split(' ')[0]} to {nodes} (one "
+                        f"{gpu_short(s)} needs {s.au_target * s.rate_per_gpu:,.0f})")
+    elif storage is not None and storage_gpus is not None:
         storage_part = (f"the storage feeds {'at least ' if at_least else ''}"
                         f"{gpus_short(s, str(storage_gpus), storage_gpus)} ({storage:,.0f} samples/s "
                         f"{state.split(' ')[0]} to {nodes})")

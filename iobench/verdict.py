@@ -333,7 +333,7 @@ def loader_words(run: Run) -> str:
 def readers(run: Run) -> str:
     """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
     if run.gpus:
-        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} workers"
+        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} worker{'' if run.workers == 1 else 's'}"
     return loader_words(run)
 
 

@@ -208,7 +208,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
     from iobench.cluster_verdict import cluster_verdict
 
     v = res.verdict
-    assert v.limit != "storage" and "The storage is the limit" not in v.text, v.text
+    assert v.limit != "storage" and "Limit: the storage" not in v.text, v.text
     idle = res.model_copy(deep=True)
     for rank in idle.ranks:
         for e in rank.epochs:
@@ -217,7 +217,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
     if v.limit != "gpu":
         assert v.limit in ("input-pipeline", "slowest-rank"), v.text
         assert v.storage_samples_per_s is None and "the page cache" in v.text, v.text
-        assert "The storage is the limit" not in v.text, v.text
+        assert "Limit: the storage" not in v.text, v.text
 
 
 def test_a_rank_killed_after_the_result_and_a_busy_oversubscribed_host(mount: Path, tmp_path: Path) -> None:

@@ -100,7 +100,8 @@ def test_a_capped_node_is_the_slowest_rank(xfs_data, tmp_path):
     assert run["read_once"] is True and run["valid"] is True
     v = r["verdict"]
     assert v["limit"] == "slowest-rank" and run["slowest_rank"] == 1
-    assert "The slowest rank is the limit: rank 1 on" in v["text"] and v["answer"].startswith("No:")
+    assert "Limit: the slowest rank: rank 1 on" in v["text"] and v["answer"].startswith("No:")
+    assert "the job fed 0 of its 2: the slowest rank is the limit" in v["answer"]
     assert run["straggler_spread"] == pytest.approx(1 - pace[1] / pace[0], abs=0.02)
 
 
@@ -121,7 +122,8 @@ def test_ranks_sharing_a_capped_storage_find_the_storage(xfs_data, tmp_path):
     v = r["verdict"]
     assert v["limit"] == "storage" and run["straggler_spread"] < 0.25
     assert v["gpus_fed"] == min(math.floor(run["samples_per_s"] / (0.9 * 1500) + 1e-9), 1)
-    assert v["answer"].startswith("No: 2 GPUs consuming 1,500 samples/s each on 1 node need 2,700 samples/s")
+    assert v["answer"].startswith("No: 2 GPUs of 1,500 samples/s need 2,700 samples/s; the storage feeds ")
+    assert v["storage_gpus_fed"] == math.floor(run["samples_per_s"] / (0.9 * 1500) + 1e-9)  # for both clients
 
 
 @pytest.mark.root
@@ -147,4 +149,4 @@ def test_ranks_decoding_on_one_cpu_find_the_cpu(xfs_data, tmp_path):
               "--rate", "3000", "--out", str(out)], out)
     assert all(rank["cpus_usable"] == 1 for rank in r["ranks"])
     v = r["verdict"]
-    assert v["limit"] == "client-cpu" and "A node's CPU is the limit" in v["text"]
+    assert v["limit"] == "client-cpu" and "Limit: a node's CPU" in v["text"]

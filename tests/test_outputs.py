@@ -38,7 +38,8 @@ def test_a_link_at_the_output_is_refused_in_one_line(tmp_path: Path, option: str
     victim.write_text("keep me\n")
     out = tmp_path / "out"
     out.symlink_to(victim)
-    proc = iobench("report", str(EXAMPLE), option, str(out))
+    other = [] if option == "--md" else ["--md", str(tmp_path / "r.md")]  # no report beside the shipped example
+    proc = iobench("report", str(EXAMPLE), option, str(out), *other)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"iobench: error: {out} is a symbolic link, where iobench expects a regular file: iobench does not follow, "

@@ -86,7 +86,7 @@ def test_a_run_that_measures_nothing_leaves_no_result_folder(tmp_path):
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("mine\n")
     proc = iobench("run", "--mount", str(tmp_path / "m"), "--files", "10", "--size-dist", "fixed:8kB", "--no-fio",
-                   "--no-metadata", cwd=tmp_path)
+                   "--no-metadata", "--engine", "threads", "--threads", "1", cwd=tmp_path)
     assert proc.returncode == 2 and "was not made by iobench" in _one_line_error(proc), proc.stderr
     assert not (tmp_path / "reports").exists() and (mine / "notes.txt").read_text() == "mine\n"
 
@@ -205,7 +205,7 @@ def test_pack_refuses_a_bad_shard_size_before_packing(tmp_path):
 
 def test_a_decode_failure_names_the_file_and_the_decoders_error(tmp_path):
     pytest.importorskip("torch")
-    m = make_dataset(tmp_path, 64, "fixed:8kB", classes=1)
+    m = make_dataset(tmp_path, 80, "fixed:8kB", classes=1)  # 10 batches of 8 for the one worker: a run that counts
     bad = Path(m.paths[7])
     bad.write_bytes(b"not a jpeg".ljust(bad.stat().st_size, b"\0"))  # same size: the dataset still checks out
     proc = iobench("run", "--dataset", str(m.root), "--engine", "dataloader", "--workers", "1", "--batch-size", "8",

@@ -102,10 +102,16 @@ def storage_answer_holds(v: dict) -> None:
     assert low <= count <= high and v["storage_gpus_fed"] == low, v["text"]
     words = f"{low}-{high}" if v["storage_gpus_range"] else f"{low}"
     least = "at least " if v["storage_is_lower_bound"] else ""
-    assert f"the storage feeds {least}{words} " in v["answer"] and "client feeds" in v["answer"], v["answer"]
+    if v["gpus_asked"] is None:
+        assert f"the storage feeds {least}{words} " in v["answer"], v["answer"]
+    elif v["asked_fed"]:  # the count asked about first, then how many the storage feeds
+        assert (f"and up to {words} " in v["answer"]) == (low > v["gpus_asked"]) or high > low, v["answer"]
+    else:
+        assert f"(enough for {words})" in v["answer"], v["answer"]
+    assert "client feeds" in v["answer"] or "client fed" in v["answer"], v["answer"]
     client = f"{v['client_gpus_range'][0]}-{v['client_gpus_range'][1]}" if v["client_gpus_range"] \
         else f"{v['client_gpus_fed']}"
-    assert f"client feeds {client}" in v["answer"] and len(v["answer"]) < 200, v["answer"]
+    assert (f"client feeds {client}" in v["answer"] or v["asked_client_fed"]) and len(v["answer"]) < 200, v["answer"]
 
 
 # ------------------------------------------------------------------------------------------------ the beds
@@ -270,7 +276,7 @@ def test_too_few_files_are_refused_before_measuring(tmp_path):
     one line with the --files that gives each reader 10 batches, and nothing measured."""
     proc = iobench("run", "--mount", str(tmp_path), "--out", str(tmp_path / "out"), "--files", "300", *FAST,
                    "--workers", "1,2", "--batch-size", "256", "--cache", "cold", "--no-fio")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr  # before the dataset is made
     assert proc.stderr.startswith("iobench: error: 300 files give 2 DataLoader workers 1.0 batches of 256 each, fewer "
                                   "than the 10 a run needs to count: give --files 5,120 or more"), proc.stderr
     assert not (tmp_path / "out" / "result.json").exists()
@@ -279,16 +285,15 @@ def test_too_few_files_are_refused_before_measuring(tmp_path):
 @pytest.mark.root
 @pytest.mark.testbed
 def test_the_advice_for_a_run_too_short_makes_a_run_that_counts(sshfs_delay_mount, tmp_path):
-    """On sshfs with 2 ms each way (~300 files/s at one thread), 100 files last ~0.3 s: the run does not count,
-    and the --files it advises, computed from the rate it measured, gives one that does. Measured: 100 files
-    0.26-0.4 s; the advised 600-800 files 1.7-2.7 s; ~20 s."""
+    """On sshfs with 2 ms each way (~850 files/s at 16 threads), 200 files last ~0.25 s: the run does not count,
+    and the --files it advises, computed from the rate it measured, gives one that does. ~20 s."""
     source = mount_source(sshfs_delay_mount) or ""
     server_side = Path(source.split(":", 1)[1]) / "t-advice"
     server_side.mkdir(exist_ok=True)
-    args = ("--engine", "threads", "--threads", "1", "--epochs", "1", "--no-metadata", "--cache", "cold", "--no-fio",
+    args = ("--engine", "threads", "--threads", "16", "--epochs", "1", "--no-metadata", "--cache", "cold", "--no-fio",
             "--size-dist", "fixed:8kB")
-    iobench("gen", "--mount", str(server_side), "--files", "100", "--size-dist", "fixed:8kB", "--quiet", check=True)
-    r, _ = run_cli(sshfs_delay_mount / "t-advice", tmp_path / "short", "--files", "100", *args)
+    iobench("gen", "--mount", str(server_side), "--files", "200", "--size-dist", "fixed:8kB", "--quiet", check=True)
+    r, _ = run_cli(sshfs_delay_mount / "t-advice", tmp_path / "short", "--files", "200", *args)
     assert not any(x["valid"] for x in replay_runs(r)), r["verdict"]["text"]  # precondition: under 0.5 s
     advised = r["verdict"]["answer"].split("--files ")[1].split(" ")[0]
     iobench("gen", "--mount", str(server_side), "--files", advised.replace(",", ""), "--size-dist", "fixed:8kB",
@@ -303,30 +308,31 @@ def test_the_advice_for_a_run_too_short_makes_a_run_that_counts(sshfs_delay_moun
 @needs_root
 def test_the_storage_and_this_client_answer_apart_and_compare_orders_by_the_storage(xfs_data, tmp_path):
     """The buyer's case. A client-limited bed: the uncapped XFS, iobench pinned to one CPU, decoding: its pipeline
-    feeds no GPU of 2,000 samples/s, while the storage (fio, on the same CPU) gives several GPUs' worth. A
-    storage-limited bed: the XFS capped at 1,000 IO/s, raw reads: its storage feeds none of them. Each answer
+    feeds no GPU of 1,000 samples/s, while the storage (fio, on the same CPU) gives several GPUs' worth. A
+    storage-limited bed: the XFS capped at 1,000 IO/s, raw reads: its storage feeds one at most. Each answer
     names the storage's GPUs first and this client's second; `compare` orders them by the storage's figure.
-    Measured: pinned decode ~150-330 samples/s, fio 6,000-13,000 files/s; capped ~950; ~60 s."""
+    Measured: pinned decode ~200 samples/s, fio at one job ~3,100-3,200 files/s (3,000 files: ~0.95 s); capped
+    ~950; ~50 s."""
     folder, device = xfs_data
-    common = ("--files", str(XFS_BIG), *FAST, "--workers", "1", "--batch-size", "16", "--cache", "cold",
-              "--rate", "2000", "--gpus", "1")
+    common = ("--files", str(XFS_FILES), *FAST, "--workers", "1", "--batch-size", "16", "--cache", "cold",
+              "--rate", "1000", "--gpus", "1")
     client, _ = run_cli(folder, tmp_path / "client", *common, "--decode", prefix=["taskset", "-c", "0"])
     v = client["verdict"]
-    assert fio_cold(client) and v["storage_samples_per_s"] >= 2 * 0.9 * 2000, v["text"]  # precondition
+    assert fio_cold(client) and v["storage_samples_per_s"] >= 2 * 0.9 * 1000, v["text"]  # precondition
     storage_answer_holds(v)
     assert v["storage_gpus_fed"] >= 2 and v["client_gpus_fed"] == 0 and v["limit"] == "client-cpu", v["text"]
-    assert v["answer"].startswith("Yes: the storage feeds 1 GPU of 2,000 samples/s"), v["answer"]
+    assert v["answer"].startswith("Yes: the storage feeds 1 GPU of 1,000 samples/s"), v["answer"]
     assert "its CPU is the limit" in v["answer"] and v["asked_client_fed"] is False, v["answer"]
     assert any("cores of a client for its input pipeline (decode included)" in line for line in v["evidence"])
     with blkio_cgroup("iobench-test-apart", device, read_iops=IOPS_CAP) as cg:
-        capped, _ = run_cli(folder, tmp_path / "capped", "--files", str(XFS_FILES), *FAST, "--workers", "1,2",
-                            "--batch-size", "16", "--cache", "cold", "--rate", "2000", prefix=in_cgroup(cg, []))
+        capped, _ = run_cli(folder, tmp_path / "capped", "--files", str(XFS_SMALL), *FAST, "--workers", "1,2",
+                            "--batch-size", "16", "--cache", "cold", "--rate", "1000", prefix=in_cgroup(cg, []))
     w = capped["verdict"]
     storage_answer_holds(w)
-    assert w["storage_gpus_fed"] == 0 and w["storage_samples_per_s"] < 0.9 * 2000, w["text"]
+    assert w["storage_gpus_fed"] <= 1 < v["storage_gpus_fed"], w["text"]  # ~950 against 900 a GPU
     proc = iobench("compare", str(tmp_path / "capped"), str(tmp_path / "client"), "--name", "capped", "--name",
                    "fast", "--json", "-", "--md", str(tmp_path / "c.md"))
     assert proc.returncode == 0, proc.stderr
     headline = json.loads(proc.stdout)["headline"]
     assert headline.startswith(f"fast's storage feeds the most GPUs from one client: {v['storage_gpus_fed']} "
-                               "(against capped: 0)"), headline
+                               f"(against capped: {w['storage_gpus_fed']})"), headline

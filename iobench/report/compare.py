@@ -181,10 +181,10 @@ def compare_headline(results: Sequence[Result], fs: Sequence[Facts], names: Sequ
     if known and all(g == 0 for g, _ in known):
         v = fs[known[0][1]].verdict
         tau = (v.au_target if v and v.au_target else results[0].settings.au_target)
-        out.append(f"no storage here feeds even one {gpu_name(v, results[0])} ≥ {tau:.0%} busy training "
-                   f"{model_name(v, results[0])} from one client")
-    text = "; ".join(out)
-    text = text[:1].upper() + text[1:] + "." if text else (
+        out.append(f"{'No' if not out else 'no'} storage here feeds even one {gpu_name(v, results[0])} ≥ "
+                   f"{tau:.0%} busy training {model_name(v, results[0])} from one client")
+    text = "; ".join(out)  # a system's name starts it as given, never capitalised
+    text = text + "." if text else (
         "The same result twice: nothing to compare." if same else "No storage figures to compare.")
     mixed = mixed_kinds([(n, r.settings.rate_per_gpu, rate_kind_of(r)) for r, n in zip(results, names, strict=True)])
     return f"{text} Warning: {mixed}" if mixed else text
