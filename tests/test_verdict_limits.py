@@ -111,7 +111,8 @@ def storage_answer_holds(v: dict) -> None:
     assert "client feeds" in v["answer"] or "client fed" in v["answer"], v["answer"]
     client = f"{v['client_gpus_range'][0]}-{v['client_gpus_range'][1]}" if v["client_gpus_range"] \
         else f"{v['client_gpus_fed']}"
-    assert (f"client feeds {client}" in v["answer"] or v["asked_client_fed"]) and len(v["answer"]) < 200, v["answer"]
+    assert f"client feeds {client}" in v["answer"] or v["asked_client_fed"], v["answer"]
+    assert len(v["answer"]) - len(v["answer"].split(": ", 1)[0]) < 170, v["answer"]  # beside the test bed's long path
 
 
 # ------------------------------------------------------------------------------------------------ the beds
