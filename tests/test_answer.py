@@ -26,11 +26,11 @@ def _run(mount: Path, out: Path, *args: str) -> Result:
     return Result.load(out / "result.json")
 
 
-@pytest.mark.parametrize(("files", "rate", "gpus"), [(1500, 150, 1), (3000, 200, 2)])
+@pytest.mark.parametrize(("files", "rate", "gpus"), [(1500, 300, 1), (3000, 400, 2)])
 def test_the_gpus_asked_are_answered_by_a_training_run_whatever_the_replay(tmp_path: Path, files: int, rate: int,
                                                                          gpus: int) -> None:
     """Warm epochs of 1,500 or 3,000 files read in well under 0.5 s: no replay run counts. A training run at the
-    count asked lasts files / (GPUs x rate) seconds, 10 s and 7.5 s here, and counts: it answers Yes or No."""
+    count asked lasts files / (GPUs x rate) seconds, 5 s and 3.75 s here, and counts: it answers Yes or No."""
     r = _run(tmp_path, tmp_path / "out", "--files", str(files), "--workers", "2", "--batch-size", "32", "--cache",
              "warm", "--rate", str(rate), "--gpus", str(gpus), "--size-dist", "fixed:16kB")
     replay = [x for x in r.runs if x.kind == "replay"]

@@ -5,7 +5,7 @@ The first tests fake a hung storage with a reader that blocks in Python (no root
 a real one: sshfs through the delay proxy, which is stopped with SIGSTOP while `iobench run` reads (the sshfs client
 then waits on the server, and readers sit in request_wait_answer: uninterruptible once a request is out). Measured on
 a 2-core VM: exit 6.7-8.4 s after the stop with --io-timeout 5 (the 5 s, a 1 s poll, up to 3 s for killed readers
-to go); ~12-15 s a test.
+to go); the tests use --io-timeout 3; ~10-13 s a test.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from iobench.measure import EpochRecorder
 from iobench.sources.files import FileSource
 
 FILES = 400
-IO_TIMEOUT_S = 5
-EXIT_WITHIN_S = 20  # after the storage stops: the timeout, a poll, the readers killed, the result saved
-STALLED = re.compile(r"iobench: error: the storage stopped answering: \d+ reads? pending for 5 s; kept what was "
-                     r"measured in (?P<path>\S+/result\.json)")
+IO_TIMEOUT_S = 3
+EXIT_WITHIN_S = 18  # after the storage stops: the timeout, a poll, the readers killed, the result saved
+STALLED = re.compile(rf"iobench: error: the storage stopped answering: \d+ reads? pending for {IO_TIMEOUT_S} s; kept "
+                     r"what was measured in (?P<path>\S+/result\.json)")
 
 
 class HangingSource(FileSource):
@@ -257,9 +257,9 @@ def test_bounded_child_stall_names_the_phase():
         in_child(lambda beat: 1 // 0, 0.5, "x")
 
 
-META_STALLED = re.compile(r"iobench: error: the storage stopped answering: no answer for 5 s while (evicting the page "
-                          r"cache|listing the dataset|stat of the samples|open\+close of the samples); kept what was "
-                          r"measured in (?P<path>\S+/result\.json)")
+META_STALLED = re.compile(rf"iobench: error: the storage stopped answering: no answer for {IO_TIMEOUT_S} s while "
+                          r"(evicting the page cache|listing the dataset|stat of the samples|open\+close of the "
+                          r"samples); kept what was measured in (?P<path>\S+/result\.json)")
 
 
 @pytest.mark.root
