@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -15,16 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from iobench.report.facts import Table as ReportTable
-from iobench.report.facts import (
-    fio_table,
-    metadata_table,
-    mitigations_table,
-    ranks_table,
-    runs_table,
-    stats_table,
-)
 from iobench.result import Result, Verdict
+
+if TYPE_CHECKING:  # the report's tables are imported where printed: `iobench gpus` and friends start faster
+    from iobench.report.facts import Table as ReportTable
 
 
 class UI:
@@ -112,6 +107,15 @@ class UI:
         """The report's tables (metadata, runs, repeats, fio baseline, mitigations), then the invalid runs and notes."""
         if self.quiet:
             return
+        from iobench.report.facts import (
+            fio_table,
+            metadata_table,
+            mitigations_table,
+            ranks_table,
+            runs_table,
+            stats_table,
+        )
+
         for t in (metadata_table(result), runs_table(result) if result.runs else None, stats_table(result),
                   fio_table(result), mitigations_table(result), ranks_table(result)):
             if t is not None:

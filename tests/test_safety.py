@@ -237,6 +237,8 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     finally:
         os.close(fd)
     assert (found < 0).any() and np.all((found < 0) | (found == sizes))  # no file half-written
+    if sig == signal.SIGTERM:
+        return  # the resume after a stop is the same either way: shown once, after SIGINT
 
     again = iobench("gen", "--mount", str(tmp_path), "--files", "200000", "--size-dist", "fixed:2kB", "--quiet",
                     timeout=600)

@@ -34,9 +34,8 @@ pytest.importorskip("torch")  # every scenario replays with DataLoader workers
 RUN_TIMEOUT_S = 240
 # Small, fast settings: one cold epoch per DataLoader worker count, no metadata phase.
 FAST = ("--engine", "dataloader", "--epochs", "1", "--no-metadata")
-XFS_SMALL = 1000  # for the --gpus scenario: at 1,000 IO/s an epoch takes ~1 s
-XFS_FILES = 3000  # ~110 kB ImageNet-like JPEGs; at 1,000 IO/s an epoch takes ~3 s
-XFS_PINNED = 2000  # decoded on one core (~200/s): 10 s an epoch; fio at one job (~3,000 files/s) lasts ~0.67 s
+XFS_SMALL = 1000  # ~110 kB ImageNet-like JPEGs; at 1,000 IO/s an epoch takes ~1 s
+XFS_2K = 2000  # capped: ~2 s an epoch; decoded on one core (~200/s): 10 s; fio at one job (~3,000 files/s): ~0.67 s
 IOPS_CAP = 1000
 MIN_SECONDS = 0.5  # a shorter run (loader or fio) does not count
 
@@ -124,14 +123,14 @@ def storage_answer_holds(v: dict) -> None:
 
 @pytest.fixture(scope="module")
 def xfs_data(xfs_mount: Path) -> tuple[Path, str]:
-    """ImageNet-like datasets of 1,000, 3,000 and 8,000 files on loop XFS (made once for the module, ~5 s), and
+    """ImageNet-like datasets of 1,000 and 2,000 files on loop XFS (made once for the module, ~5 s), and
     the loop device under them; `run --files N` picks one."""
     device = mount_source(xfs_mount)
     if not device or not device.startswith("/dev/loop"):
         pytest.skip(f"the xfs test bed at {xfs_mount} is not on a loop device ({device})")
     folder = xfs_mount / "t-limits"
     folder.mkdir(exist_ok=True)
-    for files in (XFS_SMALL, XFS_PINNED, XFS_FILES):
+    for files in (XFS_SMALL, XFS_2K):
         iobench("gen", "--mount", str(folder), "--files", str(files), "--quiet", check=True)
     return folder, device
 
@@ -141,13 +140,14 @@ def xfs_data(xfs_mount: Path) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def capped(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
-    """XFS with reads capped at 1,000 IO/s: 3,000 files, 1 and 2 workers, --rate 400 (its result and folder)."""
+    """XFS with reads capped at 1,000 IO/s: 2,000 files (an epoch of ~2 s: the throttle's first burst, ~100 reads
+    over the cap, weighs 5% in it), 1 and 2 workers, --rate 400 (its result and folder)."""
     if os.geteuid() != 0:
         pytest.skip("needs root (a blkio cgroup)")
     folder, device = xfs_data
     out = tmp_path_factory.mktemp("capped") / "out"
     with blkio_cgroup("iobench-test-cap", device, read_iops=IOPS_CAP) as cg:
-        r, _ = run_cli(folder, out, "--files", str(XFS_FILES), *FAST, "--workers", "1,2", "--batch-size", "16",
+        r, _ = run_cli(folder, out, "--files", str(XFS_2K), *FAST, "--workers", "1,2", "--batch-size", "16",
                        "--cache", "cold", "--rate", "400", prefix=in_cgroup(cg, []))
     return r, out
 
@@ -158,7 +158,7 @@ def pinned(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
     worker, --rate 400 --gpus 1 (its result and folder)."""
     folder, _ = xfs_data
     out = tmp_path_factory.mktemp("pinned") / "out"
-    r, _ = run_cli(folder, out, "--files", str(XFS_PINNED), *FAST, "--workers", "1", "--batch-size", "16", "--cache",
+    r, _ = run_cli(folder, out, "--files", str(XFS_2K), *FAST, "--workers", "1", "--batch-size", "16", "--cache",
                    "cold", "--rate", "400", "--gpus", "1", "--decode", prefix=["taskset", "-c", "0"])
     return r, out
 
