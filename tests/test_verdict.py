@@ -211,11 +211,12 @@ def test_an_au_within_the_repeats_spread_of_the_target_is_borderline_with_its_ra
     v = verdict(r)
     assert v.borderline and v.client_gpus_range == [0, 1] and v.client_gpus_fed == 0
     assert "this 2-core client feeds 0-1" in v.answer
-    assert any(line.startswith("Borderline (0-1): the training run at 1 (4 workers each) reached AU 87.9% against the 90% target")
-               for line in v.evidence)
+    said = "Borderline (0-1): the training run at 1 (4 workers each) reached AU 87.9% against the 90% target"
+    assert any(line.startswith(said) for line in v.evidence)
     one = verdict(_result([repeats[1], _training(1, 0.879, 879)], engine="dataloader", batch_size=16, **H200))
     assert not one.borderline and one.client_gpus_fed == 0  # one run: no range claimed, but the line is said
-    assert any(line.startswith("Near the line: the training run at 1 (4 workers each) reached AU 87.9%") for line in one.evidence)
+    said = "Near the line: the training run at 1 (4 workers each) reached AU 87.9%"
+    assert any(line.startswith(said) for line in one.evidence)
 
 
 SCENARIOS = {
