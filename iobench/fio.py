@@ -364,6 +364,16 @@ def _last_line(*texts: str) -> str:
     return ""
 
 
+def _with_errno_text(line: str) -> str:
+    """fio's job error with its errno spelled out: fio cuts the line at 128 characters, so behind a long path
+    "err=2/..., error=No such file or directory" arrives as "error=No"."""
+    m = re.search(r"\berr=\s*(\d+)/", line)
+    if m is None or int(m[1]) == 0:
+        return line
+    text = os.strerror(int(m[1]))
+    return line if text in line else f"{line} [errno {m[1]}: {text}]"
+
+
 def _parse_fio_json(text: str) -> tuple[dict[str, Any], str]:
     """fio's JSON document parsed, and its text as fio printed it (from its first '{' to its last '}')."""
     start = _json_start(text)
@@ -644,7 +654,7 @@ def run_fio(
             if rc != 0 or doc is None:
                 # fio prints job errors ("fio: pid=..., err=5/...") on stdout before its JSON, others on stderr.
                 prefix = out[:_json_start(out)] if doc is not None else out
-                msg = _last_line(err, prefix) or f"exit status {rc}"
+                msg = _with_errno_text(_last_line(err, prefix)) or f"exit status {rc}"
                 raise FioError(f"fio failed: {msg}")
             res = _result_from_json(doc, job, version, wall)
             results.append(replace(res, foreign_drops=foreign, caveats=_caveats(res.seconds, foreign), raw_json=raw))

@@ -136,6 +136,8 @@ def test_run_fio_reports_fio_errors(tmp_path: Path) -> None:
     f.write_bytes(b"x" * 4096)
     with pytest.raises(FioError, match="No such file"):
         run_fio([str(tmp_path / "missing.bin")], 1, sizes=[4096])
+    with pytest.raises(FioError, match="No such file"):  # fio cuts its error line at 128 characters: errno spelled
+        run_fio([str(tmp_path / ("d" * 80) / "missing.bin")], 1, sizes=[4096])
     with pytest.raises(FioError, match="fio failed"):  # a read past the end: fio's "full resid"
         run_fio([str(f)], 1, sizes=[8192])
     with pytest.raises(FioError, match="timed out"):
