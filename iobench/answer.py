@@ -225,8 +225,9 @@ def pipeline(result: Result) -> Pipeline | None:
                         + (", warm" if r.cache == "warm" else ""), r)
     if shaped is None:
         return None
-    what = f"{shaped.engine}, {readers(shaped)}" + (f", batch {shaped.batch_size}" if shaped.batch_size else "") + \
-        (", decode" if shaped.decode else "") + f", {shaped.cache}"
+    what = f"a replay run: {shaped.engine}, {readers(shaped)}" + \
+        (f", batch {shaped.batch_size}" if shaped.batch_size else "") + (", decode" if shaped.decode else "") + \
+        f", {shaped.cache}"
     return Pipeline(shaped.samples_per_s, what, shaped)
 
 
@@ -444,7 +445,7 @@ def _first_line(result: Result, store: StorageFigure | None, storage: Count | No
                          f"{storage.words() if storage else 0})")
     else:
         storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
-                         + (" (the client was saturated: it may give more)" if store.lower_bound else
+                         + (" (this client's CPU set the pace: it may give more)" if store.lower_bound else
                             f", within its spread of that (enough for {storage.words() if storage else 0})"))
     client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
     return f"{word}: {storage_words}; {client_words}."
@@ -458,7 +459,9 @@ def _storage_line(result: Result, store: StorageFigure | None, best: Run | None,
     if store.mb_per_s:
         text += f", {store.mb_per_s:,.0f} MB/s"
     text += ")"
-    if store.lower_bound:
+    if store.lower_bound and store.run is not None and store.run.measures == "decode":
+        text += ", at least: decoding took most of each reader's time while measuring it"
+    elif store.lower_bound:
         cpu = store.run.cpu if store.run else store.fio.cpu if store.fio else None
         text += f", at least: {cpu_words(cpu, result)} while measuring it"
     if best is not None and store.run is not best:

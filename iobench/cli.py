@@ -324,8 +324,8 @@ def _run_options(f):
 @click.option("--source", "source_", default="files", show_default=True,
               help="files | lmdb | tar, or a list: the same sweep on each layout (packed beside the dataset once).")
 @click.option("--epochs", type=int, default=None,
-              help="Epochs per (order, concurrency, cache state); with several, each figure is the mean of the epochs "
-                   "after the first (steady state), never the best.")
+              help="Epochs per (order, concurrency, cache state) and per training run; with several, each figure is "
+                   "the mean of the epochs after the first (steady state), never the best.")
 @click.option("--repeat", "repeat_", type=int, default=1, show_default=True,
               help="Measure the replay sweep N times: each figure is the mean over them, with its standard deviation "
                    "and spread (over 5% is flagged unstable).")
@@ -467,9 +467,11 @@ def _distributed_settings(ctx: click.Context, settings: Settings, engine: str, l
     if engine != "dataloader":
         raise UserError("a distributed run reads through a DataLoader per rank, as training does: it needs PyTorch "
                         "and does not take --engine threads")
+    # Judged on the value given: a switch that turns a phase off (--no-fio, --no-metadata) asks what a distributed
+    # run does anyway and is never refused.
     for name, opt in (("threads_", "--threads"), ("fio_", "--fio"), ("metadata_", "--metadata"),
                       ("mitigations_", "--mitigations"), ("gpus_", "--gpus"), ("scale_files", "--scale-files")):
-        if _given(ctx, name):
+        if _given(ctx, name) and ctx.params.get(name) is not False:
             raise UserError(f"{opt} does not apply to a distributed run (its GPUs are its ranks; it measures the "
                             "job's epochs only): run it without --ranks or torchrun")
     if ctx.params.get("repeat_", 1) != 1:

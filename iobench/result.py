@@ -171,9 +171,11 @@ class Run(_Model):
     resident_before: Fraction | None = Field(
         description="fraction of the dataset's pages in the page cache when the epoch started (mincore on "
                     "a sample of files); null where it cannot be told")
-    measures: Literal["storage", "page-cache", "mixed", "unknown"] = Field(
-        description='what the figures stand for, from `resident_before`: "storage" (< 5% cached), '
-                    '"page-cache" (> 90% cached: RAM, not storage), "mixed", or "unknown"')
+    measures: Literal["storage", "page-cache", "mixed", "unknown", "decode"] = Field(
+        description='what the figures stand for: "decode" (with `decode`: decode and augmentation took over half '
+                    "of each reader's time per sample, so the client's CPU, not the storage or the cache, set the "
+                    'pace; a cold one still gives the storage a lower bound), else from `resident_before`: '
+                    '"storage" (< 5% cached), "page-cache" (> 90% cached: RAM, not storage), "mixed", or "unknown"')
     samples: Count = Field(description="samples read")
     bytes: Count = Field(description="bytes actually returned by read() calls, counted, not assumed")
     seconds: Seconds = Field(description="wall time of the epoch, first open to last close")
@@ -181,8 +183,11 @@ class Run(_Model):
         None, description="DataLoader: seconds from the epoch's start to its first batch in the main process (the "
                           "workers' start-up and first reads: the part of an epoch that does not grow with its size); "
                           "null for the thread engine, whose readers start at once")
-    samples_per_s: Rate = Field(description="samples / seconds (files/s for the files source)")
-    mb_per_s: Rate = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B)")
+    samples_per_s: Rate = Field(description="samples / seconds (files/s for the files source); a training run's one "
+                                            "throughput is what its GPUs consumed over AU's window instead (first "
+                                            "step excluded, summed over the GPUs: `delivered_per_s`)")
+    mb_per_s: Rate = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B); a training run: its samples/s "
+                                       "at its mean sample size")
     latency_ms: Latency = Field(
         description="per sample, open + read to EOF + close. Includes waiting for the Python interpreter "
                     "lock on a busy client: compare p50 with fio's when the tail matters")
@@ -197,9 +202,14 @@ class Run(_Model):
     au: Fraction | None = Field(None, description="accelerator utilisation: compute time / wall time, first step "
                                                   "excluded (MLPerf Storage), mean over the GPUs")
     au_min: Fraction | None = Field(None, description="the lowest GPU's AU in this run")
+    epochs: Positive = Field(1, description="training runs: the epochs this run made (--epochs N); with several, "
+                                            "samples/s, MB/s and AU are the means over epochs 2..N (the steady "
+                                            "state), au_min the lowest there, the rest from its last epoch; 1 "
+                                            "for every other run (each replay epoch is its own run)")
     delivered_per_s: Rate | None = Field(
-        None, description="samples/s the input pipelines delivered to the GPUs over AU's window (first step "
-                          "excluded), summed over the GPUs")
+        None, description="training runs: samples/s the input pipelines delivered to the GPUs over AU's window "
+                          "(first step excluded), summed over the GPUs; the same figure as `samples_per_s` (the "
+                          "run's one throughput), kept under this name for readers of earlier results")
     ranks: Positive | None = Field(
         None, description="ranks (GPUs) of a distributed run that read this epoch together, one per process on one or "
                           "more nodes (see `distributed` and `ranks`); null for a run on this client alone")

@@ -37,6 +37,7 @@ from iobench.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.measure import Counters, EpochRecorder, changed_positions, latency_summary
 from iobench.metadata import metadata_phase
 from iobench.mitigations import willneed_prefetch
+from iobench.mounts import usable_cpus
 from iobench.order import epoch_order, shard
 from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.safefs import kind_of
@@ -46,10 +47,12 @@ from iobench.verdict import (
     MIN_TRAIN_STEPS,
     REACHES,
     WARM_MIN,
+    consumed,
     fio_validity,
     gpus_for,
     mark_validity,
     measures,
+    saturated,
     saturation,
     shaped_runs,
     stats,
@@ -341,16 +344,23 @@ def _summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, 
                epoch: int, eviction: str | None, resident: float | None, complete: bool, **extra) -> Run:
     """One Run from what an epoch recorded: counted samples and bytes, rates, latency percentiles, counters."""
     sys_counters = counters.result()
+    cpu = sys_counters["cpu"]
     read = rec.nbytes >= 0
     samples = int(read.sum())
     nbytes = int(rec.nbytes[read].sum())
     seconds = max(rec.t_end - rec.t_start, 1e-9)
     decode_ns = rec.decode_ns
+    decode_share = None
+    if decode_ns is not None and samples:
+        spent = float(decode_ns[read].sum())
+        decode_share = spent / max(spent + float(rec.total_ns[read].sum()), 1.0)
     return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
         workers=engine.workers, batch_size=engine.batch_size,
         decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
-        resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
+        resident_before=None if resident is None else round(resident, 4),
+        measures=measures(resident, decode_share, saturated(cpu["iobench_cores"], cpu["system_busy_pct"],
+                                                            usable_cpus(), os.cpu_count())),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6),
         first_batch_s=round(max(rec.t_first - rec.t_start, 0.0), 6) if rec.t_first else None,
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
@@ -417,9 +427,22 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
         total_workers = max(sat or supply.concurrency, 1)
     passed: dict[int, bool] = {}  # GPUs -> reached the AU target (valid runs only)
 
+    # One worker count given (--workers N, or a workload's one): the workers of each GPU, in every training run.
+    given = max(settings.concurrency[0], 1) if len(settings.concurrency) == 1 else None
+
     def attempt(n: int) -> bool | None:
         nonlocal epoch
-        workers = max(1, -(-total_workers // n)) if supply is not None else max(max(settings.concurrency), 1)
+        if given is not None:
+            workers = given
+            if n * given > MAX_LOADER_PROCESSES and MAX_LOADER_PROCESSES // n >= 1:
+                workers = MAX_LOADER_PROCESSES // n
+                result.warnings.append(
+                    f"the training run at {n} GPUs ran {workers} workers per GPU, not the {given} asked: {n} x {given} "
+                    f"would need {n * given} loader processes, over the {MAX_LOADER_PROCESSES} this client hosts")
+        elif supply is not None:
+            workers = max(1, -(-total_workers // n))
+        else:
+            workers = max(max(settings.concurrency), 1)
         steps = len(manifest) // (n * settings.batch_size)
         why = None
         if steps < MIN_TRAIN_STEPS + 1:
@@ -436,16 +459,25 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
             return None
         most = max(workers, min(max(settings.concurrency), MAX_LOADER_PROCESSES // n))
         while True:
-            epoch += 1
+            done: list[Run] = []  # this run's epochs (--epochs N: N of them)
             try:
-                run = train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
-                                  result.dataset.fits_in_ram, ui, state="cold" if "cold" in settings.cache else "warm",
-                                  source_name=supply.source if supply is not None else "files")
+                for _ in range(settings.epochs):
+                    epoch += 1
+                    done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
+                                            result.dataset.fits_in_ram, ui,
+                                            state="cold" if "cold" in settings.cache else "warm",
+                                            source_name=supply.source if supply is not None else "files"))
+                    if not done[-1].valid:
+                        break
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
-                if exc.run is not None:
-                    result.runs.append(exc.run)
+                result.runs.extend([*done, exc.run] if exc.run is not None else done)
                 result.save(result_path)
                 raise exc.with_note(f"kept what was measured in {result_path}") from None
+            except BaseException:  # Ctrl-C: the epochs it finished are kept, each as its own run
+                result.runs.extend(done)
+                result.save(result_path)
+                raise
+            run = steady_training(done)
             result.runs.append(run)
             result.save(result_path)
             if not run.valid:
@@ -476,6 +508,27 @@ def _train(manifest: Manifest, settings: Settings, result: Result, result_path: 
         if ok and n + 1 in passed or not ok and (n - 1 in passed or n == 1):
             break  # the boundary is found: n fed and n + 1 not, or n not fed and n - 1 known
         n = n + 1 if ok else n - 1
+
+
+def steady_training(epochs: list[Run]) -> Run:
+    """One training run from its epochs (--epochs N), as replay's steady state: samples/s, MB/s and AU the means
+    over epochs 2..N, the lowest GPU's AU the lowest there; the rest (latency, CPU, counts) from the last epoch.
+    An invalid epoch makes the run invalid, with its reason."""
+    last = epochs[-1]
+    bad = next((r for r in epochs if not r.valid), None)
+    steady = epochs[1:] or epochs
+    update: dict[str, object] = {"epochs": len(epochs)}
+    if bad is not None:
+        update.update(valid=False, invalid_reason=f"epoch {epochs.index(bad) + 1} of {len(epochs)}: "
+                                                  f"{bad.invalid_reason}")
+    elif len(epochs) > 1:
+        aus = [r.au for r in steady if r.au is not None]
+        update.update(samples_per_s=round(sum(r.samples_per_s for r in steady) / len(steady), 2),
+                      mb_per_s=round(sum(r.mb_per_s for r in steady) / len(steady), 3),
+                      au=round(sum(aus) / len(aus), 4) if aus else None,
+                      au_min=min((r.au_min for r in steady if r.au_min is not None), default=None))
+        update["delivered_per_s"] = update["samples_per_s"] if last.delivered_per_s is not None else None
+    return last.model_copy(update=update)
 
 
 def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int, epoch: int, device: str | None,
@@ -546,10 +599,11 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     merged = _merge(recs)
     aus = [c.au for c in consumers if c.au is not None]
     delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
-    run = _summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident, True,
-                     gpus=gpus, consumer_rate=settings.rate_per_gpu, au=round(sum(aus) / len(aus), 4) if aus else None,
-                     au_min=round(min(aus), 4) if aus else None,
-                     delivered_per_s=round(sum(delivered), 2) if delivered else None)
+    run = consumed(_summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident,
+                              True, gpus=gpus, consumer_rate=settings.rate_per_gpu,
+                              au=round(sum(aus) / len(aus), 4) if aus else None,
+                              au_min=round(min(aus), 4) if aus else None,
+                              delivered_per_s=round(sum(delivered), 2) if delivered else None))
     _changed_during(run, manifest, source, list(zip(shards, recs, strict=True)))  # marks it invalid, if so: left out
     return run
 

@@ -44,6 +44,7 @@ MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a trai
 MIN_SECONDS = 0.5  # a shorter epoch is mostly start-up and timer noise
 COLD_MAX = 0.05  # at most 5% of sampled pages cached before a cold epoch: it measures storage
 WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
+DECODE_BOUND = 0.5  # decode took over half of each reader's time per sample: the decode CPU set the pace
 STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
 MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
 UNSTABLE = 0.05  # MLPerf Storage: a figure whose repeats spread over 5% does not repeat
@@ -76,8 +77,13 @@ def au_pct(au: float) -> str:
 
 
 def au_cell(au: float | None) -> str:
-    """AU for a table cell, rounded down at 2 decimals: 0.8964 -> '0.89'."""
-    return "-" if au is None else f"{floor_to(au, 2):.2f}"
+    """AU for a table cell, by the one rule (`au_pct`): 0.8964 -> '89.6%'; '-' for none."""
+    return "-" if au is None else au_pct(au)
+
+
+def au_fraction(au: float | None) -> float | None:
+    """AU for a machine-read table (CSV) by the same rule: floored at 0.001, so 0.5879 -> 0.587 (58.7%)."""
+    return None if au is None else floor_to(au, 3)
 
 
 def pct(x: float) -> str:
@@ -90,13 +96,24 @@ def times(x: float) -> str:
     return f"{floor_to(x, 2):.2f}x"
 
 
-def measures(resident: float | None) -> str:
-    """What an epoch's figures stand for, from the fraction of its pages cached when it started."""
+FROM_STORAGE = ("storage", "unknown", "decode")  # a cold epoch read from storage (the decode one as a lower bound)
+
+
+def measures(resident: float | None, decode_share: float | None = None, cpu_bound: bool = False) -> str:
+    """What an epoch's figures stand for: the decode CPU when it decoded and either decode took most of each
+    reader's time per sample (`decode_share`: decode / (read + decode)) or the client's CPU was saturated
+    (`cpu_bound`, the rule of `saturated`: decode is the CPU work, and a busy CPU stretches the reads' times too);
+    else from the fraction of its pages cached when it started. A partly cached epoch stays "mixed" whatever its
+    decode: it fails a cold run."""
     if resident is None:
-        return "unknown"
-    if resident <= COLD_MAX:
-        return "storage"
-    return "page-cache" if resident >= WARM_MIN else "mixed"
+        where = "unknown"
+    elif resident <= COLD_MAX:
+        where = "storage"
+    else:
+        where = "page-cache" if resident >= WARM_MIN else "mixed"
+    if decode_share is not None and (decode_share > DECODE_BOUND or cpu_bound) and where != "mixed":
+        return "decode"
+    return where
 
 
 def validity(run: Run) -> str | None:
@@ -153,6 +170,16 @@ def too_few_files(settings: Settings, files: int, ranks: int | None = None) -> s
     return (f"{files:,} files give {most} {words}{'s' if most != 1 else ''} {batches / max(most, 1):.1f} {unit} each, "
             f"fewer than the {MIN_BATCHES_PER_READER} a run needs to count: give --files {need:,} or more{instead}"
             + (" (or a smaller --batch-size)" if settings.engine == "dataloader" else ""))
+
+
+def consumed(run: Run) -> Run:
+    """A training run's one throughput: the samples its GPUs consumed over AU's window (each GPU's first step
+    excluded, as for AU), summed over the GPUs; MB/s at the run's mean sample size. The epoch's whole
+    samples / seconds stays in `samples` and `seconds`. A run no GPU took two steps in keeps samples / seconds."""
+    if run.delivered_per_s is None or not run.samples:
+        return run
+    rate = run.delivered_per_s
+    return run.model_copy(update={"samples_per_s": rate, "mb_per_s": round(rate * run.bytes / run.samples / 1e6, 3)})
 
 
 def mark_validity(run: Run) -> Run:
@@ -246,7 +273,7 @@ def stats(result: Result) -> list[RunStats]:
 def storage_runs(result: Result) -> list[Run]:
     """Valid replay runs that measured the storage, one per configuration at its steady state (`steady`): cold,
     the eviction took (or could not be checked); the shuffled ones when there are any, as training reads."""
-    cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in FROM_STORAGE]
     return steady([r for r in cold if r.order == "shuffled"] or cold)
 
 
@@ -261,7 +288,7 @@ def shaped_runs(result: Result) -> list[Run]:
     s = result.settings
     shaped = [r for r in replay_runs(result) if r.order == "shuffled" and r.engine == s.engine and r.decode == s.decode
               and (r.batch_size is None or r.batch_size == s.batch_size)]
-    cold = [r for r in shaped if r.cache == "cold" and r.measures in ("storage", "unknown")]
+    cold = [r for r in shaped if r.cache == "cold" and r.measures in FROM_STORAGE]
     return steady(cold or [r for r in shaped if r.cache == "warm"])
 
 
@@ -299,16 +326,22 @@ def usable_cores(result: Result) -> float | None:
     return result.host.cpus_usable or result.host.cpus
 
 
-def cpu_saturated(cpu: Cpu | None, result: Result) -> bool:
-    """The client's CPU set the pace: iobench used >= CPU_SATURATED of the cores it may use, or, where it may use
-    every core of the host, the host's cores were that busy (other processes took the rest)."""
-    usable = usable_cores(result)
-    if cpu is None or not usable:
+def saturated(cores_used: float | None, busy_pct: float | None, usable: float | None, host_cpus: int | None) -> bool:
+    """The client's CPU set the pace: iobench used >= CPU_SATURATED of the `usable` cores it may use, or, where it
+    may use every core of the host, the host's cores were that busy (other processes took the rest)."""
+    if not usable:
         return False
-    if cpu.iobench_cores and cpu.iobench_cores >= CPU_SATURATED * usable:
+    if cores_used and cores_used >= CPU_SATURATED * usable:
         return True
-    whole_host = result.host.cpus is not None and usable >= result.host.cpus
-    return bool(whole_host and cpu.system_busy_pct and cpu.system_busy_pct >= 100 * CPU_SATURATED)
+    whole_host = host_cpus is not None and usable >= host_cpus
+    return bool(whole_host and busy_pct and busy_pct >= 100 * CPU_SATURATED)
+
+
+def cpu_saturated(cpu: Cpu | None, result: Result) -> bool:
+    """`saturated` for a run's CPU figures on this result's host."""
+    if cpu is None:
+        return False
+    return saturated(cpu.iobench_cores, cpu.system_busy_pct, usable_cores(result), result.host.cpus)
 
 
 def cpu_words(cpu: Cpu | None, result: Result) -> str:
@@ -394,7 +427,8 @@ class StorageFigure:
     samples_per_s: float
     mb_per_s: float | None
     what: str  # "fio, 16 jobs", "dataloader, 4 DataLoader workers"
-    lower_bound: bool  # the client's CPU was saturated while measuring it: the storage may give more
+    lower_bound: bool  # the client's CPU was saturated (or decoding set the pace) while measuring it: the storage
+    # may give more
     run: Run | None  # the loader run that set it (None: fio did)
     fio: FioBaseline | None  # the fio job that set it (None: a loader did)
     spread: Spread
@@ -406,7 +440,8 @@ def storage_figure(result: Result) -> StorageFigure | None:
     for r in storage_runs(result):
         found.append(StorageFigure(r.samples_per_s, r.mb_per_s, f"{r.engine}, {readers(r)}"
                                    + ("" if r.source == "files" else f", {r.source}"),
-                                   cpu_saturated(r.cpu, result), r, None, run_spread(result, r)))
+                                   cpu_saturated(r.cpu, result) or r.measures == "decode", r, None,
+                                   run_spread(result, r)))
     for b in (result.baseline.fio if result.baseline else []):
         if b.cache == "cold" and fio_valid(b):
             found.append(StorageFigure(b.files_per_s, b.mb_per_s,

@@ -79,7 +79,9 @@ def _check_job(res: Result, world: int, epochs: int) -> None:
         assert sum(e.samples for e in mine) == run.samples == res.dataset.files
         assert sum(e.bytes for e in mine) == run.bytes == res.dataset.bytes
         assert run.seconds == pytest.approx(max(e.seconds for e in mine), abs=1e-5)
-        assert run.samples_per_s == pytest.approx(run.samples / run.seconds, rel=1e-3)
+        # a training run's one throughput: what its GPUs consumed over AU's window (each rank's first step left
+        # out), so never much under the epoch's samples / seconds
+        assert run.samples_per_s == run.delivered_per_s and run.samples_per_s >= 0.9 * run.samples / run.seconds
         # merged latencies: between the ranks' own percentiles, not their average by construction
         p50s = [e.latency_ms.p50 for e in mine]
         assert min(p50s) * 0.99 <= run.latency_ms.p50 <= max(p50s) * 1.01
@@ -100,7 +102,7 @@ def job2(mount: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subproc
     """One `iobench run --ranks 2` of 2 epochs, shared by the tests that read its result."""
     out = tmp_path_factory.mktemp("job2") / "out"
     proc = iobench("run", "--ranks", "2", "--mount", str(mount), *COMMON, "--epochs", "2", "--out", str(out),
-                   timeout=240)
+                   "--no-fio", "--no-metadata", timeout=240)  # switches that turn a phase off are never refused
     assert proc.returncode == 0, proc.stderr
     return proc, out
 
@@ -204,7 +206,8 @@ def test_rank_0_failing_before_the_dataset_ends_every_rank(tmp_path: Path) -> No
 def test_torchrun_form(mount: Path, tmp_path: Path, world: int) -> None:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world), "-m",
-           "iobench", "run", "--mount", str(mount), *COMMON, "--epochs", "2", "--out", str(out)]
+           "iobench", "run", "--mount", str(mount), *COMMON, "--epochs", "2", "--out", str(out), "--no-fio",
+           "--no-metadata"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = _result(out)
@@ -214,7 +217,8 @@ def test_torchrun_form(mount: Path, tmp_path: Path, world: int) -> None:
 
 
 def test_options_that_do_not_apply_are_refused_before_launch(mount: Path) -> None:
-    for extra, words in ((["--threads", "4"], "--threads"), (["--mitigations"], "--mitigations"),
+    for extra, words in ((["--threads", "4"], "--threads"), (["--mitigations"], "--mitigations"), (["--fio"], "--fio"),
+                         (["--metadata"], "--metadata"),
                          (["--workers", "1,2"], "one --workers"), (["--order", "sequential"], "shuffled")):
         proc = iobench("run", "--ranks", "2", "--mount", str(mount), *extra, "--rate", "100", timeout=60)
         assert proc.returncode == 2, proc.stderr

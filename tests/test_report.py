@@ -205,9 +205,9 @@ def test_invalid_runs_are_marked_and_au_never_rounds_up_to_the_target(results):
     r.runs.append(train)
     text, md = render_html([r]), render_markdown([r])
     assert "run(s) are marked invalid and left out of the verdict" in text
-    assert "starved (invalid)" in text and "0.89" in text and "0.90" not in text.split("Training runs")[-1]
+    assert "starved (invalid)" in text and "89.6%" in text and "90.0%" not in text.split("Training runs")[-1]
     au = [row[t[0].index("AU")] for t in _md_tables(md) if "AU" in t[0] for row in t[1:]]
-    assert "0.89" in au and "0.90" not in au  # the AU cells alone (another column may hold 0.90)
+    assert "89.6%" in au and "90.0%" not in au and "0.89" not in au  # AU by the verdict's rule in every cell
 
 
 def test_html_escapes_what_it_shows(results):
@@ -253,7 +253,8 @@ def test_markdown_parses(results):
     rates = [float(row[runs[0].index("samples/s")].replace(",", "")) for row in runs[1:]]
     assert rates == pytest.approx([x.samples_per_s for x in r.runs], abs=0.5)
     assert r.verdict is not None and all(line in md for line in r.verdict.text.splitlines())
-    assert f"**The storage feeds {r.verdict.storage_gpus_fed} ×" in md or r.verdict.storage_gpus_range
+    least = "at least " if r.verdict.storage_is_lower_bound else ""
+    assert f"**The storage feeds {least}{r.verdict.storage_gpus_fed} ×" in md or r.verdict.storage_gpus_range
     assert f"**This client fed {r.verdict.client_gpus_fed}**" in md or r.verdict.client_gpus_range
     cmp = render_markdown(list(results), names=["A", "B"])
     side = next(t for t in _md_tables(cmp) if t[0] == ["metric", "A", "B"])

@@ -8,6 +8,7 @@ import pytest
 from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
 from iobench.verdict import (
     au_cell,
+    au_fraction,
     au_pct,
     floor_to,
     gpu_words,
@@ -66,7 +67,8 @@ def _training(gpus: int, au: float, delivered: float, cores: float = 0.5) -> Run
 
 def test_numbers_never_cross_a_threshold_by_rounding():
     assert au_pct(0.8964) == "89.6%" and au_pct(0.89999) == "89.9%" and au_pct(0.9) == "90.0%"
-    assert au_cell(0.8964) == "0.89" and au_cell(0.899) == "0.89" and au_cell(None) == "-"
+    assert au_cell(0.8964) == "89.6%" and au_cell(0.89999) == "89.9%" and au_cell(None) == "-"
+    assert au_fraction(0.5879) == 0.587 and au_fraction(0.89999) == 0.899
     assert floor_to(0.29, 2) == 0.29 and pct(0.29) == "29%" and pct(0.896) == "89%" and times(0.996) == "0.99x"
     assert gpus_for(4209.57, 4677.3, 0.9) == 1 and gpus_for(4209.5, 4677.3, 0.9) == 0
 

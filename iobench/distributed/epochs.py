@@ -252,7 +252,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     from iobench.cluster_verdict import host_cpu
     from iobench.measure import histogram_summary
     from iobench.result import Cpu, Latency, RankEpoch, Run
-    from iobench.verdict import mark_validity, measures
+    from iobench.verdict import consumed, mark_validity, measures
 
     lat = HdrHistogram.decode(parts[0].latency)
     opens = HdrHistogram.decode(parts[0].opens)
@@ -277,7 +277,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     residents = [p.resident for p in parts if p.resident is not None]
     resident = max(residents) if residents else None
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
-    run = mark_validity(Run(
+    run = consumed(mark_validity(Run(
         source="files", order="shuffled", engine="dataloader", concurrency=max(workers, 1), workers=workers,
         batch_size=settings.batch_size, decode=settings.decode, cache=state, epoch=epoch,
         complete=all(p.complete for p in parts), eviction=parts[0].eviction,
@@ -293,7 +293,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         delivered_per_s=round(sum(delivered), 2) if delivered else None, ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest)),
-        timeline=[(0.0, 0), (round(seconds, 3), samples)]))
+        timeline=[(0.0, 0), (round(seconds, 3), samples)])))
     odd = [p for p in parts if p.mismatched]
     warnings = []
     if odd:  # every sample was read once, but not all of it was the dataset the manifest describes

@@ -12,7 +12,7 @@ from pathlib import Path
 from iobench.report.facts import labels
 from iobench.result import Result
 from iobench.safefs import write_file
-from iobench.verdict import fio_validity
+from iobench.verdict import au_fraction, fio_validity
 
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
@@ -52,7 +52,7 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "open_p99_ms": x.open_ms.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
                          "iobench_cores": x.cpu.iobench_cores, "efficiency": x.efficiency, "gpus": x.gpus,
-                         "consumer_rate": x.consumer_rate, "au": x.au, "au_min": x.au_min,
+                         "consumer_rate": x.consumer_rate, "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
                          "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
         for b in (r.baseline.fio if r.baseline else []):
             lat = b.latency_ms

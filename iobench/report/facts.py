@@ -316,14 +316,14 @@ def training_table(result: Result) -> Table | None:
     if not train:
         return None
     tau = result.settings.au_target
-    rows = tuple(_cells(r.gpus, num(r.consumer_rate), readers(r), r.cache, steps_per_gpu(result, r), au_cell(r.au),
-                        au_cell(r.au_min), num(r.delivered_per_s),
+    rows = tuple(_cells(r.gpus, num(r.consumer_rate), readers(r), r.cache, steps_per_gpu(result, r), r.epochs,
+                        au_cell(r.au), au_cell(r.au_min), num(r.samples_per_s),
                         ("fed" if r.au is not None and r.au >= tau else "starved")
                         + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"))
                  for r in train)
     return Table("training runs (emulated GPUs)",
-                 ("GPUs", "samples/s per GPU", "loaders (per GPU)", "cache", "batches per GPU", "AU", "lowest AU",
-                  "delivered samples/s", "outcome"), rows, left=0, text_cols=(2, 3, 8), wide=(2, 3))
+                 ("GPUs", "each GPU consumes (samples/s)", "loaders (per GPU)", "cache", "batches per GPU", "epochs",
+                  "AU", "lowest AU", "samples/s", "outcome"), rows, left=0, text_cols=(2, 3, 9), wide=(2, 3))
 
 
 def ranks_table(result: Result) -> Table | None:

@@ -1,0 +1,92 @@
+"""A training run's figures said one way (issue 27), on a run shaped like MLPerf Storage v3.0's retinanet (batch 24,
+8 DataLoader workers per accelerator, AU target 0.85) with decode, on real files and real workers: one throughput
+in the table, the verdict and the result; AU alike in every writer; --epochs 2 honoured by the training run; decode
+rows named for their limit; the 8 workers asked kept by the training run."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iobench.mounts import usable_cpus
+from iobench.result import Result
+from iobench.verdict import au_pct, floor_to, saturated
+
+pytest.importorskip("torch")  # training runs need DataLoader workers
+
+
+@pytest.fixture(scope="module")
+def retinanet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, str, Path]:
+    """2,000 files of 32 KiB (retinanet's shape at a size a 2-core test machine decodes in seconds; 2,000 give each
+    of 8 workers 10 batches of 24). A consumer far faster than this client decodes: the training run starves, so
+    the pipeline's figure is the training run's."""
+    mount = tmp_path_factory.mktemp("retinanet")
+    out = mount / "out"
+    proc = subprocess.run([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out),
+                           "--workload", "mlperf-storage-retinanet", "--files", "2000", "--size-dist", "fixed:32KiB",
+                           "--workers", "8", "--gpus", "1", "--rate", "20000", "--decode", "--cache", "cold",
+                           "--epochs", "2", "--no-metadata", "--no-fio"],
+                          capture_output=True, text=True, timeout=400, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Result.load(out / "result.json"), proc.stdout, out
+
+
+def test_a_training_run_has_one_throughput_in_table_verdict_and_result(retinanet) -> None:
+    r, terminal, out = retinanet
+    train = [x for x in r.runs if x.kind == "training"]
+    assert len(train) == 1 and train[0].valid, [x.invalid_reason for x in train]
+    t = train[0]
+    assert t.delivered_per_s == t.samples_per_s  # one figure, kept under its old name too
+    v = r.verdict
+    assert v is not None and v.pipeline_samples_per_s == t.samples_per_s  # starved: the pipeline is the training run
+    said = f"{t.samples_per_s:,.0f}"
+    assert f"delivered {said} samples/s (a training run with 1 GPU x 8 workers" in v.text
+    md = (out / "report.md").read_text()
+    training_rows = [line for line in md.splitlines() if line.startswith("| 1 |") and "starved" in line]
+    assert len(training_rows) == 1 and f"| {said} |" in training_rows[0]
+    assert said in terminal
+
+
+def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> None:
+    r, terminal, out = retinanet
+    t = next(x for x in r.runs if x.kind == "training")
+    assert t.au is not None
+    shown = au_pct(t.au)
+    csv_path = tmp_path / "runs.csv"
+    subprocess.run([sys.executable, "-m", "iobench.cli", "report", str(out / "result.json"), "--csv", str(csv_path)],
+                   check=True, capture_output=True)
+    rows = [row for row in csv.DictReader(csv_path.open()) if row.get("gpus") == "1"]
+    assert len(rows) == 1 and float(rows[0]["au"]) == floor_to(t.au, 3)
+    assert f"{float(rows[0]['au']) * 100:.1f}%" == shown
+    for text in (terminal, (out / "report.md").read_text(), (out / "report.html").read_text(), r.verdict.text):
+        assert shown in text
+        assert f"{floor_to(t.au, 2):.2f} |" not in text  # the old two-decimal cell is gone
+
+
+def test_epochs_are_honoured_by_the_training_run_and_the_workers_asked_kept(retinanet) -> None:
+    r, _, _ = retinanet
+    t = next(x for x in r.runs if x.kind == "training")
+    assert t.epochs == 2 and t.workers == 8 and t.gpus == 1
+    replay = [x for x in r.runs if x.kind == "replay"]
+    assert len(replay) == 2 and {x.epoch for x in replay} == {1, 2}
+    assert t.epoch == 4  # its two epochs followed the replay's (each seeds its own shuffle)
+
+
+def test_decode_rows_say_the_decode_limited_them(retinanet) -> None:
+    """8 workers decoding on 2 cores: decode saturates the CPU (a busy CPU stretches the reads' times too, so the
+    rule is the CPU's saturation, or decode's share of each reader's time where the CPU had room)."""
+    r, terminal, out = retinanet
+    for x in r.runs:
+        assert x.decode and x.measures == "decode", (x.kind, x.measures, x.cpu, x.decode_ms, x.latency_ms)
+        assert x.decode_ms is not None and x.cpu.iobench_cores is not None
+        busy = saturated(x.cpu.iobench_cores, x.cpu.system_busy_pct, usable_cpus(), os.cpu_count())
+        assert busy or x.decode_ms.mean > x.latency_ms.mean
+    assert "| decode |" in (out / "report.md").read_text()
+    v = r.verdict
+    assert v is not None and v.storage_is_lower_bound  # a decode-bound cold run says only "at least" of the storage
+    assert "at least: decoding took most of each reader's time while measuring it" in v.text
