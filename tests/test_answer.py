@@ -4,13 +4,11 @@ the real CLI; the rules themselves on records built by hand are tests/test_verdi
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import iobench
 
 from iobench.result import Result
 from iobench.verdict import verdict
@@ -62,19 +60,3 @@ def test_an_au_within_the_spread_of_repeats_is_borderline(tmp_path: Path) -> Non
     assert high == n + 1 and low <= n == v.client_gpus_fed and f"client feeds {low}-{high}" in v.answer, v.answer
     assert any(line.startswith(f"Borderline ({low}-{high}): the training run at") and "over 3 repeats" in line
                for line in v.evidence), v.evidence
-
-
-def test_a_short_mlperf_retinanet_run_answers_in_its_accelerators(tmp_path: Path) -> None:
-    """`iobench workloads --json` lists MLPerf Storage v3.0's retinanet as its configs define it, and a short run of
-    it gives the storage's answer in each of that workload's emulated accelerators at its AU rule."""
-    rows = json.loads(iobench("workloads", "--json", "-", check=True).stdout)
-    retinanet = next(x for x in rows if x["name"] == "mlperf-storage-retinanet")["workload"]
-    assert retinanet["dataset"]["size_dist"] in ("fixed:322957", "fixed:322957B")
-    assert retinanet["consumer"]["au_target"] == 0.85 and retinanet["pattern"]["batch_size"] == 24
-    r = _run(tmp_path, tmp_path / "out", "--workload", "mlperf-storage-retinanet", "--files", "3400", "--workers",
-             "2", "--cache", "cold", "--epochs", "1")
-    v = r.verdict
-    assert v is not None and v.storage_samples_per_s and v.au_target == 0.85
-    line = next(x for x in v.evidence if x.startswith("As MLPerf Storage's retinanet workload emulates them"))
-    assert "(iobench's emulation, not an MLPerf Storage result)" in line and "B200" in line and "MI355" in line
-    assert "at AU >= 85% from one client" in line

@@ -6,6 +6,7 @@ rows named for their limit; the 8 workers asked kept by the training run."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -23,13 +24,13 @@ pytest.importorskip("torch")  # training runs need DataLoader workers
 @pytest.fixture(scope="module")
 def retinanet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, str, Path]:
     """2,000 files of 32 KiB (retinanet's shape at a size a 2-core test machine decodes in seconds; 2,000 give each
-    of 8 workers 10 batches of 24). A consumer far faster than this client decodes: the training run starves, so
-    the pipeline's figure is the training run's."""
+    of 8 workers 10 batches of 24), at the workload's own B200 rate (504.7 samples/s): this client decodes ~700
+    samples/s on 2 cores, so 1 GPU is fed and 2 starve, and the pipeline's figure is the starved run's."""
     mount = tmp_path_factory.mktemp("retinanet")
     out = mount / "out"
     proc = subprocess.run([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out),
                            "--workload", "mlperf-storage-retinanet", "--files", "2000", "--size-dist", "fixed:32KiB",
-                           "--workers", "8", "--gpus", "1", "--rate", "20000", "--decode", "--cache", "cold",
+                           "--workers", "8", "--gpus", "1", "--decode", "--cache", "cold",
                            "--epochs", "2", "--no-metadata", "--no-fio"],
                           capture_output=True, text=True, timeout=400, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -39,22 +40,23 @@ def retinanet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, str, Pa
 def test_a_training_run_has_one_throughput_in_table_verdict_and_result(retinanet) -> None:
     r, terminal, out = retinanet
     train = [x for x in r.runs if x.kind == "training"]
-    assert len(train) == 1 and train[0].valid, [x.invalid_reason for x in train]
-    t = train[0]
-    assert t.delivered_per_s == t.samples_per_s  # one figure, kept under its old name too
+    assert train and all(x.valid for x in train), [x.invalid_reason for x in train]
+    assert all(x.delivered_per_s == x.samples_per_s for x in train)  # one figure, kept under its old name too
+    t = max(train, key=lambda x: x.samples_per_s)
+    assert any((x.au or 0) < 0.85 for x in train), [x.au for x in train]  # one starved: the pipeline gave its all
     v = r.verdict
-    assert v is not None and v.pipeline_samples_per_s == t.samples_per_s  # starved: the pipeline is the training run
+    assert v is not None and v.pipeline_samples_per_s == t.samples_per_s
     said = f"{t.samples_per_s:,.0f}"
-    assert f"delivered {said} samples/s (a training run with 1 GPU x 8 workers" in v.text
+    assert f"delivered {said} samples/s (a training run with {t.gpus} GPU" in v.text
     md = (out / "report.md").read_text()
-    training_rows = [line for line in md.splitlines() if line.startswith("| 1 |") and "starved" in line]
-    assert len(training_rows) == 1 and f"| {said} |" in training_rows[0]
+    training_rows = [line for line in md.splitlines() if line.startswith(f"| {t.gpus} |") and "starved" in line]
+    assert len(training_rows) == 1 and f"| {said} |" in training_rows[0], training_rows
     assert said in terminal
 
 
 def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> None:
     r, terminal, out = retinanet
-    t = next(x for x in r.runs if x.kind == "training")
+    t = next(x for x in r.runs if x.kind == "training" and x.gpus == 1)
     assert t.au is not None
     shown = au_pct(t.au)
     csv_path = tmp_path / "runs.csv"
@@ -70,18 +72,21 @@ def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> N
 
 def test_epochs_are_honoured_by_the_training_run_and_the_workers_asked_kept(retinanet) -> None:
     r, _, _ = retinanet
-    t = next(x for x in r.runs if x.kind == "training")
-    assert t.epochs == 2 and t.workers == 8 and t.gpus == 1
+    train = [x for x in r.runs if x.kind == "training"]
+    assert train and all(x.epochs == 2 and x.workers == 8 for x in train), [(x.gpus, x.epochs, x.workers)
+                                                                              for x in train]
     replay = [x for x in r.runs if x.kind == "replay"]
     assert len(replay) == 2 and {x.epoch for x in replay} == {1, 2}
-    assert t.epoch == 4  # its two epochs followed the replay's (each seeds its own shuffle)
+    assert [x.epoch for x in train] == [4 + 2 * k for k in range(len(train))]  # two epochs each, own shuffles
 
 
 def test_decode_rows_say_the_decode_limited_them(retinanet) -> None:
     """8 workers decoding on 2 cores: decode saturates the CPU (a busy CPU stretches the reads' times too, so the
     rule is the CPU's saturation, or decode's share of each reader's time where the CPU had room)."""
     r, terminal, out = retinanet
-    for x in r.runs:
+    replay = [x for x in r.runs if x.kind == "replay"]  # a training run that is fed is paced by its GPUs instead
+    assert replay
+    for x in replay:
         assert x.decode and x.measures == "decode", (x.kind, x.measures, x.cpu, x.decode_ms, x.latency_ms)
         assert x.decode_ms is not None and x.cpu.iobench_cores is not None
         busy = saturated(x.cpu.iobench_cores, x.cpu.system_busy_pct, usable_cpus(), os.cpu_count())
@@ -90,3 +95,18 @@ def test_decode_rows_say_the_decode_limited_them(retinanet) -> None:
     v = r.verdict
     assert v is not None and v.storage_is_lower_bound  # a decode-bound cold run says only "at least" of the storage
     assert "at least: decoding took most of each reader's time while measuring it" in v.text
+
+
+def test_mlperf_retinanet_is_listed_as_its_configs_define_it_and_answers_in_its_accelerators(retinanet) -> None:
+    """`iobench workloads --json` lists MLPerf Storage v3.0's retinanet as its configs define it, and the run above
+    gives the storage's answer in each of that workload's emulated accelerators at its AU rule."""
+    rows = json.loads(subprocess.run([sys.executable, "-m", "iobench.cli", "workloads", "--json", "-"], check=True,
+                                     capture_output=True, text=True).stdout)
+    w = next(x for x in rows if x["name"] == "mlperf-storage-retinanet")["workload"]
+    assert w["dataset"]["size_dist"] in ("fixed:322957", "fixed:322957B")
+    assert w["consumer"]["au_target"] == 0.85 and w["pattern"]["batch_size"] == 24
+    v = retinanet[0].verdict
+    assert v is not None and v.storage_samples_per_s and v.au_target == 0.85
+    line = next(x for x in v.evidence if x.startswith("As MLPerf Storage's retinanet workload emulates them"))
+    assert "(iobench's emulation, not an MLPerf Storage result)" in line and "B200" in line and "MI355" in line
+    assert "at AU >= 85% from one client" in line
