@@ -131,20 +131,20 @@ def answer(result: Result) -> Verdict:
     where = f"{result.mount.fstype} at {result.mount.path}"
     notes = _notes(result, invalid)
     if store is None and pipe is None:
-        first, *why = _no_answer(result, invalid)
-        return Verdict(text="\n".join([first, *why, *notes]), answer=first, evidence=why, **fields)
+        first, *reasons = _no_answer(result, invalid)
+        return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
     evidence = [_storage_line(result, store, best, sat, rising)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
-            count = _storage_count(store, s.rate_per_gpu, s.au_target)
+            fed = _storage_count(store, s.rate_per_gpu, s.au_target)
             first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
-                     f"{gpus_short(s, count.words(), count.low)} ({store.samples_per_s:,.0f} samples/s cold, "
+                     f"{gpus_short(s, fed.words(), fed.low)} ({store.samples_per_s:,.0f} samples/s cold, "
                      f"{store.what}); no loader run counted, so this client was not measured.")
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
             evidence += [_need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
                                         f"more (no loader run counted; the first: {first_invalid})."]
-            fields.update(storage_gpus_fed=count.value, evidence=evidence,
-                          storage_gpus_range=[count.low, count.high] if count.borderline else None)
+            fields.update(storage_gpus_fed=fed.value, evidence=evidence,
+                          storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
             return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
         if pipe is None and store is not None:
             first = f"fio baseline only: {where} gives {store.samples_per_s:,.0f} files/s cold ({store.what})."

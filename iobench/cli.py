@@ -438,12 +438,16 @@ def run(mount: Path, dataset: Path | None, files: int | None, size_dist: str | N
         rate_kind=rate_kind, au_target=wl.consumer.au_target, gpus=gpus_, consumer=consumer, mitigations=mitigations_,
         io_timeout_s=io_timeout)
     if many:
-        settings = _distributed_settings(click.get_current_context(), settings, engine_name,
-                                         ranks or w.local_world_size)
+        local_ranks = ranks
+        if not local_ranks:
+            assert w is not None  # many: --ranks, or else under torchrun
+            local_ranks = w.local_world_size
+        settings = _distributed_settings(click.get_current_context(), settings, engine_name, local_ranks)
     if ranks is not None and w is None:  # the launcher: the ranks run this same command line
         _check_outputs(json_path, out)  # before P ranks start, not after (rank 0 checks them again)
         raise click.exceptions.Exit(distributed.launch(ranks, sys.argv[1:], timeout_s))
     shape = _shape(files, size_dist, classes, seed, workload_shape=wl.dataset, workload_named=workload is not None)
+    result: Result | None
     if w is None:
         result = _measure(settings, mount, dataset, shape, json_path, out, ui, notes)
     else:

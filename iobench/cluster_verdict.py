@@ -107,9 +107,9 @@ def cluster_verdict(result: Result) -> Verdict:
     notes = _notes(result, invalid)
     if not pool:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
-        need = _advised(result)
-        first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {need:,} or more."
-        evidence = [f"{need:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
+        advised = _advised(result)
+        first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {advised:,} or more."
+        evidence = [f"{advised:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
                     f"epochs of {MIN_SECONDS} s or more at twice the fastest rate measured."]
         return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
     cold = pool[0].cache == "cold"

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    import ast
 
 
 class UserError(Exception):
@@ -87,17 +91,19 @@ def catalogue() -> list[tuple[int, str, str]]:
     return sorted(set(out))
 
 
-def _template(arg: object) -> str:
+def _template(arg: ast.expr) -> str:
     import ast
 
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
         return arg.value
     if isinstance(arg, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+        # an f-string's parts are its literal text (str constants) and its {fields} (FormattedValue)
+        return "".join(cast(str, v.value) if isinstance(v, ast.Constant)
+                       else "{" + ast.unparse(cast(ast.FormattedValue, v).value) + "}"
                        for v in arg.values)
     if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
         return _template(arg.left) + _template(arg.right)
-    return "{" + ast.unparse(arg) + "}"  # type: ignore[arg-type]
+    return "{" + ast.unparse(arg) + "}"
 
 
 def docs_markdown() -> str:

@@ -551,7 +551,7 @@ def _progress(pgid: int) -> tuple:
     its iolog or stat()ing its files before the timed reads is busy, not stalled). Unchanged: nothing moved."""
     out = []
     for pid in sorted(_group(pgid)):
-        item = [pid]
+        item: list[int | str] = [pid]
         try:
             with open(f"/proc/{pid}/io", encoding="ascii") as f:
                 item += [line.split()[1] for line in f if line.startswith(("rchar", "syscr"))]

@@ -32,7 +32,7 @@ _HEAD = struct.Struct(">2s2sH7sQx")  # SOI, COM, segment length, b"iobench", fil
 def _photo_like(width: int, height: int, rng: np.random.Generator) -> Image.Image:
     """Smooth colour field + texture noise: compresses like a photo (~3-4 bits/pixel at q90)."""
     coarse = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
-    base = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BICUBIC), dtype=np.float32)
+    base = np.asarray(Image.fromarray(coarse).resize((width, height), Image.Resampling.BICUBIC), dtype=np.float32)
     base += rng.standard_normal((height, width, 3), dtype=np.float32) * 18
     return Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
 

@@ -25,6 +25,7 @@ import os
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class PathTable(Sequence[str]):
         self._block = block
         self._base = base
         self.offsets = offsets
-        self._ends = memoryview(offsets)  # indexing a memoryview gives a Python int, ~3x faster than numpy's
+        self._ends = offsets.data  # its memoryview: indexing one gives a Python int, ~3x faster than numpy's
 
     @classmethod
     def of(cls, root: Path | str, paths: Sequence[str]) -> PathTable:
@@ -91,7 +92,13 @@ class PathTable(Sequence[str]):
         b = self._base
         return os.fsdecode(self._block[b + self._ends[i]:b + self._ends[i + 1]])
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         if i < 0:
@@ -177,9 +184,9 @@ def _parse_chunk(chunk: bytes, line_no: int, where: Path) -> tuple[bytes, np.nda
         raise UserError(f"{where} line {number[i]}: size {size[:40]!r} is not a whole number of bytes")
     bad_path = (tab == s) | (arr[s] == SLASH) | (arr[np.maximum(tab - 1, 0)] == SLASH)  # empty, absolute, ends in /
     for at in _bad_parts(arr):  # "//", NUL, a "." or ".." component: where they are in a path, not a comment
-        line = int(np.searchsorted(starts, at, side="right")) - 1
-        k = int(entry_of_line[line])
-        if keep[line] and at < tab[k]:
+        row = int(np.searchsorted(starts, at, side="right")) - 1  # the line it is in
+        k = int(entry_of_line[row])
+        if keep[row] and at < tab[k]:
             bad_path[k] = True
             break
     if bad_path.any():

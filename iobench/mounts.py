@@ -150,8 +150,8 @@ def _cgroup_quota() -> float | None:
 def _quota_at(node: Path, v2_file: str | None) -> list[float]:
     try:
         if v2_file:
-            quota, period = (node / v2_file).read_text().split()[:2]
-            return [] if quota == "max" else [int(quota) / int(period)]
+            max_text, period_text = (node / v2_file).read_text().split()[:2]
+            return [] if max_text == "max" else [int(max_text) / int(period_text)]
         quota = int((node / "cpu.cfs_quota_us").read_text())
         period = int((node / "cpu.cfs_period_us").read_text())
         return [quota / period] if quota > 0 and period > 0 else []

@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -308,13 +309,14 @@ def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan
     t0 = time.perf_counter()
     mtime = int(time.time())
     done = 0
-    f = tf = None
+    f: BinaryIO | None = None
+    tf: tarfile.TarFile | None = None  # writes to f: the two are set and cleared together
     cur = -1
     try:
         for i, data in enumerate(_read_samples(manifest, threads)):
             s = int(plan.shard[i])
             if s != cur:
-                if tf is not None:
+                if tf is not None and f is not None:
                     _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
                     tf = f = None
                 cur = s
@@ -324,6 +326,7 @@ def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan
             ti.size = len(data)
             ti.mtime = mtime
             ti.mode = 0o644
+            assert tf is not None  # the first sample (cur -1) opened a shard
             tf.addfile(ti, io.BytesIO(data))
             # tarfile's offset is now past the padded data: where the data began is what it would
             # report as offset_data when reading the shard back.
@@ -333,7 +336,7 @@ def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan
             done += len(data)
             if progress and (i + 1) % PROGRESS_EVERY == 0:
                 progress(i + 1, done)
-        if tf is not None:
+        if tf is not None and f is not None:
             _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
             tf = f = None
         _save_npy(dfd, TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1), dest)
@@ -350,7 +353,7 @@ def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan
                    {"shards": shards, "shard_size": int(shard_size)})
 
 
-def _close_shard(tf: tarfile.TarFile, f: io.BufferedWriter, planned: int, path: Path) -> None:
+def _close_shard(tf: tarfile.TarFile, f: BinaryIO, planned: int, path: Path) -> None:
     tf.close()  # writes the end-of-archive blocks and the record padding, leaves f open
     f.flush()
     size = os.fstat(f.fileno()).st_size

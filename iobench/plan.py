@@ -51,6 +51,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
 from io import StringIO
+from typing import TYPE_CHECKING
 
 from iobench.cluster_plan import ScalePoint, scaling, scaling_sentence
 from iobench.cluster_verdict import job_run
@@ -70,6 +71,9 @@ from iobench.gpus import (
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
 from iobench.verdict import gpus_for, replay_runs, storage_figure, storage_runs
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -113,10 +117,10 @@ def _within(value: float, most: float, what: str, why: str) -> None:
     raise Implausible(f"{shown} {what} is more than {most:,.0f} ({why}): not a plausible plan")
 
 
-def _printable(plan: object, where: str = "") -> None:
+def _printable(plan: DataclassInstance | type[DataclassInstance], where: str = "") -> None:
     """Every figure of the plan finite and within MAX_FIGURE (what the inputs give together: a tiny --rate makes an
     epoch last for ever), else Implausible naming it: nothing of hundreds of digits is printed."""
-    for f in fields(plan):  # type: ignore[arg-type]
+    for f in fields(plan):
         value = getattr(plan, f.name)
         for k, v in enumerate(value) if isinstance(value, list) else [(None, value)]:
             name = f"{where}{f.name}" + (f"[{k}]" if k is not None else "")
@@ -611,9 +615,9 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
                         f"{m.readers} readers, p50 {m.p50_ms:.3f} ms")
         for col in ("readers", "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"):
             t.add_column(col, justify="right")
-        for w in m.concurrency_whatif:
-            t.add_row(str(w.readers), _n(w.uncapped), _n(w.samples_per_s),
-                      _n(w.measured) if w.measured is not None else "-", str(w.gpus))
+        for c in m.concurrency_whatif:
+            t.add_row(str(c.readers), _n(c.uncapped), _n(c.samples_per_s),
+                      _n(c.measured) if c.measured is not None else "-", str(c.gpus))
         con.print(t)
         con.print(m.cap_reason, highlight=False)
     if m.scaling:

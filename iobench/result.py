@@ -234,7 +234,8 @@ class Run(_Model):
                                           "whose eviction took); invalid runs are shown, marked, and left out")
     invalid_reason: str | None = Field(None, description="why the run is not valid, with its figures; null when valid")
 
-    @computed_field(description='what the run measures: "mitigation" (the mitigation phase: `mitigation` is set), '
+    # prop-decorator: mypy does not follow a decorator over @property; pydantic documents this ignore
+    @computed_field(description='what the run measures: "mitigation" (the mitigation phase: `mitigation` is set), '  # type: ignore[prop-decorator]
                                 '"training" (emulated GPUs: `gpus` is set), or "replay" (the loader alone)')
     @property
     def kind(self) -> Literal["replay", "training", "mitigation"]:
@@ -243,7 +244,7 @@ class Run(_Model):
             return "mitigation"
         return "training" if self.gpus is not None else "replay"
 
-    @computed_field(description='what `concurrency` counts: "threads" (the thread engine\'s readers) or "workers" '
+    @computed_field(description='what `concurrency` counts: "threads" (the thread engine\'s readers) or "workers" '  # type: ignore[prop-decorator]
                                 "(DataLoader worker processes: `workers`; 0 is the main process reading)")
     @property
     def reader(self) -> Literal["threads", "workers"]:
@@ -406,7 +407,7 @@ class Settings(_Model):
                                                     "stalled (--io-timeout): the run ends there, its epoch kept with "
                                                     "complete false, exit code 3")
 
-    @computed_field(description='what `concurrency` counts: "threads" or "workers" (DataLoader worker processes)')
+    @computed_field(description='what `concurrency` counts: "threads" or "workers" (DataLoader worker processes)')  # type: ignore[prop-decorator]
     @property
     def reader(self) -> Literal["threads", "workers"]:
         return "threads" if self.engine == "threads" else "workers"

@@ -218,7 +218,7 @@ def _fio(manifest: Manifest, settings: Settings, result: Result, result_path: Pa
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
                     res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
                                   repeats=FIO_COLD_REPEATS if cold else 1,
-                                  prepare=(lambda p=paths: cache.evict(p, timeout_s=timeout)) if cold else None,
+                                  prepare=(lambda: cache.evict(paths, timeout_s=timeout)) if cold else None,
                                   name=name, save_to=result_path.parent / "fio", io_timeout_s=timeout)
             except StorageStalled as exc:
                 _stalled(exc, result, result_path, ui)
@@ -557,7 +557,8 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
 
     def gpu(r: int) -> None:
         try:
-            loaders[r].epoch(source, shards[r], recs[r], on_batch=lambda b, c=consumers[r]: c(
+            consume = consumers[r]
+            loaders[r].epoch(source, shards[r], recs[r], on_batch=lambda b: consume(
                 len(b.positions), b.data if settings.decode else None))
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
@@ -614,9 +615,9 @@ def _merge(recs: list[EpochRecorder]) -> EpochRecorder:
     merged.total_ns = np.concatenate([r.total_ns for r in recs])
     merged.open_ns = np.concatenate([r.open_ns for r in recs])
     merged.nbytes = np.concatenate([r.nbytes for r in recs])
-    decodes = [r.decode_ns for r in recs]
-    if all(d is not None for d in decodes):
-        merged.decode_ns = np.concatenate(decodes)  # type: ignore[arg-type]
+    decodes = [r.decode_ns for r in recs if r.decode_ns is not None]
+    if len(decodes) == len(recs):  # every recorder has them
+        merged.decode_ns = np.concatenate(decodes)
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.t_first = min((r.t_first for r in recs if r.t_first), default=0.0)

@@ -26,7 +26,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ from iobench.dataset import (
 )
 from iobench.dataset.folder import _inside, _local, _write_manifest
 from iobench.errors import UserError, explain_oserror
+from iobench.manifest import PathTable
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
@@ -314,7 +315,7 @@ def _head(path: str) -> bytes:
         os.close(fd)
 
 
-def _check_images(paths: list[str], sample: int = 32, threads: int = 1) -> None:
+def _check_images(paths: Sequence[str], sample: int = 32, threads: int = 1) -> None:
     """Read the first bytes of a few files: a tree of non-images is a mistake worth one line. With `threads`, the
     files are read at once (a round trip each on a network file system), the verdict still taken in sample order."""
     idx = np.random.default_rng(0).choice(len(paths), size=min(sample, len(paths)), replace=False).tolist()
@@ -499,4 +500,4 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             _save_cache(root, walk)
     if say:
         say(f"scanned {len(walk.paths):,} files in {seconds:.1f} s{note}")
-    return Manifest(root, walk.paths, np.array(walk.sizes, dtype=np.int64))
+    return Manifest(root, PathTable.of(root, walk.paths), np.array(walk.sizes, dtype=np.int64))

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from iobench import gpus
 from iobench.errors import UserError
@@ -259,13 +260,14 @@ def _where(loc: tuple, option_names: bool) -> str:
     return ".".join(parts) or "(top level)"
 
 
-def _message(err: dict, option_names: bool) -> str:
+def _message(err: ErrorDetails, option_names: bool) -> str:
     where = _where(tuple(err["loc"]), option_names)
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         parent = err["loc"][:-1]
-        model = {(): Workload, ("dataset",): DatasetShape, ("pattern",): Pattern,
-                 ("consumer",): Consumer}.get(tuple(parent))
+        models: dict[tuple[int | str, ...], type[BaseModel]] = {
+            (): Workload, ("dataset",): DatasetShape, ("pattern",): Pattern, ("consumer",): Consumer}
+        model = models.get(tuple(parent))
         fields = [f for f in model.model_fields if model is not Workload or f not in ("name", "path")] if model else []
         known = f" (known: {', '.join(fields)})" if fields else ""
         return f"{where}: unknown field{known}"

@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +43,8 @@ STAT_CHUNK = 1024  # files a checker thread stats at a time
 # Threads that stat a local disk's files: 1 M files on ext4 (2 cores), cold 5.2 s at 1 thread, 4.5 at 2, 5.1 at 4,
 # 6.8 at 8; warm 2.2, 2.3, 3.4 s
 LOCAL_STAT_THREADS = 2
+
+_Item = TypeVar("_Item")  # run_bounded's work item
 
 
 # ---- marker and manifest -------------------------------------------------------------------------
@@ -278,8 +281,8 @@ def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
     if local:
         threads = min(threads, LOCAL_STAT_THREADS)
 
-    def check(item: object) -> None:
-        d, lo, hi = item  # type: ignore[misc]
+    def check(item: tuple[str, int, int]) -> None:
+        d, lo, hi = item
         dfd = _open_rel(root_fd, d, root, create=False)
         if dfd is None:
             return
@@ -344,7 +347,7 @@ def _local(path: Path) -> bool:
         return False
 
 
-def run_bounded(fn: Callable[[object], None], items: Iterable[object], threads: int, stop: threading.Event) -> None:
+def run_bounded(fn: Callable[[_Item], None], items: Iterable[_Item], threads: int, stop: threading.Event) -> None:
     """fn(item) for every item on `threads` threads, at most 2 x threads queued at a time: an exception (Ctrl-C,
     SIGTERM) sets `stop`, cancels what is queued and waits only for the items running (fn checks `stop` often)."""
     ex = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-gen")

@@ -355,8 +355,8 @@ def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, 
             if progress:
                 progress(done[0], done[1])
 
-    def write_run(item: object) -> None:
-        d, lo, hi = item  # type: ignore[misc]
+    def write_run(item: tuple[str, int, int]) -> None:
+        d, lo, hi = item
         try:
             dfd = _open_rel(root_fd, d, folder, create=True)
         except OSError as exc:

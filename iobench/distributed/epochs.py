@@ -6,6 +6,7 @@ of the storage (a host, a mount namespace) but rank 0's stats the dataset's file
 
 from __future__ import annotations
 
+import builtins
 import math
 import time
 import zlib
@@ -71,8 +72,8 @@ class _Mine:
     data_wait_s: float
     allreduce_s: float
     steps: int
-    latency: bytes  # encoded HdrHistogram of open + read + close, ns
-    opens: bytes  # the same of the open alone
+    latency: builtins.bytes  # (the field `bytes` hides the type here) encoded HdrHistogram of open + read + close, ns
+    opens: builtins.bytes  # the same of the open alone
     cpu: dict
     resident: float | None
     eviction: str | None
@@ -121,6 +122,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                     raise error
                 parts = _gather(job, mine, epoch)
                 if result is not None:
+                    assert parts is not None  # the rank with the result is rank 0, which gathers
                     for warning in _record(job, parts, manifest, settings, state, epoch, workers, result):
                         ui.warn(warning)
                     result.save(result_path)
@@ -149,6 +151,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
         source.close()
     if result is None:
         return None
+    assert result_path is not None  # given with the result
     finish(result, result_path)
     note(COMPLETE)
     return result

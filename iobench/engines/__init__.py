@@ -23,7 +23,7 @@ from iobench.measure import EpochRecorder
 from iobench.sources import Source
 
 if TYPE_CHECKING:
-    from iobench.result import Settings
+    from iobench.result import Run, Settings
 
 DEFAULT_IO_TIMEOUT_S = 60.0  # `iobench run --io-timeout`: no read finished for this long is a stalled storage
 GRACE_S = 3.0  # stopping readers: how long those mid-read may take to finish before they are killed
@@ -35,8 +35,17 @@ class Engine(Protocol):
     concurrency: int  # readers at once: threads, or worker processes (1 when the main process reads)
     io_timeout_s: float | None  # no read finished for this long: StorageStalled (None: no watchdog)
     left_behind: str | None  # after an epoch cut short: the readers stuck in IO that were left behind, in words
-    workers: int | None  # DataLoader worker processes (0: the main process reads); None: the engine has none
-    batch_size: int | None  # samples per batch; None: the engine reads sample by sample
+
+    # read-only: so an engine may hold an int (dataloader) or None (threads) in them
+    @property
+    def workers(self) -> int | None:
+        """DataLoader worker processes (0: the main process reads); None: the engine has none."""
+        ...
+
+    @property
+    def batch_size(self) -> int | None:
+        """Samples per batch; None: the engine reads sample by sample."""
+        ...
 
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None) -> None:
@@ -75,7 +84,7 @@ class StorageStalled(EnvironmentRefused):
         self.timeout_s = timeout_s
         self.stuck = stuck
         self.left_behind = left_behind
-        self.run = None  # a training run's partial record (train_epoch), for the caller to keep
+        self.run: Run | None = None  # a training run's partial record (train_epoch), for the caller to keep
 
     @classmethod
     def after(cls, pending: int, timeout_s: float) -> StorageStalled:

@@ -54,7 +54,7 @@ from iobench.engines import (
     stop_signals_deferred,
 )
 from iobench.measure import EpochRecorder
-from iobench.sources import Source
+from iobench.sources import Reader, Source
 
 if TYPE_CHECKING:
     import torch
@@ -103,7 +103,7 @@ class Batch:
     def sample(self, i: int) -> memoryview:
         m = self.meta.numpy()
         start = int(m[OFFSET, i])
-        return memoryview(self.data.numpy())[start:start + int(m[NBYTES, i])]
+        return self.data.numpy().data[start:start + int(m[NBYTES, i])]
 
 
 class _Batches:
@@ -140,7 +140,7 @@ class _SourceDataset:
         self.source = source
         self.decode = decode
         self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
-        self._reader = None
+        self._reader: Reader | None = None
         self._shared = False
         self._worker = 0
         self._pid = 0
@@ -210,7 +210,7 @@ class _SourceDataset:
 
     def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
         cap = buf.numel()
-        out = memoryview(buf.numpy())
+        out = buf.numpy().data
         read, clock = reader.read, perf_counter_ns
         pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
         off = hdr
@@ -225,8 +225,8 @@ class _SourceDataset:
                 if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
                     cap = max(2 * cap, off + n + (1 << 16))
                     bigger = self._alloc(cap)
-                    memoryview(bigger.numpy())[:off] = out[:off]
-                    buf, out = bigger, memoryview(bigger.numpy())
+                    bigger.numpy().data[:off] = out[:off]
+                    buf, out = bigger, bigger.numpy().data
                     meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, -1)
                     pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
                     if slot >= 0:
@@ -252,6 +252,7 @@ class _SourceDataset:
         from PIL import Image
 
         read, clock, rng = reader.read, perf_counter_ns, self._rng
+        assert rng is not None  # _open set it: __getitems__ opens the reader first
         pos_n, pos_t, pos_o, pos_d = meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS], meta[DECODE_NS]
         meta[OFFSET] = 0
         i = 0
@@ -265,13 +266,13 @@ class _SourceDataset:
                 pos_n[i] = n
                 data = io.BytesIO(memoryview(reader.buffer)[:n])
                 try:
-                    with Image.open(data) as img:
-                        rgb = img.convert("RGB")
+                    with Image.open(data) as src:
+                        rgb = src.convert("RGB")
                 except Exception as exc:  # Pillow's own error: OSError, ValueError, SyntaxError, DecompressionBomb...
                     raise self._undecodable(exc, index, data) from None
-                img = rgb.resize((CROP, CROP), Image.BILINEAR, box=_crop_box(rgb.width, rgb.height, rng))
+                img = rgb.resize((CROP, CROP), Image.Resampling.BILINEAR, box=_crop_box(rgb.width, rgb.height, rng))
                 if rng.random() < 0.5:
-                    img = img.transpose(Image.FLIP_LEFT_RIGHT)
+                    img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
                 out[i] = np.asarray(img).transpose(2, 0, 1)  # HWC -> CHW, uint8
                 pos_d[i] = clock() - t1
                 i += 1
@@ -421,6 +422,7 @@ class DataLoaderEngine:
         self.left_behind = None
         order = np.ascontiguousarray(order, dtype=np.int64)
         loader = self._loader_for(source)
+        assert self._sampler is not None  # _loader_for made it with the loader
         self._sampler.order = order
         decode_ns = None
         if self.decode:
@@ -442,7 +444,9 @@ class DataLoaderEngine:
             deliver(held)
             last = perf_counter()
             busy = self._busy
-            watch = _Watchdog(self.io_timeout_s, last) if self._poll_s else None
+            assert busy is not None  # _loader_for made it with the loader
+            # a poll (_poll_s) only with a timeout (_poll_for)
+            watch = _Watchdog(self.io_timeout_s, last) if self._poll_s and self.io_timeout_s is not None else None
             while (item := self._next(it, rec, on_tick, watch)) is not None:
                 buf, k, n, worker, pid, slot, error = item
                 hdr = META_ROWS * k * 8
@@ -484,7 +488,7 @@ class DataLoaderEngine:
             stopped = True
             stalled = isinstance(exc, StorageStalled)
             self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: start afresh
-            if stalled:
+            if isinstance(exc, StorageStalled):
                 exc.left_behind = self.left_behind
                 exc.stuck = self._stuck
             raise
@@ -500,7 +504,7 @@ class DataLoaderEngine:
         loader's `timeout`, here a short poll: an idle worker answers at once, so one that does not answer within
         `io_timeout_s` is stuck (in a read of the storage, or stopped): StorageStalled, not torch's RuntimeError."""
         resumed = loader._iterator
-        if resumed is None or not self._poll_s:
+        if resumed is None or not self._poll_s or self.io_timeout_s is None:  # a poll only with a timeout (_poll_for)
             return iter(loader)
         resumed._timeout = self.io_timeout_s
         try:

@@ -154,7 +154,7 @@ def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -
 
 def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
     runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.concurrency, r.order))
-    colors = {}
+    colors: dict[tuple[str, int, str, bool], str] = {}
     out = []
     for r in runs:
         key = (r.cache, r.concurrency, r.order, r.decode)

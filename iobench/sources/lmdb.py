@@ -31,15 +31,19 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iobench.errors import UserError
 from iobench.pack import LMDB_DATA, LMDB_SIZES, read_pack_marker
 
+if TYPE_CHECKING:
+    import lmdb
+
 MAX_READERS = 1024  # unused with lock=False (no reader table) but set high in case a build wants it
 
-_envs: dict[str, tuple[int, bool, object]] = {}  # LMDB folder -> (pid, readahead, env)
+_envs: dict[str, tuple[int, bool, lmdb.Environment]] = {}  # LMDB folder -> (pid, readahead, env)
 _envs_lock = threading.Lock()
 
 
