@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from iobench.cluster_verdict import cluster_verdict
 from iobench.result import Result, Run, Settings, Verdict
 from iobench.verdict import (
     ASSUMED,
@@ -43,16 +44,20 @@ from iobench.verdict import (
     demand,
     fio_valid,
     floor_to,
+    gpu_short,
     gpus_for,
     gpus_range,
+    gpus_short,
     mean_by_concurrency,
     near_line,
     pct,
     reader_unit,
     readers,
     replay_runs,
+    round_files,
     run_spread,
     saturation,
+    steady_rate,
     storage_figure,
     storage_runs,
     supply_run,
@@ -390,17 +395,6 @@ def _cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> s
 # ------------------------------------------------------------------------------------------------ the words
 
 
-def gpu_short(s: Settings) -> str:
-    return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
-
-
-def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
-    """'2 H200 on resnet50' or, for a rate given alone, '2 GPUs of 50 samples/s'."""
-    if s.gpu and s.rate_kind != "given":
-        return f"{count} {s.gpu.upper()} on {s.model}"
-    return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
-
-
 def _cores(result: Result) -> str:
     usable = usable_cores(result)
     return f"{usable:g}-core " if usable else ""
@@ -547,22 +541,6 @@ def advised_files(result: Result) -> int:
     return round_files(need)
 
 
-def steady_rate(run: Run) -> float:
-    """A run's samples/s once its first batch arrived: what a bigger epoch reads at, start-up paid once."""
-    first = run.first_batch_s
-    if not first or run.seconds - first <= 0.01 * run.seconds:
-        return run.samples_per_s
-    after = run.samples - (run.batch_size or 1) * max(run.gpus or run.ranks or 1, 1)
-    return max(run.samples_per_s, after / (run.seconds - first)) if after > 0 else run.samples_per_s
-
-
-def round_files(n: float) -> int:
-    """n rounded up to two significant digits: 13,421 -> 14,000."""
-    n = max(1, math.ceil(n))
-    step = 10 ** max(0, len(str(n)) - 2)
-    return -(-n // step) * step
-
-
 def _notes(result: Result, invalid: list[Run]) -> list[str]:
     """Lines after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
     out = []
@@ -601,3 +579,11 @@ def _mitigation_note(result: Result) -> list[str]:
     cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
     fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
     return [f"Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."]
+
+
+def verdict(result: Result) -> Verdict:
+    """The answer of a result: the cluster's for a distributed run (cluster_verdict.py), else one client's
+    (`answer`)."""
+    if result.distributed is not None:
+        return cluster_verdict(result)
+    return answer(result)

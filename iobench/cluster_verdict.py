@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from iobench.answer import gpu_short, gpus_short, round_files, steady_rate
 from iobench.result import Cpu, Result, Run, Verdict
 from iobench.verdict import (
     CPU_SATURATED,
@@ -19,8 +18,12 @@ from iobench.verdict import (
     cpu_saturated,
     cpu_words,
     demand,
+    gpu_short,
     gpus_for,
+    gpus_short,
     pct,
+    round_files,
+    steady_rate,
 )
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from iobench import cache, engines, sources
+from iobench.answer import verdict
 from iobench.dataset import Manifest
 from iobench.engines import (
     DEFAULT_IO_TIMEOUT_S,
@@ -57,7 +58,6 @@ from iobench.verdict import (
     shaped_runs,
     stats,
     supply_run,
-    verdict,
 )
 
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample

@@ -481,13 +481,28 @@ def gpus_range(samples_per_s: float, spread: Spread, rate_per_gpu: float, au_tar
             gpus_for(spread.high(samples_per_s), rate_per_gpu, au_target))
 
 
-def verdict(result: Result) -> Verdict:
-    """The answer of a result: the cluster's for a distributed run (cluster_verdict.py), else one client's
-    (answer.py)."""
-    if result.distributed is not None:
-        from iobench.cluster_verdict import cluster_verdict
+def gpu_short(s: Settings) -> str:
+    return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
 
-        return cluster_verdict(result)
-    from iobench.answer import answer
 
-    return answer(result)
+def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
+    """'2 H200 on resnet50' or, for a rate given alone, '2 GPUs of 50 samples/s'."""
+    if s.gpu and s.rate_kind != "given":
+        return f"{count} {s.gpu.upper()} on {s.model}"
+    return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
+
+
+def steady_rate(run: Run) -> float:
+    """A run's samples/s once its first batch arrived: what a bigger epoch reads at, start-up paid once."""
+    first = run.first_batch_s
+    if not first or run.seconds - first <= 0.01 * run.seconds:
+        return run.samples_per_s
+    after = run.samples - (run.batch_size or 1) * max(run.gpus or run.ranks or 1, 1)
+    return max(run.samples_per_s, after / (run.seconds - first)) if after > 0 else run.samples_per_s
+
+
+def round_files(n: float) -> int:
+    """n rounded up to two significant digits: 13,421 -> 14,000."""
+    n = max(1, math.ceil(n))
+    step = 10 ** max(0, len(str(n)) - 2)
+    return -(-n // step) * step

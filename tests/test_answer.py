@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from iobench.answer import verdict
 from iobench.result import Result
-from iobench.verdict import verdict
 
 pytest.importorskip("torch")  # training runs need DataLoader workers
 

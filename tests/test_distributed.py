@@ -154,7 +154,7 @@ def test_plan_reads_the_job_per_node_and_how_it_scaled(job2) -> None:
 def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
     """Epochs too short to count (here the real result with its runs marked so): no GPU count, and the --files that
     gives each rank 11 batches and epochs of 0.5 s at the rate measured."""
-    from iobench.verdict import verdict
+    from iobench.answer import verdict
 
     _, out = job2
     res = _result(out)

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from iobench.answer import verdict
 from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
 from iobench.verdict import (
     au_cell,
@@ -19,7 +20,6 @@ from iobench.verdict import (
     readers,
     stats,
     times,
-    verdict,
 )
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)

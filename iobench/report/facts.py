@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from iobench.answer import verdict
 from iobench.errors import UserError
 from iobench.plan import Implausible, Measured, plan
 from iobench.report.format import engine, gb, ms, num, readers, when
@@ -23,7 +24,6 @@ from iobench.verdict import (
     storage_figure,
     storage_runs,
     supply_run,
-    verdict,
 )
 
 SMALL_CLIENT_CPUS = 4
