@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from iobench.engines import (
+from iobench.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,

@@ -46,7 +46,6 @@ from iobench.dataset import (
     spec_of,
 )
 from iobench.distributed import RankLost
-from iobench.engines import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.fio import FioMissing, fio_version
 from iobench.mounts import describe, host_info
@@ -56,6 +55,7 @@ from iobench.runner import Interrupted, execute, now_iso
 from iobench.safefs import write_file
 from iobench.scan import SCAN_THREADS
 from iobench.sizes import parse_dist, parse_size
+from iobench.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.ui import UI
 from iobench.verdict import too_few_files
 

@@ -57,9 +57,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from iobench.engines import StorageStalled
+from iobench.bounded import stalled
 from iobench.errors import UserError
 from iobench.safefs import write_file
+from iobench.stall import StorageStalled
 
 __all__ = [
     "FioError",
@@ -518,8 +519,6 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float | None,
                 if progress != last:
                     last, last_t = progress, now
                 elif now - last_t >= io_timeout_s:
-                    from iobench.bounded import stalled
-
                     raise stalled("fio ran its baseline", io_timeout_s, _stop(proc), "fio process")
     except StorageStalled:
         raise

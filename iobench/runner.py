@@ -23,15 +23,7 @@ import numpy as np
 from iobench import cache, engines, sources
 from iobench.answer import verdict
 from iobench.dataset import Manifest
-from iobench.engines import (
-    DEFAULT_IO_TIMEOUT_S,
-    GRACE_S,
-    KILL_WAIT_S,
-    Engine,
-    StorageStalled,
-    left_behind_text,
-    stop_signals_deferred,
-)
+from iobench.engines import Engine
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
 from iobench.fio import FioError, fio_can_read, fio_version, run_fio
@@ -43,6 +35,14 @@ from iobench.order import epoch_order, shard
 from iobench.result import Baseline, Cpu, Disk, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.safefs import kind_of
 from iobench.sources import Source
+from iobench.stall import (
+    DEFAULT_IO_TIMEOUT_S,
+    GRACE_S,
+    KILL_WAIT_S,
+    StorageStalled,
+    left_behind_text,
+    stop_signals_deferred,
+)
 from iobench.ui import UI
 from iobench.verdict import (
     MIN_TRAIN_STEPS,

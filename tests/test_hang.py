@@ -27,10 +27,10 @@ import pytest
 from conftest import iobench, make_dataset, needs_root
 from testbed_fixtures import bed_state, mount_source, testbed
 
-from iobench.engines import StorageStalled
 from iobench.engines.threads import ThreadEngine
 from iobench.measure import EpochRecorder
 from iobench.sources.files import FileSource
+from iobench.stall import StorageStalled
 
 FILES = 400
 IO_TIMEOUT_S = 3

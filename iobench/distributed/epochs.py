@@ -19,6 +19,7 @@ import numpy as np
 from iobench.distributed.job import Job, RankLost, first_line
 from iobench.errors import EnvironmentRefused
 from iobench.order import shard
+from iobench.stall import StorageStalled
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -163,12 +164,10 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     share and joins every step's allreduce."""
     from iobench import cache
     from iobench.consumer import CudaConsumer, SleepConsumer
-    from iobench.engines import StorageStalled
     from iobench.measure import Counters, EpochRecorder, latency_histogram
     from iobench.mounts import host_info
     from iobench.order import epoch_order
     from iobench.runner import prepare_cache
-
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     eviction = resident = None

@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from iobench.errors import EnvironmentRefused
+from iobench.stall import StorageStalled
 
 BEAT_S = 0.5  # heartbeat period of every rank
 LOST_CHECK_S = 3.0  # after a failed collective: how long to watch the heartbeats before naming a lost rank
@@ -298,8 +299,6 @@ class Job:
             self._kicked = time.monotonic()
             signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]
         elif time.monotonic() - self._kicked > STUCK_EXIT_S:  # not freed: leave, saying why (its workers die too)
-            from iobench.engines import StorageStalled
-
             try:
                 self._stalled()
             except StorageStalled as exc:
@@ -314,8 +313,6 @@ class Job:
             self._stalled()
 
     def _stalled(self) -> None:
-        from iobench.engines import StorageStalled
-
         waited, limit = time.monotonic() - (self._in_loader or time.monotonic()), self._io_timeout_s or 0.0
         raise StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s "
                              f"(--io-timeout {limit:g} s), and this rank's DataLoader is blocked on a worker that "

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iobench.bounded import set_name
-from iobench.engines import (
+from iobench.measure import EpochRecorder
+from iobench.sources import Reader, Source
+from iobench.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,
@@ -53,8 +55,6 @@ from iobench.engines import (
     signals_held,
     stop_signals_deferred,
 )
-from iobench.measure import EpochRecorder
-from iobench.sources import Reader, Source
 
 if TYPE_CHECKING:
     import torch
