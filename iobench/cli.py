@@ -471,8 +471,7 @@ def _distributed_settings(ctx: click.Context, settings: Settings, engine: str, l
     if engine != "dataloader":
         raise UserError("a distributed run reads through a DataLoader per rank, as training does: it needs PyTorch "
                         "and does not take --engine threads")
-    # Judged on the value given: a switch that turns a phase off (--no-fio, --no-metadata) asks what a distributed
-    # run does anyway and is never refused.
+    # Judged on the value: a switch that turns a phase off (--no-fio, --no-metadata) is never refused.
     for name, opt in (("threads_", "--threads"), ("fio_", "--fio"), ("metadata_", "--metadata"),
                       ("mitigations_", "--mitigations"), ("gpus_", "--gpus"), ("scale_files", "--scale-files")):
         if _given(ctx, name) and ctx.params.get(name) is not False:
@@ -513,14 +512,16 @@ def _rank(w, timeout_s: float, settings: Settings, mount: Path, dataset: Path | 
 
 
 def _given(ctx: click.Context, name: str) -> bool:
-    """The user typed this option (not its default, not the workload's)."""
+    """The user typed this option (not its default, not the workload's); a key no parameter has is a bug here."""
+    if name not in ctx.params:
+        raise KeyError(f"_given: no parameter {name!r} in `iobench {ctx.info_name}`")
     return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
 
 
 def _refuse_inapplicable(ctx: click.Context, engine: str, fallback: bool) -> None:
     """Every option given is honoured or refused: one line for each pair that does not apply."""
     p = ctx.params
-    why_threads = " (PyTorch is not installed, so the thread engine replays)" if fallback else ""
+    why = " (PyTorch is not installed, so the thread engine replays)" if fallback else ""
     if engine == "dataloader" and _given(ctx, "threads_"):
         raise UserError("--threads sets the thread engine's readers; the DataLoader engine takes --workers "
                         "(or give --engine threads)")
@@ -528,8 +529,7 @@ def _refuse_inapplicable(ctx: click.Context, engine: str, fallback: bool) -> Non
         for name, opt in (("workers_", "--workers"), ("batch_size", "--batch-size"),
                           ("prefetch_factor", "--prefetch-factor")):
             if _given(ctx, name):
-                raise UserError(f"{opt} applies to the DataLoader engine; the thread engine takes --threads"
-                                + why_threads)
+                raise UserError(f"{opt} applies to the DataLoader engine; the thread engine takes --threads{why}")
     if p.get("dataset") is not None:
         for name, opt in (("mount", "--mount"), ("files", "--files"), ("size_dist", "--size-dist"),
                           ("classes", "--classes")):
