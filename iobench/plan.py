@@ -70,6 +70,7 @@ from iobench.gpus import (
 )
 from iobench.result import Result, Run
 from iobench.sizes import IMAGENET_MEAN
+from iobench.verdict import demand as need
 from iobench.verdict import gpus_for, replay_runs, storage_figure, storage_runs
 
 if TYPE_CHECKING:
@@ -89,11 +90,6 @@ MAX_FIGURE = 1e18  # any figure of the plan (samples/s, MB/s, s, B): beyond, the
 
 class Implausible(ValueError):
     """A plan figure past what any real input gives (MAX_GPUS, ...): `plan` says which and prints none."""
-
-
-def minimum_rate(gpus: int, rate_per_gpu: float, au_target: float) -> float:
-    """Samples/s the storage must sustain to keep `gpus` GPUs at AU >= au_target: au_target x gpus x rate."""
-    return au_target * gpus * rate_per_gpu
 
 
 def gpus_supported(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
@@ -338,8 +334,8 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         mean, mean_source = float(known.bytes), known.source
     else:
         mean, mean_source = float(IMAGENET_MEAN), "ImageNet-1k's mean (iobench.sizes.IMAGENET_MEAN)"
-    demand = gpus * per_gpu
-    minimum = minimum_rate(gpus, per_gpu, au_target)
+    demand = need(gpus, per_gpu, 1.0)  # the verdict's rule at AU 1.0: every GPU busy all the time
+    minimum = need(gpus, per_gpu, au_target)
     p = CapacityPlan(
         gpu=gpu, gpus=gpus, model=model, rate_per_gpu=per_gpu, rate_source=source, rate_kind=rate_kind,
         au_target=au_target,

@@ -13,12 +13,12 @@ from iobench.plan import (
     format_plan,
     gpus_supported,
     littles_law,
-    minimum_rate,
     mixed_kinds,
     plan,
     rate_kind_of,
 )
 from iobench.result import Cpu, Dataset, Host, Latency, Mount, Result, Run, Settings, Verdict
+from iobench.verdict import demand
 
 H100_RN50 = 400 / 0.224  # MLPerf Storage's emulated H100 on ResNet-50: batch 400 per 0.224 s step
 MLPERF = "mlperf-storage"  # the only kind of rate the table has for an H100
@@ -65,7 +65,7 @@ def test_h200_measured_rate_is_the_default_row():
 
 
 def test_helpers():
-    assert minimum_rate(32, H100_RN50, 0.9) == pytest.approx(51_428.571, abs=1e-3)
+    assert demand(32, H100_RN50, 0.9) == pytest.approx(51_428.571, abs=1e-3)  # the verdict's rule, plan's minimum
     assert gpus_supported(5000, 1000, 0.9) == 5  # 5000 / 900 = 5.6
     assert gpus_supported(900, 1000, 0.9) == 1  # exactly one GPU's need
     assert gpus_supported(899, 1000, 0.9) == 0
