@@ -73,8 +73,8 @@ def test_a_fifo_put_in_place_of_a_file_is_named_at_once_by_either_engine(tmp_pat
     """FileReader opens without waiting for a writer; the epoch's size check names the FIFO (no 60 s stall)."""
 
     from iobench import engines, sources
+    from iobench.epoch import EpochSpec, measure_epoch
     from iobench.result import Settings
-    from iobench.runner import EpochSpec, measure_epoch
     from iobench.ui import UI
 
     m = make_dataset(tmp_path, 64, "fixed:8kB", classes=1)

@@ -11,9 +11,9 @@ from conftest import make_dataset, needs_root
 from iobench import cache
 from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
+from iobench.epoch import EpochSpec, measure_epoch
 from iobench.measure import EpochRecorder
 from iobench.order import epoch_order
-from iobench.runner import EpochSpec, measure_epoch
 from iobench.sources.files import FileSource
 from iobench.ui import UI
 

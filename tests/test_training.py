@@ -3,8 +3,8 @@
 import pytest
 from conftest import make_dataset
 
+from iobench.epoch import train_epoch
 from iobench.result import Settings
-from iobench.runner import train_epoch
 from iobench.ui import UI
 
 pytest.importorskip("torch")

@@ -164,10 +164,10 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     share and joins every step's allreduce."""
     from iobench import cache
     from iobench.consumer import CudaConsumer, SleepConsumer
+    from iobench.epoch import prepare_cache
     from iobench.measure import Counters, EpochRecorder, latency_histogram
     from iobench.mounts import host_info
     from iobench.order import epoch_order
-    from iobench.runner import prepare_cache
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     eviction = resident = None
