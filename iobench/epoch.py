@@ -1,6 +1,6 @@
 """One measured epoch, the primitive every phase uses: the cache state prepared (evicted or warmed, then its
 residency checked), the epoch read by an engine into an EpochRecorder, and its figures made into a Run
-(`_summarize`): `measure_epoch` for one engine, `train_epoch` for emulated GPUs each with its own DataLoader and
+(`summarize`): `measure_epoch` for one engine, `train_epoch` for emulated GPUs each with its own DataLoader and
 consumer (`steady_training` makes one training run of several epochs). Every sample's bytes are checked against
 the manifest after the epoch (`changed_during`)."""
 
