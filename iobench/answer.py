@@ -493,8 +493,8 @@ def _mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
     rows = [r for r in rates("mlperf-storage") if r.model == s.model]
     if not rows:
         return []
-    counts = ", ".join(f"{gpus_for(store.samples_per_s, r.samples_per_s, s.au_target)} {r.gpu.upper()}"
-                       for r in rows)
+    counts = ("at least " if store.lower_bound else "") + ", ".join(
+        f"{gpus_for(store.samples_per_s, r.samples_per_s, s.au_target)} {r.gpu.upper()}" for r in rows)
     return [f"As MLPerf Storage's {s.model} workload emulates them (iobench's emulation, not an MLPerf Storage "
             f"result): the storage feeds {counts} at AU >= {s.au_target:.0%} from one client."]
 

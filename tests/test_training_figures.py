@@ -110,3 +110,4 @@ def test_mlperf_retinanet_is_listed_as_its_configs_define_it_and_answers_in_its_
     line = next(x for x in v.evidence if x.startswith("As MLPerf Storage's retinanet workload emulates them"))
     assert "(iobench's emulation, not an MLPerf Storage result)" in line and "B200" in line and "MI355" in line
     assert "at AU >= 85% from one client" in line
+    assert ("the storage feeds at least " in line) == v.storage_is_lower_bound  # as the storage's own line says
