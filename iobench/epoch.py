@@ -161,7 +161,7 @@ def summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, e
         latency_ms=Latency(**latency_summary(rec.total_ns[read])),
         open_ms=Latency(**latency_summary(rec.open_ns[read])),
         decode_ms=None if decode_ns is None else Latency(**latency_summary(decode_ns[read])),
-        cpu=Cpu(**sys_counters["cpu"]),
+        cpu=Cpu(**cpu),
         disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
         timeline=[(round(t, 3), d) for t, d in rec.timeline], **extra,
     ))
