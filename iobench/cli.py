@@ -31,6 +31,7 @@ import numpy as np
 from rich.table import Table
 
 from iobench import __version__
+from iobench.answer.rules import too_few_files
 from iobench.dataset import (
     DATA_ROOT,
     GenSpec,
@@ -45,19 +46,18 @@ from iobench.dataset import (
     scan,
     spec_of,
 )
+from iobench.dataset.imagefolder import SCAN_THREADS
+from iobench.dataset.sizes import parse_dist, parse_size
 from iobench.distributed import RankLost
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.fio import FioMissing, fio_version
-from iobench.mounts import describe, host_info
-from iobench.order import ORDERS
+from iobench.host.mounts import describe, host_info
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
+from iobench.phases.fio import FioMissing, fio_version
+from iobench.phases.pipeline import Interrupted, execute, now_iso
+from iobench.record.order import ORDERS
 from iobench.result import Dataset, Host, Mount, Result, Settings
-from iobench.runner import Interrupted, execute, now_iso
 from iobench.safefs import write_file
-from iobench.scan import SCAN_THREADS
-from iobench.sizes import parse_dist, parse_size
-from iobench.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.ui import UI
-from iobench.verdict import too_few_files
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
 STDOUT = "-"  # `--json -`: the JSON goes to stdout, alone
@@ -466,7 +466,7 @@ def _distributed_settings(ctx: click.Context, settings: Settings, engine: str, l
     """A distributed run is the training job itself: shuffled epochs through a DataLoader per rank, at one worker
     count, with a GPU consumer. Options for the phases it does not run are refused (one line each)."""
     from iobench.distributed import workers_per_rank
-    from iobench.mounts import usable_cpus
+    from iobench.host.mounts import usable_cpus
 
     if engine != "dataloader":
         raise UserError("a distributed run reads through a DataLoader per rank, as training does: it needs PyTorch "
@@ -596,14 +596,14 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
 
-    One process per dataset (iobench.lock: another one running on it is refused, exit 3, naming it); each run gets
+    One process per dataset (iobench.store.lock: another one running on it is refused, exit 3, naming it); each run gets
     a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that holds a result is refused.
     A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
     from contextlib import nullcontext, suppress
 
-    from iobench import lock
-    from iobench.mitigations import restore_left_settings
-    from iobench.mounts import mount_of
+    from iobench.host.mounts import mount_of
+    from iobench.phases.mitigations import restore_left_settings
+    from iobench.store import lock
 
     _check_outputs(json_path, out)
     _probe(dataset if dataset is not None else mount, settings.io_timeout_s)
@@ -651,7 +651,7 @@ def _refuse_too_few(settings: Settings, files: int, job) -> None:
 def _check_outputs(json_path: str | None, out: Path | None) -> None:
     """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (one that
     already holds a result is refused)."""
-    from iobench import lock
+    from iobench.store import lock
 
     _check_json_target(json_path)
     _check_out_target(out or Path("reports"), "--out" if out else "the result folder")
@@ -662,7 +662,7 @@ def _check_outputs(json_path: str | None, out: Path | None) -> None:
 def _probe(path: Path, timeout_s: float | None) -> None:
     """Ask the storage something it must answer itself (statvfs, stat, a listing) in a watched child, before any
     work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang."""
-    from iobench.bounded import in_child
+    from iobench.host.bounded import in_child
 
     def ask(beat: np.ndarray) -> None:
         with contextlib.suppress(OSError):  # a missing or unreadable path is said later, in words of its own
@@ -757,8 +757,8 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str, c
     """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
     from contextlib import nullcontext
 
-    from iobench import lock
-    from iobench import pack as packing
+    from iobench.sources import pack as packing
+    from iobench.store import lock
 
     ui = UI(quiet)
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
@@ -896,7 +896,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: floa
              rate: float | None, rate_kind: str | None, gpus_per_node: int, result_paths: tuple[Path, ...],
              json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
-    from iobench.plan import format_plan, plan
+    from iobench.answer.plan import format_plan, plan
     from iobench.report import load_results
 
     _check_json_target(json_path)
@@ -925,7 +925,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: floa
                    "precision, source, kind}.")
 def gpus(rate_kind: str | None, json_path: str | None) -> None:
     """Per-GPU training consumption rates iobench knows, each with its kind and source."""
-    from iobench.gpus import H200_FILE, KINDS, kinds_of, lookup, rates
+    from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 
     _check_json_target(json_path)
     ui = UI(stdout_free=json_path == STDOUT)
@@ -958,7 +958,7 @@ def gpus(rate_kind: str | None, json_path: str | None) -> None:
 @click.option("--quiet", is_flag=True, help="Print the rate alone (for `iobench run --rate $(...)`).")
 def gpu_rate(model: str, batch: int, steps: int, device: str, quiet: bool) -> None:
     """Measure a model's training samples/s on this host's GPU (synthetic data, bf16, channels_last)."""
-    from iobench.gpu_rate import measure
+    from iobench.gpu.benchmark import measure
 
     rate = measure(model, batch=batch, steps=steps, device=device)
     if quiet:
@@ -1014,7 +1014,7 @@ def schema(write: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def clean(mount: Path, dry_run: bool) -> None:
     """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
-    from iobench.clean import clean as cleaning
+    from iobench.store.clean import clean as cleaning
 
     _probe(mount, DEFAULT_IO_TIMEOUT_S)
     done = cleaning(mount, dry_run=dry_run)

@@ -230,7 +230,7 @@ class Run(_Model):
         description="[seconds since start, samples done] every ~0.2 s, and at the end: samples/s over time. A long "
                     "run keeps under 1,000 points (every 0.4, 0.8, ... s)")
     valid: bool = Field(True, description="the run can mean something and may enter the verdict (the rules are in "
-                                          "iobench/verdict.py: enough batches per reader, long enough, a cold run "
+                                          "iobench/answer/rules.py: enough batches per reader, long enough, a cold run "
                                           "whose eviction took); invalid runs are shown, marked, and left out")
     invalid_reason: str | None = Field(None, description="why the run is not valid, with its figures; null when valid")
 

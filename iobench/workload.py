@@ -8,7 +8,7 @@ is installed as the `iobench.workloads` package data (see `shipped_dir`). A file
 
     [dataset]
     files = 10000            # files to generate (or compare with an existing dataset)
-    size_dist = "imagenet"   # imagenet | fixed:SIZE | uniform:LO-HI (iobench.sizes.parse_dist)
+    size_dist = "imagenet"   # imagenet | fixed:SIZE | uniform:LO-HI (iobench.dataset.sizes.parse_dist)
     classes = 1000           # optional: class folders (default ~1,281 files per folder, as ImageNet)
 
     [pattern]
@@ -52,9 +52,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from iobench import gpus
+from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError
-from iobench.sizes import SizeDist, parse_dist
+from iobench.gpu import rates as gpus
 
 DEFAULT = "imagenet-resnet50"
 """The workload `iobench run` replays when given none."""
@@ -130,7 +130,7 @@ class Pattern(_Model):
 
 
 class Consumer(_Model):
-    model: str = Field(description="model the GPUs train (iobench.gpus names: resnet50, vit_b_16, ...)")
+    model: str = Field(description="model the GPUs train (iobench.gpu.rates names: resnet50, vit_b_16, ...)")
     gpu: str = Field(description="kind of GPU: v100, a100, h100, h200, ...")
     kind: str | None = Field(
         None, description='the kind of rate table row: "measured", "published" or "mlperf-storage" (the old name '

@@ -11,7 +11,7 @@ import pytest
 from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS test beds as fixtures)
 
 from iobench.dataset import GenSpec, Manifest, generate
-from iobench.sizes import parse_dist
+from iobench.dataset.sizes import parse_dist
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches, mounts)")
 

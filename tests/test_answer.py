@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.answer import verdict
+from iobench.answer.client import verdict
 from iobench.result import Result
 
 pytest.importorskip("torch")  # training runs need DataLoader workers

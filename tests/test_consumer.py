@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from iobench.consumer import SleepConsumer
+from iobench.gpu.consumer import SleepConsumer
 
 
 def test_au_is_one_when_batches_are_always_ready():

@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 from conftest import make_dataset  # noqa: E402
 
 from iobench.engines.dataloader import DataLoaderEngine  # noqa: E402
-from iobench.measure import EpochRecorder  # noqa: E402
-from iobench.order import epoch_order  # noqa: E402
+from iobench.record.order import epoch_order  # noqa: E402
+from iobench.record.recorder import EpochRecorder  # noqa: E402
 from iobench.sources.files import FileSource  # noqa: E402
 
 

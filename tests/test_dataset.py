@@ -11,8 +11,8 @@ from PIL import Image
 
 from iobench import dataset
 from iobench.dataset import MARKER, GenSpec, generate, scan
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
-from iobench.sizes import parse_dist
 
 
 def test_every_file_decodes_and_matches_the_manifest(small_dataset):

@@ -20,7 +20,7 @@ import pytest
 from conftest import iobench, make_dataset
 
 from iobench.distributed import coverage, digest, read_once, steps_per_rank
-from iobench.order import epoch_order, shard
+from iobench.record.order import epoch_order, shard
 from iobench.result import Result
 
 FILES = 1200
@@ -126,7 +126,7 @@ def test_plan_reads_the_job_per_node_and_how_it_scaled(job2) -> None:
     """plan --result with a distributed result: the job's rate (all ranks together) and per node, not one
     client's; with a second result at more nodes, the scaling table (here a copy of the real result as if measured
     on 2 nodes at 1.5x the rate: the arithmetic, not a measurement)."""
-    from iobench.plan import format_plan, plan
+    from iobench.answer.plan import format_plan, plan
 
     _, out = job2
     res = _result(out)
@@ -154,7 +154,7 @@ def test_plan_reads_the_job_per_node_and_how_it_scaled(job2) -> None:
 def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
     """Epochs too short to count (here the real result with its runs marked so): no GPU count, and the --files that
     gives each rank 11 batches and epochs of 0.5 s at the rate measured."""
-    from iobench.answer import verdict
+    from iobench.answer.client import verdict
 
     _, out = job2
     res = _result(out)

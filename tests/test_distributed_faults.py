@@ -205,7 +205,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
     assert any(ln.startswith("warning: epoch 2 is left out:") for ln in run.lines["stderr"]), run.err
 
     # the page cache is never "the storage": as measured, and with the CPU figures lowered below any saturation
-    from iobench.cluster_verdict import cluster_verdict
+    from iobench.answer.cluster import cluster_verdict
 
     v = res.verdict
     assert v.limit != "storage" and "Limit: the storage" not in v.text, v.text

@@ -19,8 +19,8 @@ from conftest import iobench, needs_root
 
 from iobench import dataset
 from iobench.dataset import GenSpec, generate
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.sizes import parse_dist
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "example" / "local" / "result.json"
 FAST = ("--files", "200", "--size-dist", "fixed:8kB", "--engine", "threads", "--threads", "1", "--no-fio",

@@ -1,4 +1,4 @@
-"""iobench.fio: the real fio binary reads exactly the given files, and its JSON is parsed right."""
+"""iobench.phases.fio: the real fio binary reads exactly the given files, and its JSON is parsed right."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import iobench.fio as fio
-from iobench.fio import (
+import iobench.phases.fio as fio
+from iobench.phases.fio import (
     PRERUN_DROP,
     FioError,
     FioJob,
@@ -113,7 +113,7 @@ def test_run_fio_counts_real_files_and_bytes(dataset: tuple[list[str], list[int]
     assert res.repeats == 1 and res.runs_files_per_s == (round(res.files_per_s, 2),)
     assert f"numjobs={concurrency}" in res.job
     # what fio ran is kept in workdir: the job file and one iolog per job naming every file
-    assert (tmp_path / "iobench.fio").read_text() == res.job
+    assert (tmp_path / "iobench.phases.fio").read_text() == res.job
     logged = "".join((tmp_path / f"iobench.{j}.iolog").read_text() for j in range(concurrency))
     assert all(f"{p} read 0 {s}\n" in logged for p, s in zip(paths, sizes, strict=True))
     assert os.path.getsize(paths[0]) == sizes[0]  # --readonly: nothing was written
@@ -272,7 +272,7 @@ def test_run_fio_drop_caches_after_setup(dataset: tuple[list[str], list[int]]) -
 
 
 def test_drop_caches_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import iobench.fio as fio
+    import iobench.phases.fio as fio
 
     monkeypatch.setattr(fio, "DROP_CACHES", str(tmp_path / "no" / "drop_caches"))
     monkeypatch.setattr(fio, "_fio_binary", lambda: "/bin/true")

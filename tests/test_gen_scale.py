@@ -32,9 +32,9 @@ from iobench.dataset import (
     open_tree,
     plan,
 )
+from iobench.dataset.jpeg import MAX_SEGMENT_PAYLOAD, JpegPool
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
-from iobench.jpeg import MAX_SEGMENT_PAYLOAD, JpegPool
-from iobench.sizes import parse_dist
 
 
 def _folder(mount: Path, spec: GenSpec) -> Path:
@@ -114,7 +114,7 @@ def test_runs_cut_few_folders_and_deal_the_pieces_across_them():
 
 
 def test_default_threads_by_file_system(tmp_path, monkeypatch):
-    from iobench import mounts
+    from iobench.host import mounts
 
     local = dataset.default_threads(tmp_path)
     assert 2 <= local <= dataset.LOCAL_THREADS

@@ -13,8 +13,8 @@ import pytest
 from conftest import iobench
 from pydantic import ValidationError
 
-from iobench import gpus
 from iobench.errors import UserError
+from iobench.gpu import rates as gpus
 
 REPO = Path(__file__).resolve().parents[1]
 ANCHORS = next((p for p in (REPO / "shared" / "anchors" / "gpu_rates_h200.json",

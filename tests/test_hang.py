@@ -28,9 +28,9 @@ from conftest import iobench, make_dataset, needs_root
 from testbed_fixtures import bed_state, mount_source, testbed
 
 from iobench.engines.threads import ThreadEngine
-from iobench.measure import EpochRecorder
+from iobench.host.stall import StorageStalled
+from iobench.record.recorder import EpochRecorder
 from iobench.sources.files import FileSource
-from iobench.stall import StorageStalled
 
 FILES = 400
 IO_TIMEOUT_S = 3
@@ -244,7 +244,7 @@ def test_ctrl_c_twice_on_hung_storage_exits_without_traceback(hung_bed, tmp_path
 
 
 def test_bounded_child_stall_names_the_phase():
-    from iobench.bounded import in_child
+    from iobench.host.bounded import in_child
 
     t0 = time.perf_counter()
     with pytest.raises(StorageStalled) as info:
@@ -333,7 +333,7 @@ _FORK_SIGNAL = """
 import os, signal, sys, time
 import numpy as np
 from iobench.dataset import Manifest
-from iobench.measure import EpochRecorder
+from iobench.record.recorder import EpochRecorder
 from iobench.sources.files import FileSource
 
 sent = []
@@ -347,7 +347,7 @@ order = np.tile(np.arange(len(manifest)), 2000)  # long enough that only a stop 
 rec = EpochRecorder(len(order), 2)
 try:
     if sys.argv[1] == "phase":
-        from iobench.bounded import in_child
+        from iobench.host.bounded import in_child
         in_child(lambda beat: time.sleep(60), 30.0, "waiting")
     elif sys.argv[1] == "threads":
         from iobench.engines.threads import ThreadEngine

@@ -3,7 +3,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from iobench.jpeg import JpegPool
+from iobench.dataset.jpeg import JpegPool
 
 
 def test_files_are_exact_size_decodable_and_unique():

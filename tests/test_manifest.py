@@ -1,4 +1,4 @@
-"""The manifest at any size (iobench/manifest.py): manifest.tsv parsed with numpy gives exactly what a line-by-line
+"""The manifest at any size (iobench/dataset/paths.py): manifest.tsv parsed with numpy gives exactly what a line-by-line
 reading gives, every malformed line is named as before, and manifest.index (memory-mapped) is derived beside it,
 used while it matches, and rebuilt when manifest.tsv changes."""
 
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from conftest import make_dataset, needs_root
 
-from iobench import manifest as mf
 from iobench.dataset import Manifest, parse_manifest
+from iobench.dataset import paths as mf
+from iobench.dataset.paths import INDEX, MANIFEST, PathTable, parse_tsv
 from iobench.errors import UserError
-from iobench.manifest import INDEX, MANIFEST, PathTable, parse_tsv
 
 
 def reference(text: str) -> tuple[list[str], list[int]]:
@@ -159,7 +159,7 @@ def test_an_inode_number_over_2_to_the_63_is_kept(tmp_path):
     """GlusterFS's FUSE inode numbers use all 64 bits: the index records them (unsigned)."""
     from types import SimpleNamespace
 
-    from iobench.manifest import index_bytes, map_index
+    from iobench.dataset.paths import index_bytes, map_index
 
     tsv = SimpleNamespace(st_size=31, st_mtime_ns=1_700_000_000_000_000_000, st_ino=2**64 - 3)
     blocks, offsets, sizes = parse_tsv(b"train/a.JPEG\t5\ntrain/bb.JPEG\t7\n", Path("m.tsv"))
@@ -221,7 +221,7 @@ def test_a_reused_dataset_never_takes_sizes_or_paths_its_manifest_does_not_hold(
     """Sizes of 1 (a wrong dataset.bytes, silently), 10^15 (a MemoryError) or two paths swapped obey every rule: a
     dataset iobench made is checked against manifest.tsv and its files, and its index must hold the same."""
     from iobench.dataset import GenSpec, generate
-    from iobench.sizes import parse_dist
+    from iobench.dataset.sizes import parse_dist
 
     spec = GenSpec(40, parse_dist("fixed:8KiB"), 2, 0)
     root = generate(tmp_path, spec, threads=2).manifest.root

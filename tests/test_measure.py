@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iobench.measure import TIMELINE_POINTS, EpochRecorder
+from iobench.record.recorder import TIMELINE_POINTS, EpochRecorder
 
 
 def test_a_long_timeline_is_thinned_evenly_and_keeps_its_ends():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench.measure import EpochRecorder
-from iobench.mitigations import read_ahead_kb, readahead_file, willneed_prefetch
-from iobench.order import epoch_order
+from iobench.phases.mitigations import read_ahead_kb, readahead_file, willneed_prefetch
+from iobench.record.order import epoch_order
+from iobench.record.recorder import EpochRecorder
 from iobench.result import Result
 
 
@@ -36,7 +36,7 @@ def test_run_with_mitigations_measures_each_on_the_whole_dataset(tmp_path):
 
 def test_willneed_prefetch_hints_ahead_of_the_readers(tmp_path):
     m = make_dataset(tmp_path, 120, "fixed:16kB", classes=1)
-    from iobench import cache
+    from iobench.host import cache
 
     cache.evict(m.paths, drop_caches=False)
     order = epoch_order("shuffled", len(m), 0, 1)

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from iobench.mounts import MountEntry, block_info, describe, fs_details, fs_family, host_info, mount_of
+from iobench.host.mounts import MountEntry, block_info, describe, fs_details, fs_family, host_info, mount_of
 
 MOUNTS = """\
 /dev/vda / ext4 rw,relatime,discard 0 0

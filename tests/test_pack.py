@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from conftest import make_dataset
 
-from iobench import pack
 from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import UserError
-from iobench.measure import EpochRecorder
-from iobench.order import epoch_order
-from iobench.pack import PACK_MARKER, pack_lmdb, pack_tar, plan_tar
+from iobench.record.order import epoch_order
+from iobench.record.recorder import EpochRecorder
 from iobench.sources import lmdb as lmdb_source
+from iobench.sources import pack
 from iobench.sources.lmdb import LmdbSource
+from iobench.sources.pack import PACK_MARKER, pack_lmdb, pack_tar, plan_tar
 from iobench.sources.tar import (
     TarSource,
     shard_read_order,

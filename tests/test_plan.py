@@ -1,13 +1,11 @@
-"""Capacity arithmetic (iobench.plan) against hand arithmetic."""
+"""Capacity arithmetic (iobench.answer.plan) against hand arithmetic."""
 
 import math
 
 import pytest
 from conftest import iobench
 
-from iobench.errors import UserError
-from iobench.gpus import lookup
-from iobench.plan import (
+from iobench.answer.plan import (
     IMAGENET_FILES,
     cache_mix_rate,
     format_plan,
@@ -17,8 +15,10 @@ from iobench.plan import (
     plan,
     rate_kind_of,
 )
+from iobench.answer.rules import demand
+from iobench.errors import UserError
+from iobench.gpu.rates import lookup
 from iobench.result import Cpu, Dataset, Host, Latency, Mount, Result, Run, Settings, Verdict
-from iobench.verdict import demand
 
 H100_RN50 = 400 / 0.224  # MLPerf Storage's emulated H100 on ResNet-50: batch 400 per 0.224 s step
 MLPERF = "mlperf-storage"  # the only kind of rate the table has for an H100

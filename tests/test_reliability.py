@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import iobench, make_dataset
 
 from iobench.dataset import GenSpec
-from iobench.sizes import parse_dist
+from iobench.dataset.sizes import parse_dist
 
 QUICK = ("--no-fio", "--no-metadata", "--engine", "threads", "--threads", "1", "--cache", "warm", "--quiet")
 
@@ -73,7 +73,7 @@ def test_a_fifo_put_in_place_of_a_file_is_named_at_once_by_either_engine(tmp_pat
     """FileReader opens without waiting for a writer; the epoch's size check names the FIFO (no 60 s stall)."""
 
     from iobench import engines, sources
-    from iobench.epoch import EpochSpec, measure_epoch
+    from iobench.phases.epoch import EpochSpec, measure_epoch
     from iobench.result import Settings
     from iobench.ui import UI
 

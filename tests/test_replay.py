@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from conftest import make_dataset, needs_root
 
-from iobench import cache
 from iobench.dataset import Manifest
 from iobench.engines.threads import ThreadEngine
-from iobench.epoch import EpochSpec, measure_epoch
-from iobench.measure import EpochRecorder
-from iobench.order import epoch_order
+from iobench.host import cache
+from iobench.phases.epoch import EpochSpec, measure_epoch
+from iobench.record.order import epoch_order
+from iobench.record.recorder import EpochRecorder
 from iobench.sources.files import FileSource
 from iobench.ui import UI
 

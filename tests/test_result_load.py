@@ -133,7 +133,7 @@ def test_figures_out_of_their_range_are_refused_with_the_field(tmp_path, where, 
 
 
 def test_au_reaches_one_at_most_as_the_consumer_counts_it(tmp_path):
-    """AU = compute / wall capped at 1 by the consumer (iobench/consumer.py): 1.0 loads, more does not."""
+    """AU = compute / wall capped at 1 by the consumer (iobench/gpu/consumer.py): 1.0 loads, more does not."""
     k = next(i for i, r in enumerate(json.loads(EXAMPLE.read_text())["runs"]) if r.get("au") is not None)
     assert load_results([_tampered(tmp_path, _set(f"runs.{k}.au", 1.0))])[0].runs[k].au == 1.0
     with pytest.raises(UserError, match=rf"runs\.{k}\.au is 1\.0001: a fraction is within \[0, 1\]"):

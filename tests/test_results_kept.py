@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench.mitigations import journal_path, readahead_file, restore_left_settings
+from iobench.phases.mitigations import journal_path, readahead_file, restore_left_settings
 from iobench.result import Result
 
 FAST = ("--files", "200", "--size-dist", "fixed:8kB", "--engine", "threads", "--threads", "1", "--no-fio",
@@ -79,7 +79,7 @@ def test_an_out_folder_that_holds_a_result_is_refused_before_measuring(tmp_path)
 
 def test_a_run_that_measures_nothing_leaves_no_result_folder(tmp_path):
     from iobench.dataset import GenSpec
-    from iobench.sizes import parse_dist
+    from iobench.dataset.sizes import parse_dist
 
     # the folder of the shape asked for holds something iobench did not make: run cannot use it
     mine = tmp_path / "m" / "iobench-data" / GenSpec(10, parse_dist("fixed:8kB"), 1, 0).name
@@ -134,7 +134,7 @@ def test_a_second_run_or_pack_on_a_dataset_in_use_is_refused_naming_the_first(tm
 
 _HOLD_READAHEAD = """
 import sys, time
-from iobench.mitigations import read_ahead_kb
+from iobench.phases.mitigations import read_ahead_kb
 with read_ahead_kb(sys.argv[1], 1024):
     print("set", flush=True)
     time.sleep(600)

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench import dataset, pack
+from iobench import dataset
 from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
-from iobench.metadata import metadata_phase
-from iobench.sizes import parse_dist
+from iobench.phases.metadata import metadata_phase
+from iobench.sources import pack
 
 SPEC = GenSpec(30, parse_dist("fixed:8kB"), 2, 0)
 GEN = ["--files", "30", "--size-dist", "fixed:8kB", "--classes", "2", "--seed", "0"]

@@ -1,5 +1,6 @@
-"""Scanning a tree iobench did not make (iobench/scan.py): ImageFolder's order whatever the thread timing, link loops
-skipped, progress, and the cached listing outside the tree (used while no folder changed, rebuilt when one did)."""
+"""Scanning a tree iobench did not make (iobench/dataset/imagefolder.py): ImageFolder's order whatever the thread
+timing, link loops skipped, progress, and the cached listing outside the tree (used while no folder changed, rebuilt
+when one did)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench import scan as scanning
 from iobench.dataset import MANIFEST, parse_manifest
+from iobench.dataset import imagefolder as scanning
 from iobench.dataset import scan as dataset_scan
-from iobench.scan import _walk_images, _walk_parallel, cache_folder, scan_tree
+from iobench.dataset.imagefolder import _walk_images, _walk_parallel, cache_folder, scan_tree
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
 

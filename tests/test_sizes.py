@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from iobench.dataset.sizes import parse_dist, parse_size
 from iobench.errors import UserError
-from iobench.sizes import parse_dist, parse_size
 
 
 def test_parse_size_units():

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make_dataset
 
-from iobench.epoch import train_epoch
+from iobench.phases.epoch import train_epoch
 from iobench.result import Settings
 from iobench.ui import UI
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.mounts import usable_cpus
+from iobench.answer.rules import au_pct, floor_to, saturated
+from iobench.host.mounts import usable_cpus
 from iobench.result import Result
-from iobench.verdict import au_pct, floor_to, saturated
 
 pytest.importorskip("torch")  # training runs need DataLoader workers
 

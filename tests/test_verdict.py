@@ -5,9 +5,8 @@ import re
 
 import pytest
 
-from iobench.answer import verdict
-from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
-from iobench.verdict import (
+from iobench.answer.client import verdict
+from iobench.answer.rules import (
     au_cell,
     au_fraction,
     au_pct,
@@ -21,6 +20,7 @@ from iobench.verdict import (
     stats,
     times,
 )
+from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)
 

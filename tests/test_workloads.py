@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import iobench
 
-from iobench import gpus, workload
+from iobench import workload
 from iobench.errors import UserError
+from iobench.gpu import rates as gpus
 
 REQUIRED = {"imagenet-resnet50", "imagenet-vit-b16", "small-files-4k", "coco-detection", "mlperf-storage-resnet50",
             "mlperf-storage-retinanet"}

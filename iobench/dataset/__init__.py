@@ -9,10 +9,11 @@ Two modules, every public name imported here (`from iobench.dataset import Manif
 safety rules they write by (iobench/safefs.py: no link followed, files created exclusively, markers renamed into
 place, one writer at a time):
 
-- folder.py: the folder as a run reads it: marker, `Manifest`, every file checked against it, `scan`;
+- folder.py: the folder as a run reads it: marker, `Manifest`, every file checked against it;
+- in_place.py: reading a dataset where it is, or scanning an existing tree (`scan`, by imagefolder.py);
 - gen.py: making one (`GenSpec`, `plan`, `generate`): the writer threads, reuse and resume.
 
-The path table is in iobench/manifest.py, an existing tree's listing in iobench/scan.py.
+The path table is in iobench/dataset/paths.py, an existing tree's listing in iobench/dataset/imagefolder.py.
 """
 
 from iobench.dataset.folder import (
@@ -33,7 +34,6 @@ from iobench.dataset.folder import (
     parse_manifest,
     read_marker,
     run_bounded,
-    scan,
 )
 from iobench.dataset.gen import (
     FILES_PER_CLASS,
@@ -49,6 +49,7 @@ from iobench.dataset.gen import (
     spec_of,
     text_line,
 )
+from iobench.dataset.in_place import scan
 from iobench.safefs import (
     WRITER_LOCK,
     fmt_bytes,

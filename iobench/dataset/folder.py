@@ -24,8 +24,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.manifest import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.safefs import (
     _DIR_FLAGS,
     _open_rel,
@@ -64,7 +64,7 @@ def parse_manifest(path: Path, *, dir_fd: int | None = None) -> tuple[list[str],
 @dataclass
 class Manifest:
     """The samples of a dataset: absolute paths and sizes, in sequential (listing) order. The paths are a
-    PathTable (one block of bytes, no Python object per path; see iobench/manifest.py); a list of str given here
+    PathTable (one block of bytes, no Python object per path; see iobench/dataset/paths.py); a list of str given here
     is turned into one."""
 
     root: Path
@@ -339,7 +339,7 @@ def describe_damage(root: Path, rel: list[str], sizes: np.ndarray, found: np.nda
 
 def _local(path: Path) -> bool:
     """Whether `path` is on a local file system (not network, not FUSE); False when that cannot be told."""
-    from iobench.mounts import fs_family, mount_of  # only gen and the reuse check need them
+    from iobench.host.mounts import fs_family, mount_of  # only gen and the reuse check need them
 
     try:
         return fs_family(mount_of(path).fstype) == "local"
@@ -393,49 +393,3 @@ def _runs(rel: list[str], ids: Sequence[int], threads: int, least: int = CHUNK) 
             if lo + r * piece < hi:
                 items.append((d, lo + r * piece, min(hi, lo + (r + 1) * piece)))
     return items
-
-
-# ---- reading a dataset in place, or an existing tree ---------------------------------------------
-
-def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] | None = None, cache: bool = False,
-         say: Callable[[str], None] | None = None) -> Manifest:
-    """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one; or, for a
-    dataset iobench made, its manifest once every file is checked against it. A tree is scanned by
-    `iobench.scan.scan_tree` (`threads` listings in flight, `progress(files, folders)`, its listing cached outside
-    the tree when `cache`, one line to `say` on what happened)."""
-    if not path.exists():
-        raise UserError(f"dataset {path} does not exist")
-    if not path.is_dir():
-        raise UserError(f"dataset {path} is not a directory")
-    root = path.resolve()
-    if os.path.lexists(root / MARKER) and os.path.lexists(root / MANIFEST):
-        return _verified(root, threads)
-    from iobench.scan import scan_tree  # iobench.scan imports this module
-
-    return scan_tree(root, threads=threads, progress=progress, cache=cache, say=say, shown=path)
-
-
-def _verified(root: Path, threads: int) -> Manifest:
-    """An iobench dataset read in place (`--dataset`): its manifest must match its marker and every file its
-    manifest; what differs is a one-line error (repairing is `iobench gen`'s job)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        marker = read_marker(root, dir_fd=fd)
-        assert marker is not None
-        rel, sizes = parse_manifest(root / MANIFEST, dir_fd=fd)
-        if len(rel) != marker["files"]:
-            raise UserError(f"{root / MANIFEST} lists {len(rel):,} files, its marker {marker['files']:,}: the "
-                            "manifest was changed since iobench wrote it")
-        found = inspect_files(fd, root, rel, threads)
-    finally:
-        os.close(fd)
-    bad = np.flatnonzero(found != sizes)
-    if len(bad):
-        p = marker["params"]
-        how = ""
-        if root.parent.name == DATA_ROOT:
-            how = (f"; `iobench gen --mount {root.parent.parent} --files {p['files']} --size-dist {p['size_dist']} "
-                   f"--classes {p['classes']} --seed {p['seed']}` repairs it")
-        raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
-                        + how)
-    return Manifest.of(root, rel, sizes)

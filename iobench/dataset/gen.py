@@ -37,9 +37,10 @@ from iobench.dataset.folder import (
     read_marker,
     run_bounded,
 )
+from iobench.dataset.jpeg import JpegPool, write_all
+from iobench.dataset.paths import MANIFEST
+from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError, explain_oserror
-from iobench.jpeg import JpegPool, write_all
-from iobench.manifest import MANIFEST
 from iobench.safefs import (
     _NEW_FILE,
     _open_rel,
@@ -51,7 +52,6 @@ from iobench.safefs import (
     write_json_atomic,
     writer_lock,
 )
-from iobench.sizes import SizeDist, parse_dist
 
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders
 NETWORK_THREADS = 32  # gen's threads on a network or FUSE file system
@@ -197,7 +197,7 @@ def default_threads(mount: Path) -> int:
     at 8, 1,153 at 16, 1,290 at 32). On a local disk creating a file is the kernel's CPU work, so threads past the
     cores only queue for the interpreter lock (ext4, 2 cores, 100,000 files of 4 KiB: 4 threads ~12% faster than
     8): 2 per usable core, up to 8."""
-    from iobench.mounts import usable_cpus  # only a gen without --threads needs it
+    from iobench.host.mounts import usable_cpus  # only a gen without --threads needs it
 
     return min(LOCAL_THREADS, max(2, 2 * int(usable_cpus()))) if _local(mount) else NETWORK_THREADS
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from iobench.distributed.job import Job, RankLost, first_line
 from iobench.errors import EnvironmentRefused
-from iobench.order import shard
-from iobench.stall import StorageStalled
+from iobench.host.stall import StorageStalled
+from iobench.record.order import shard
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -105,7 +105,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     from iobench import sources
     from iobench.distributed.launch import COMPLETE, RESULT, note
     from iobench.engines.dataloader import DataLoaderEngine
-    from iobench.runner import Interrupted, finish
+    from iobench.phases.pipeline import Interrupted, finish
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
@@ -162,12 +162,12 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
            ui) -> tuple[_Mine, BaseException | None]:
     """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
     share and joins every step's allreduce."""
-    from iobench import cache
-    from iobench.consumer import CudaConsumer, SleepConsumer
-    from iobench.epoch import prepare_cache
-    from iobench.measure import Counters, EpochRecorder, latency_histogram
-    from iobench.mounts import host_info
-    from iobench.order import epoch_order
+    from iobench.gpu.consumer import CudaConsumer, SleepConsumer
+    from iobench.host import cache
+    from iobench.host.mounts import host_info
+    from iobench.phases.epoch import prepare_cache
+    from iobench.record.order import epoch_order
+    from iobench.record.recorder import Counters, EpochRecorder, latency_histogram
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     eviction = resident = None
@@ -227,7 +227,7 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
 def _sizes_read(manifest, share: np.ndarray, nbytes: np.ndarray) -> tuple[int, str]:
     """How many samples of this rank's share read another byte count than the manifest says (measure's rule,
     after the epoch, on the whole share at once), and the first of them in words, as a single-client run says it."""
-    from iobench.measure import changed_positions
+    from iobench.record.recorder import changed_positions
 
     at = changed_positions(nbytes, share, manifest.sizes)
     if not len(at):
@@ -251,10 +251,10 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     the warnings added (an epoch whose samples were not all of the manifest's sizes is left out)."""
     from hdrh.histogram import HdrHistogram
 
-    from iobench.cluster_verdict import host_cpu
-    from iobench.measure import histogram_summary
+    from iobench.answer.cluster import host_cpu
+    from iobench.answer.rules import consumed, mark_validity, measures
+    from iobench.record.recorder import histogram_summary
     from iobench.result import Cpu, Latency, RankEpoch, Run
-    from iobench.verdict import consumed, mark_validity, measures
 
     lat = HdrHistogram.decode(parts[0].latency)
     opens = HdrHistogram.decode(parts[0].opens)
@@ -430,7 +430,7 @@ def _differing_files(manifest) -> str:
 
 def _mounts(job: Job, root: Path) -> dict[str, str]:
     """Every host's mount of the dataset (fstype, source, options), met by all ranks; by host name."""
-    from iobench.mounts import mount_of
+    from iobench.host.mounts import mount_of
 
     entry = mount_of(root)
     line = f"{entry.fstype} {entry.source} {entry.options}"

@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from iobench.errors import EnvironmentRefused
-from iobench.stall import StorageStalled
+from iobench.host.stall import StorageStalled
 
 BEAT_S = 0.5  # heartbeat period of every rank
 LOST_CHECK_S = 3.0  # after a failed collective: how long to watch the heartbeats before naming a lost rank
@@ -88,7 +88,7 @@ class Job:
     def __init__(self, w: World, timeout_s: float):
         import torch.distributed as dist
 
-        from iobench.mounts import usable_cpus
+        from iobench.host.mounts import usable_cpus
 
         _launched_rank()
         self.w = w

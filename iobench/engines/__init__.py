@@ -4,7 +4,7 @@ one a run's settings name.
 
 Both watch for storage that stops answering (`io_timeout_s`): the loop that consumes the readers' work notices
 when nothing was read for that long, leaves the stuck readers behind (they cannot be interrupted while the
-kernel waits on the server) and raises `StorageStalled` (iobench/stall.py, with how the clean-up is kept from
+kernel waits on the server) and raises `StorageStalled` (iobench/host/stall.py, with how the clean-up is kept from
 being cut short by a second Ctrl-C)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from iobench.errors import UserError
-from iobench.measure import EpochRecorder
+from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
 if TYPE_CHECKING:

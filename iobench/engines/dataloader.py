@@ -43,10 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iobench.bounded import set_name
-from iobench.measure import EpochRecorder
-from iobench.sources import Reader, Source
-from iobench.stall import (
+from iobench.host.bounded import set_name
+from iobench.host.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,
@@ -55,6 +53,8 @@ from iobench.stall import (
     signals_held,
     stop_signals_deferred,
 )
+from iobench.record.recorder import EpochRecorder
+from iobench.sources import Reader, Source
 
 if TYPE_CHECKING:
     import torch

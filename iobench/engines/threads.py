@@ -23,10 +23,10 @@ from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from iobench.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
-from iobench.measure import EpochRecorder
+from iobench.host.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
+from iobench.host.stall import GRACE_S, StorageStalled, deliver, left_behind_text, stop_signals_deferred
+from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
-from iobench.stall import GRACE_S, StorageStalled, deliver, left_behind_text, stop_signals_deferred
 
 TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
 

@@ -11,11 +11,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from iobench.answer.rules import replay_runs
 from iobench.report.facts import Facts
 from iobench.report.format import gpu_name, readers, short
 from iobench.report.svg import Series, bar_chart, line_chart
 from iobench.result import Latency, Result, Run
-from iobench.verdict import replay_runs
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iobench.plan import mixed_kinds, rate_kind_of
+from iobench.answer.plan import mixed_kinds, rate_kind_of
 from iobench.report.facts import Facts, Table, fio_best_run
 from iobench.report.format import gpu_name, model_name, ms, num, readers
 from iobench.result import Result

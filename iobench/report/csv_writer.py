@@ -9,10 +9,10 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+from iobench.answer.rules import au_fraction, fio_validity
 from iobench.report.facts import labels
 from iobench.result import Result
 from iobench.safefs import write_file
-from iobench.verdict import au_fraction, fio_validity
 
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",

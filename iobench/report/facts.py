@@ -9,12 +9,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from iobench.answer import verdict
-from iobench.errors import UserError
-from iobench.plan import Implausible, Measured, plan
-from iobench.report.format import engine, gb, ms, num, readers, when
-from iobench.result import FioBaseline, Result, Run, Verdict
-from iobench.verdict import (
+from iobench.answer.client import verdict
+from iobench.answer.plan import Implausible, Measured, plan
+from iobench.answer.rules import (
     StorageFigure,
     au_cell,
     cpu_saturated,
@@ -25,6 +22,9 @@ from iobench.verdict import (
     storage_runs,
     supply_run,
 )
+from iobench.errors import UserError
+from iobench.report.format import engine, gb, ms, num, readers, when
+from iobench.result import FioBaseline, Result, Run, Verdict
 
 SMALL_CLIENT_CPUS = 4
 SMALL_DATASET = 100_000

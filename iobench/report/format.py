@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from iobench.answer.rules import loader_words
 from iobench.result import Result, Run, Verdict
-from iobench.verdict import loader_words
 
 
 def num(x: float | None, digits: int = 0) -> str:

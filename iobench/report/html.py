@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from iobench.answer.rules import times
 from iobench.report import charts
 from iobench.report.compare import (
     STORAGE_GPUS,
@@ -45,7 +46,6 @@ from iobench.report.facts import (
 )
 from iobench.report.format import gpu_name, model_name, ms, num, readers, short, when
 from iobench.result import Result
-from iobench.verdict import times
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -66,7 +66,7 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
         return FileSource(manifest, advice=advice)
     if name not in NAMES:
         raise UserError(f"unknown source {name!r}: {', '.join(NAMES)}")
-    from iobench import pack
+    from iobench.sources import pack
 
     found = pack.find_pack(manifest, name)
     if found is None:

@@ -7,7 +7,7 @@ import stat
 from time import perf_counter_ns as _clock
 
 from iobench.dataset import Manifest
-from iobench.manifest import PathTable
+from iobench.dataset.paths import PathTable
 from iobench.safefs import kind_of
 
 

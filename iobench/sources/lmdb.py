@@ -1,4 +1,4 @@
-"""The lmdb source: samples as values of one LMDB (made by `iobench.pack.pack_lmdb`), key = the sample
+"""The lmdb source: samples as values of one LMDB (made by `iobench.sources.pack.pack_lmdb`), key = the sample
 index as 8-byte big-endian.
 
 Environments: one read-only env per process (`readonly=True, lock=False`), opened lazily by the first
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench.errors import UserError
-from iobench.pack import LMDB_DATA, LMDB_SIZES, read_pack_marker
+from iobench.sources.pack import LMDB_DATA, LMDB_SIZES, read_pack_marker
 
 if TYPE_CHECKING:
     import lmdb

@@ -1,4 +1,4 @@
-"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.pack.pack_tar`).
+"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack.pack_tar`).
 
 Random access: `index.npy` gives each sample's shard, data offset and size; a read is one `os.preadv`
 of exactly those bytes into the reader's buffer. Shard files are opened once per process (on first
@@ -25,7 +25,7 @@ from time import perf_counter_ns as _clock
 import numpy as np
 
 from iobench.errors import UserError, explain_oserror
-from iobench.pack import TAR_INDEX, read_pack_marker, shard_name
+from iobench.sources.pack import TAR_INDEX, read_pack_marker, shard_name
 
 _open_lock = threading.Lock()  # serialises first opens of shards (module-level: reset in a forked child)
 

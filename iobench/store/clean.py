@@ -33,7 +33,7 @@ from iobench.dataset import (
     read_regular,
 )
 from iobench.errors import explain_oserror
-from iobench.pack import PACK_MARKER
+from iobench.sources.pack import PACK_MARKER
 
 RUN_LOCK_SUFFIX = ".lock"  # `<dataset folder>.lock` beside a dataset: held by a run measuring it
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from iobench.result import Cpu, Result, Run, Verdict
-from iobench.verdict import (
+from iobench.answer.rules import (
     CPU_SATURATED,
     LIMIT_WORDS,
     MIN_SECONDS,
@@ -25,6 +24,7 @@ from iobench.verdict import (
     round_files,
     steady_rate,
 )
+from iobench.result import Cpu, Result, Run, Verdict
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
 STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank

@@ -34,18 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import (
-    IMAGE_EXTENSIONS,
-    MANIFEST,
-    Manifest,
-    open_tree,
-    read_regular,
-    refuse,
-    write_json_atomic,
-)
-from iobench.dataset.folder import _inside, _local, _write_manifest
+from iobench.dataset.folder import IMAGE_EXTENSIONS, Manifest, _inside, _local, _write_manifest
+from iobench.dataset.paths import MANIFEST, PathTable
 from iobench.errors import UserError, explain_oserror
-from iobench.manifest import PathTable
+from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME

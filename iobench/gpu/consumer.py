@@ -59,7 +59,7 @@ class CudaConsumer(SleepConsumer):
     compute time is the GPU's own. AU is counted as for the sleep consumer."""
 
     def __init__(self, model: str, batch: int, device: str = "cuda"):
-        from iobench.gpu_rate import TrainStep
+        from iobench.gpu.benchmark import TrainStep
 
         super().__init__(rate=1.0)  # unused: the step's own time is the compute time
         step = TrainStep(model, batch, device=device)

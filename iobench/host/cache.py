@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from iobench.bounded import in_child
+from iobench.host.bounded import in_child
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

@@ -57,10 +57,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from iobench.bounded import stalled
 from iobench.errors import UserError
+from iobench.host.bounded import stalled
+from iobench.host.stall import StorageStalled
 from iobench.safefs import write_file
-from iobench.stall import StorageStalled
 
 __all__ = [
     "FioError",

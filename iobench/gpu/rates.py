@@ -228,7 +228,7 @@ SAMPLE_BYTES: dict[str, SampleSize] = {
     "retinanet": _mlperf_sample("retinanet", 322_957, None),  # workloads/mlperf-storage-retinanet.toml: the same
 }
 """Sample size per model where the model's dataset is not ImageNet's; the other models of the table train on
-ImageNet-sized images (iobench.sizes.IMAGENET_MEAN), so they are not listed."""
+ImageNet-sized images (iobench.dataset.sizes.IMAGENET_MEAN), so they are not listed."""
 
 
 MODEL_ALIASES = {

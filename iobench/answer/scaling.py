@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iobench.cluster_verdict import job_run
+from iobench.answer.cluster import job_run
 from iobench.result import Result
 
 EVEN = 0.9  # per-node rate at more nodes >= 90% of that at the fewest: the storage scaled with its clients

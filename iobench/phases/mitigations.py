@@ -29,8 +29,8 @@ import numpy as np
 from iobench import sources
 from iobench.dataset import Manifest
 from iobench.errors import UserError
-from iobench.measure import EpochRecorder
-from iobench.order import epoch_order
+from iobench.record.order import epoch_order
+from iobench.record.recorder import EpochRecorder
 from iobench.safefs import write_file
 from iobench.sources import Source
 
@@ -121,7 +121,7 @@ def readahead_file(bdi: str) -> Path:
 
 def journal_path() -> Path:
     """The journal of device settings iobench has changed and not yet put back."""
-    from iobench.lock import state_dir
+    from iobench.store.lock import state_dir
 
     return state_dir() / "journal.json"
 

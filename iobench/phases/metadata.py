@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from iobench import cache
-from iobench.bounded import in_child
 from iobench.dataset import Manifest, refuse
-from iobench.measure import latency_summary
+from iobench.host import cache
+from iobench.host.bounded import in_child
+from iobench.record.recorder import latency_summary
 from iobench.result import Latency, Metadata
 
 SAMPLE = 20_000  # stat and open+close time a random sample this large (listing always covers the tree)

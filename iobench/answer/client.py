@@ -22,9 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from iobench.cluster_verdict import cluster_verdict
-from iobench.result import Result, Run, Settings, Verdict
-from iobench.verdict import (
+from iobench.answer.cluster import cluster_verdict
+from iobench.answer.rules import (
     ASSUMED,
     CPU_SATURATED,
     LIMIT_WORDS,
@@ -65,6 +64,7 @@ from iobench.verdict import (
     training_runs,
     usable_cores,
 )
+from iobench.result import Result, Run, Settings, Verdict
 
 KIND_WORDS = {
     "measured": "measured by iobench's makers training on one H200 with synthetic data: a compute ceiling, not a "
@@ -488,7 +488,7 @@ def _need_line(s: Settings) -> str:
 def _mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
     """With an MLPerf Storage workload, the storage's answer in each of its emulated accelerators too, at its AU
     rule: iobench's emulation of the workload, never an MLPerf Storage result."""
-    from iobench.gpus import rates
+    from iobench.gpu.rates import rates
 
     rows = [r for r in rates("mlperf-storage") if r.model == s.model]
     if not rows:

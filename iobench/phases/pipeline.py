@@ -1,7 +1,7 @@
 """`iobench run`: a run as phases over one dataset: metadata (list, stat, open), replay (the loader's
 epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
 mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
-so an interruption loses nothing that was measured. Every measured epoch goes through iobench/epoch.py
+so an interruption loses nothing that was measured. Every measured epoch goes through iobench/phases/epoch.py
 (`measure_epoch`, or `train_epoch` for several GPUs at once); each phase is one function over one RunContext."""
 
 from __future__ import annotations
@@ -15,22 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench import cache, engines, sources
-from iobench.answer import verdict
-from iobench.dataset import Manifest
-from iobench.engines import Engine
-from iobench.epoch import EpochSpec, measure_epoch, steady_training, train_epoch, warm_up
-from iobench.errors import explain_oserror
-from iobench.fio import FioError, fio_can_read, fio_version, run_fio
-from iobench.measure import Counters
-from iobench.metadata import metadata_phase
-from iobench.result import Baseline, Cpu, FioBaseline, Latency, Mitigation, Result, Run, Settings
-from iobench.sources import Source
-from iobench.stall import (
-    StorageStalled,
-)
-from iobench.ui import UI
-from iobench.verdict import (
+from iobench import engines, sources
+from iobench.answer.client import verdict
+from iobench.answer.rules import (
     MIN_TRAIN_STEPS,
     REACHES,
     WARM_MIN,
@@ -41,6 +28,20 @@ from iobench.verdict import (
     stats,
     supply_run,
 )
+from iobench.dataset import Manifest
+from iobench.engines import Engine
+from iobench.errors import explain_oserror
+from iobench.host import cache
+from iobench.host.stall import (
+    StorageStalled,
+)
+from iobench.phases.epoch import EpochSpec, measure_epoch, steady_training, train_epoch, warm_up
+from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
+from iobench.phases.metadata import metadata_phase
+from iobench.record.recorder import Counters
+from iobench.result import Baseline, Cpu, FioBaseline, Latency, Mitigation, Result, Run, Settings
+from iobench.sources import Source
+from iobench.ui import UI
 
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
 FIO_COLD_REPEATS = 2  # cold fio runs per point; the fastest is kept
@@ -382,7 +383,7 @@ def _train(ctx: RunContext, epoch: int) -> None:
 
 def _mitigations(ctx: RunContext, epoch: int) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
-    from iobench.mitigations import Variant, epoch_order_for, read_ahead_kb, variants
+    from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, variants
 
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
 
@@ -426,6 +427,6 @@ def _mitigations(ctx: RunContext, epoch: int) -> None:
 
 
 def readahead_writable(bdi: str) -> bool:
-    from iobench.mitigations import readahead_file
+    from iobench.phases.mitigations import readahead_file
 
     return os.access(readahead_file(bdi), os.W_OK)

@@ -17,19 +17,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iobench import cache, sources
+from iobench import sources
+from iobench.answer.rules import (
+    WARM_MIN,
+    consumed,
+    mark_validity,
+    measures,
+    saturated,
+)
 from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
-from iobench.measure import Counters, EpochRecorder, changed_positions, latency_summary
-from iobench.mitigations import willneed_prefetch
-from iobench.mounts import usable_cpus
-from iobench.order import epoch_order, shard
-from iobench.result import Cpu, Disk, Latency, Run, Settings
-from iobench.safefs import kind_of
-from iobench.sources import Source
-from iobench.stall import (
+from iobench.host import cache
+from iobench.host.mounts import usable_cpus
+from iobench.host.stall import (
     DEFAULT_IO_TIMEOUT_S,
     GRACE_S,
     KILL_WAIT_S,
@@ -37,14 +39,13 @@ from iobench.stall import (
     left_behind_text,
     stop_signals_deferred,
 )
+from iobench.phases.mitigations import willneed_prefetch
+from iobench.record.order import epoch_order, shard
+from iobench.record.recorder import Counters, EpochRecorder, changed_positions, latency_summary
+from iobench.result import Cpu, Disk, Latency, Run, Settings
+from iobench.safefs import kind_of
+from iobench.sources import Source
 from iobench.ui import UI
-from iobench.verdict import (
-    WARM_MIN,
-    consumed,
-    mark_validity,
-    measures,
-    saturated,
-)
 
 
 @dataclass(frozen=True)
@@ -207,8 +208,8 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
     own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer.
     Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
-    from iobench.consumer import CudaConsumer, SleepConsumer
     from iobench.engines.dataloader import POLL_S, DataLoaderEngine
+    from iobench.gpu.consumer import CudaConsumer, SleepConsumer
 
     source = sources.open(source_name, manifest, ui)
     order = epoch_order("shuffled", len(manifest), settings.seed, epoch)

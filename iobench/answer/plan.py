@@ -14,7 +14,7 @@ Pure functions over numbers (and, optionally, a `Result`); no IO. The convention
   measured dataset mean where the result ran this model, or the model trains on ImageNet-sized images; else the
   model's sample where its dataset is not ImageNet's (`gpus.SAMPLE_BYTES`: MLPerf Storage v3.0's unet3d
   146,600,628 B, cosmoflow 2,828,486 B, retinanet 322,957 B); else ImageNet-1k's 110,000 B
-  (iobench.sizes.IMAGENET_MEAN). The plan says which (`mean_source`).
+  (iobench.dataset.sizes.IMAGENET_MEAN). The plan says which (`mean_source`).
 - File opens/s = samples/s: the files source opens one file per sample (LMDB or tar shards open far fewer).
 - Start-up metadata: torchvision's ImageFolder lists every class folder with scandir before the first batch:
   one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
@@ -53,9 +53,12 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from io import StringIO
 from typing import TYPE_CHECKING
 
-from iobench.cluster_plan import ScalePoint, scaling, scaling_sentence
-from iobench.cluster_verdict import job_run
-from iobench.gpus import (
+from iobench.answer.cluster import job_run
+from iobench.answer.rules import demand as need
+from iobench.answer.rules import gpus_for, replay_runs, storage_figure, storage_runs
+from iobench.answer.scaling import ScalePoint, scaling, scaling_sentence
+from iobench.dataset.sizes import IMAGENET_MEAN
+from iobench.gpu.rates import (
     GIVEN,
     KIND_ALIASES,
     KINDS,
@@ -69,9 +72,6 @@ from iobench.gpus import (
     sample_size,
 )
 from iobench.result import Result, Run
-from iobench.sizes import IMAGENET_MEAN
-from iobench.verdict import demand as need
-from iobench.verdict import gpus_for, replay_runs, storage_figure, storage_runs
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -306,7 +306,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean where it ran this model or the
     model trains on ImageNet-sized images, else the model's sample (`gpus.SAMPLE_BYTES`), else ImageNet's 110 kB.
     result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs. A
-    distributed result gives the rate its nodes read at once, per node (iobench.cluster_plan).
+    distributed result gives the rate its nodes read at once, per node (iobench.answer.scaling).
     series: distributed results at several node counts (`result` among them): how the storage scaled.
     """
     if gpus < 1:
@@ -333,7 +333,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     elif known is not None:
         mean, mean_source = float(known.bytes), known.source
     else:
-        mean, mean_source = float(IMAGENET_MEAN), "ImageNet-1k's mean (iobench.sizes.IMAGENET_MEAN)"
+        mean, mean_source = float(IMAGENET_MEAN), "ImageNet-1k's mean (iobench.dataset.sizes.IMAGENET_MEAN)"
     demand = need(gpus, per_gpu, 1.0)  # the verdict's rule at AU 1.0: every GPU busy all the time
     minimum = need(gpus, per_gpu, au_target)
     p = CapacityPlan(

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from iobench.stall import (
+from iobench.host.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,

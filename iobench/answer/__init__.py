@@ -1,0 +1,2 @@
+"""The answer: the rules (validity, what a run measures, the storage figure), the single-client and the
+distributed verdicts, plan and scaling."""

@@ -1,0 +1,1 @@
+"""A dataset's home: the lock, clean."""
