@@ -30,15 +30,12 @@ import click
 import numpy as np
 from rich.table import Table
 
-from iobench import __version__
+from iobench import __version__, store
 from iobench.answer.rules import too_few_files
 from iobench.dataset import (
-    DATA_ROOT,
     GenSpec,
     Manifest,
-    check_mount,
     default_classes,
-    find_datasets,
     fmt_bytes,
     generate,
     kind_of,
@@ -50,7 +47,7 @@ from iobench.dataset.imagefolder import SCAN_THREADS
 from iobench.dataset.sizes import parse_dist, parse_size
 from iobench.distributed import RankLost
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.host.mounts import describe, host_info
+from iobench.host.mounts import host_info
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.phases.fio import FioMissing, fio_version
 from iobench.phases.pipeline import Interrupted, execute, now_iso
@@ -199,10 +196,11 @@ def _spec(files: int, size_dist: str, classes: int | None, seed: int) -> GenSpec
 
 
 def _make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
-    check_mount(mount, writable=False)
+    where = store.open(mount)
+    where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     with ui.gen_progress(spec.files) as progress:
-        rep = generate(mount, spec, threads=threads, progress=progress)
+        rep = generate(where, spec, threads=threads, progress=progress)
     if rep.reused:
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
     else:
@@ -225,7 +223,7 @@ def gen(mount: Path, files: int, size_dist: str, classes: int | None, seed: int,
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
     ui = UI(quiet)
     _probe(mount, DEFAULT_IO_TIMEOUT_S)
-    check_mount(mount, writable=True)
+    store.open(mount).check(writable=True)
     manifest = _make(mount, _spec(files, size_dist, classes, seed), ui, threads)
     click.echo(str(manifest.root))
 
@@ -260,25 +258,26 @@ def _pick(mount: Path, shape: Shape, ui: UI) -> GenSpec:
     """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone: the
     one of the full shape asked for; else the only one there that matches every part the user chose; else the full
     shape, made. Several that match what was chosen (none of them the full shape) is a one-line error naming them."""
-    mount = check_mount(mount, writable=False)
+    where = store.open(mount)
+    where.check(writable=False)
     full = shape.spec
-    found = [(p, read_marker(p)) for p in find_datasets(mount)]
-    if any(p.name == full.name for p, _ in found):
+    found = [(name, where.marker(name)) for name in where.names()]
+    if any(name == full.name for name, _ in found):
         return full
-    fits = [(p, m) for p, m in found if m and shape.matches(m["params"])]
+    fits = [(name, m) for name, m in found if m and shape.matches(m["params"])]
     if len(fits) > 1:
-        names = "; ".join(f"{p.name} ({_shape_words(m['params'])})" for p, m in fits[:4])
-        raise UserError(f"several datasets under {mount / DATA_ROOT} match the shape asked for: {names}"
+        names = "; ".join(f"{name} ({_shape_words(m['params'])})" for name, m in fits[:4])
+        raise UserError(f"several datasets under {where.root()} match the shape asked for: {names}"
                         f"{' and more' if len(fits) > 4 else ''}: pick one with --files, --size-dist, --classes and "
                         "--seed, or name it with --dataset PATH")
     if fits:
-        path, marker = fits[0]
+        name, marker = fits[0]
         assert marker is not None
-        ui.info(f"using the dataset iobench made earlier: {path} ({_shape_words(marker['params'])})")
+        ui.info(f"using the dataset iobench made earlier: {where.location(name)} ({_shape_words(marker['params'])})")
         return spec_of(marker)
     if found:
-        ui.info(f"no dataset of the shape asked for under {mount / DATA_ROOT} yet (other shapes there: "
-                f"{', '.join(p.name for p, _ in found[:4])}{' and more' if len(found) > 4 else ''}): making it")
+        ui.info(f"no dataset of the shape asked for under {where.root()} yet (other shapes there: "
+                f"{', '.join(name for name, _ in found[:4])}{' and more' if len(found) > 4 else ''}): making it")
     return full
 
 
@@ -601,7 +600,6 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape
     A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
     from contextlib import nullcontext, suppress
 
-    from iobench.host.mounts import mount_of
     from iobench.phases.mitigations import restore_left_settings
     from iobench.store import lock
 
@@ -612,15 +610,16 @@ def _measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape
     spec = _pick(mount, shape, ui) if dataset is None else None
     if spec is not None:  # the dataset's size is known: a run too small to count is refused before it is made
         _refuse_too_few(settings, spec.files, job)
-    folder = lock.dataset_folder(mount, dataset, spec)
-    with lock.hold(folder) if folder is not None else nullcontext():
+    where = store.open(dataset if dataset is not None else mount)
+    folder = store.dataset_location(where, dataset, spec.name if spec else None)
+    with where.lock(folder) if folder is not None else nullcontext():
         made: list[Path] = []
         if out is None:
             reports = Path("reports")
             if not reports.exists():
                 made.append(reports)
-            entry = mount_of(folder or dataset or mount)
-            out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{_label(entry.fstype, entry.path)}")
+            label = _label(*where.place(folder or dataset or mount))
+            out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}")
             made.insert(0, out)
         try:
             with _stdout_to_stderr(json_path == STDOUT):
@@ -694,7 +693,7 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
         manifest, made, params = _make(mount, spec, ui), True, spec.as_dict()
 
     _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
-    mount_info = Mount(**describe(manifest.root))
+    mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
     fits = manifest.total_bytes < host["ram_bytes"]
     result = Result(
@@ -758,7 +757,6 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str, c
     from contextlib import nullcontext
 
     from iobench.sources import pack as packing
-    from iobench.store import lock
 
     ui = UI(quiet)
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
@@ -779,8 +777,9 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str, c
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
     spec = _pick(mount, _shape(files, size_dist, classes, seed), ui) if dataset is None else None
-    folder = lock.dataset_folder(mount, dataset, spec)
-    with lock.hold(folder) if folder is not None else nullcontext():  # not while a run reads it
+    where = store.open(dataset if dataset is not None else mount)
+    folder = store.dataset_location(where, dataset, spec.name if spec else None)
+    with where.lock(folder) if folder is not None else nullcontext():  # not while a run reads it
         if dataset is not None:
             manifest = _scan(dataset, ui)
         else:
@@ -1014,12 +1013,11 @@ def schema(write: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def clean(mount: Path, dry_run: bool) -> None:
     """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
-    from iobench.store.clean import clean as cleaning
-
     _probe(mount, DEFAULT_IO_TIMEOUT_S)
-    done = cleaning(mount, dry_run=dry_run)
+    where = store.open(mount)
+    done = where.clean(dry_run=dry_run)
     if not done:
-        click.echo(f"nothing to clean under {mount / 'iobench-data'}")
+        click.echo(f"nothing to clean under {where.root()}")
     for entry in done:
         click.echo(entry.line(dry_run))
 

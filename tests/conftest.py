@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS test beds as fixtures)
 
+from iobench import store
 from iobench.dataset import GenSpec, Manifest, generate
 from iobench.dataset.sizes import parse_dist
 
@@ -30,7 +31,7 @@ def _own_cache_home(tmp_path_factory: pytest.TempPathFactory):
 
 
 def make_dataset(mount: Path, files: int, dist: str = "imagenet", classes: int = 4, seed: int = 0) -> Manifest:
-    return generate(mount, GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
+    return generate(store.open(mount), GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 from conftest import make_dataset, needs_root
 from PIL import Image
 
-from iobench import dataset
+from iobench import dataset, store
 from iobench.dataset import MARKER, GenSpec, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
@@ -31,16 +31,16 @@ def test_every_file_decodes_and_matches_the_manifest(small_dataset):
 
 def test_rerun_reuses_without_writing(tmp_path):
     spec = GenSpec(50, parse_dist("fixed:20kB"), 2, 1)
-    first = generate(tmp_path, spec)
+    first = generate(store.open(tmp_path), spec)
     mtimes = [os.stat(p).st_mtime_ns for p in first.manifest.paths]
-    again = generate(tmp_path, spec)
+    again = generate(store.open(tmp_path), spec)
     assert again.reused and again.written == 0
     assert [os.stat(p).st_mtime_ns for p in again.manifest.paths] == mtimes
 
 
 def test_half_written_dataset_is_completed_not_trusted(tmp_path):
     spec = GenSpec(80, parse_dist("uniform:4KiB-64KiB"), 2, 2)
-    m = generate(tmp_path, spec).manifest
+    m = generate(store.open(tmp_path), spec).manifest
     # an interrupted gen: marker still "incomplete", some files missing, one cut short
     marker = json.loads((m.root / MARKER).read_text())
     (m.root / MARKER).write_text(json.dumps({**marker, "status": "incomplete"}))
@@ -48,7 +48,7 @@ def test_half_written_dataset_is_completed_not_trusted(tmp_path):
         os.unlink(p)
     with open(m.paths[3], "r+b") as f:
         f.truncate(100)
-    rep = generate(tmp_path, spec)
+    rep = generate(store.open(tmp_path), spec)
     assert not rep.reused and rep.written == 41
     assert [os.path.getsize(p) for p in rep.manifest.paths] == m.sizes.tolist()
     Image.open(m.paths[3]).load()
@@ -56,10 +56,10 @@ def test_half_written_dataset_is_completed_not_trusted(tmp_path):
 
 def test_complete_marker_with_missing_files_fails_the_cheap_check(tmp_path):
     spec = GenSpec(30, parse_dist("fixed:8kB"), 1, 0)
-    m = generate(tmp_path, spec).manifest
+    m = generate(store.open(tmp_path), spec).manifest
     for p in m.paths:  # all gone: any sample of the cheap check notices
         os.unlink(p)
-    rep = generate(tmp_path, spec)
+    rep = generate(store.open(tmp_path), spec)
     assert rep.written == 30 and all(os.path.exists(p) for p in m.paths)
 
 
@@ -69,15 +69,15 @@ def test_folder_not_made_by_iobench_is_left_alone(tmp_path):
     foreign.mkdir(parents=True)
     (foreign / "precious.txt").write_text("not yours")
     with pytest.raises(UserError, match="not made by iobench"):
-        generate(tmp_path, spec)
+        generate(store.open(tmp_path), spec)
     assert (foreign / "precious.txt").read_text() == "not yours"
 
 
 def test_not_enough_space_is_refused_before_writing(tmp_path, monkeypatch):
     spec = GenSpec(10, parse_dist("fixed:100kB"), 1, 0)
-    monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=500_000))
+    monkeypatch.setattr(store.folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=500_000))
     with pytest.raises(UserError, match="not enough space"):
-        generate(tmp_path, spec)
+        generate(store.open(tmp_path), spec)
     assert not (tmp_path / dataset.DATA_ROOT / spec.name / MARKER).exists()
 
 
@@ -89,10 +89,10 @@ def test_no_space_mid_write_stops_cleanly_and_resumes(tmp_path, monkeypatch):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)]).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))
+        monkeypatch.setattr(store.folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))
         spec = GenSpec(40, parse_dist("fixed:100kB"), 1, 0)
         with pytest.raises(UserError, match="no space left"):
-            generate(mnt, spec, threads=1)
+            generate(store.open(mnt), spec, threads=1)
         folder = mnt / dataset.DATA_ROOT / spec.name
         marker = json.loads((folder / MARKER).read_text())
         assert marker["status"] == "incomplete"  # never trusted as complete

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import iobench, needs_root
 
-from iobench import dataset
+from iobench import dataset, store
 from iobench.dataset import GenSpec, generate
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
@@ -82,10 +82,10 @@ def test_a_full_disk_under_the_result_and_the_report_names_them(tmp_path, full_t
 @needs_root
 def test_gen_on_a_disk_that_fills_names_the_file_it_was_writing(tmp_path, full_tmpfs, monkeypatch):
     os.unlink(full_tmpfs / "fill")
-    monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))  # past the check
+    monkeypatch.setattr(store.folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=10**12))  # past the check
     spec = GenSpec(40, parse_dist("fixed:100kB"), 1, 0)
     with pytest.raises(EnvironmentRefused) as e:
-        generate(full_tmpfs, spec, threads=1)
+        generate(store.open(full_tmpfs), spec, threads=1)
     folder = full_tmpfs / dataset.DATA_ROOT / spec.name
     m = re.fullmatch(rf"gen stopped after (\d+) of 40 files: ({re.escape(str(folder))}/train/\S+\.JPEG): no space "
                      "left on the device", str(e.value))
@@ -130,7 +130,7 @@ def test_gen_on_a_storage_that_fails_names_the_file_it_was_writing(own_xfs):
             subprocess.run(["xfs_io", "-x", "-c", "shutdown", str(own_xfs)], check=True)
 
     with pytest.raises(UserError) as e:
-        generate(own_xfs, spec, threads=1, progress=progress)
+        generate(store.open(own_xfs), spec, threads=1, progress=progress)
     assert down.is_set()
     folder = own_xfs / dataset.DATA_ROOT / spec.name
     m = re.fullmatch(rf"gen stopped after (\d+) of 600 files: ({re.escape(str(folder))}/train/\S+): I/O error from "

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from iobench import dataset
+from iobench import dataset, store
 from iobench.dataset import (
     DATA_ROOT,
     FILES_PER_CLASS,
@@ -83,7 +83,7 @@ def test_plan_bounds_every_folder():
 def test_generated_folders_are_bounded_and_complete(tmp_path):
     spec = GenSpec(3_000, parse_dist("fixed:2kB"), default_classes(3_000), 0)
     seen: list[int] = []
-    rep = generate(tmp_path, spec, threads=3, progress=lambda n, b: seen.append(n))
+    rep = generate(store.open(tmp_path), spec, threads=3, progress=lambda n, b: seen.append(n))
     assert rep.written == 3_000 and rep.written_bytes == 6_000_000
     train = _folder(tmp_path, spec) / "train"
     counts = sorted(len(os.listdir(train / d)) for d in os.listdir(train))
@@ -126,7 +126,7 @@ def test_default_threads_by_file_system(tmp_path, monkeypatch):
 @pytest.mark.parametrize("listing", [False, True])
 def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
     spec = GenSpec(600, parse_dist("fixed:3kB"), 3, 0)
-    generate(tmp_path, spec, threads=2)
+    generate(store.open(tmp_path), spec, threads=2)
     folder = _folder(tmp_path, spec)
     rel, sizes = plan(spec)
     os.unlink(folder / rel[5])
@@ -152,14 +152,14 @@ def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
 
 def test_a_missing_class_folder_is_made_again_by_the_writers(tmp_path):
     spec = GenSpec(400, parse_dist("fixed:2kB"), 4, 0)
-    generate(tmp_path, spec, threads=2)
+    generate(store.open(tmp_path), spec, threads=2)
     folder = _folder(tmp_path, spec)
     victim = folder / "train" / "n00000002"
     for f in os.listdir(victim):
         os.unlink(victim / f)
     os.rmdir(victim)
     warned: list[str] = []
-    rep = generate(tmp_path, spec, threads=2, warn=warned.append)
+    rep = generate(store.open(tmp_path), spec, threads=2, warn=warned.append)
     assert rep.written == 100 and len(warned) == 1 and "missing" in warned[0]
     rel, sizes = plan(spec)
     assert (_sizes_on_disk(folder, rel) == sizes).all()

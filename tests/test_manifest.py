@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import make_dataset, needs_root
 
+from iobench import store
 from iobench.dataset import Manifest, parse_manifest
 from iobench.dataset import paths as mf
 from iobench.dataset.paths import INDEX, MANIFEST, PathTable, parse_tsv
@@ -224,7 +225,7 @@ def test_a_reused_dataset_never_takes_sizes_or_paths_its_manifest_does_not_hold(
     from iobench.dataset.sizes import parse_dist
 
     spec = GenSpec(40, parse_dist("fixed:8KiB"), 2, 0)
-    root = generate(tmp_path, spec, threads=2).manifest.root
+    root = generate(store.open(tmp_path), spec, threads=2).manifest.root
     rel, sizes = _entries(root)
     bad_rel, bad_sizes = list(rel), sizes.copy()
     if forgery == "ones":
@@ -234,7 +235,7 @@ def test_a_reused_dataset_never_takes_sizes_or_paths_its_manifest_does_not_hold(
     else:
         bad_rel[0], bad_rel[1] = rel[1], rel[0]
     _forge_index(root, bad_rel, bad_sizes)
-    m = generate(tmp_path, spec, threads=2).manifest
+    m = generate(store.open(tmp_path), spec, threads=2).manifest
     assert [m.paths.rel(i) for i in range(len(m))] == rel and np.array_equal(m.sizes, sizes)
     assert m.total_bytes == 40 * 8192
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench import dataset
+from iobench import dataset, store
 from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
@@ -28,7 +28,7 @@ GEN = ["--files", "30", "--size-dist", "fixed:8kB", "--classes", "2", "--seed", 
 
 
 def made(mount: Path, spec: GenSpec = SPEC) -> Manifest:
-    return generate(mount, spec, threads=2).manifest
+    return generate(store.open(mount), spec, threads=2).manifest
 
 
 def set_status(root: Path, status: str) -> None:
@@ -105,7 +105,7 @@ def test_marker_and_manifest_writes_follow_no_planted_link(tmp_path):
     for name, target in outside.items():
         target.write_text("keep me")
         (m.root / f"{name}.tmp").symlink_to(target)  # where the old writer put its temporary file
-    rep = generate(tmp_path, SPEC, threads=2)
+    rep = generate(store.open(tmp_path), SPEC, threads=2)
     assert not rep.reused and rep.written == 0
     assert all(t.read_text() == "keep me" for t in outside.values())
     assert json.loads((m.root / MARKER).read_text())["status"] == "complete"
@@ -373,14 +373,15 @@ def test_a_truncated_file_is_named_and_rewritten(tmp_path, big, capfd):
     victim = Path(big.paths[1234])
     os.truncate(victim, 100)
     capfd.readouterr()
-    rep = generate(tmp_path, BIG, threads=2)  # the old check stat-ed 64 random files of 3,000: ~98% missed it
+    # the old check stat-ed 64 random files of 3,000: ~98% missed it
+    rep = generate(store.open(tmp_path), BIG, threads=2)
     assert not rep.reused and rep.written == 1 and victim.stat().st_size == 2000
     said = capfd.readouterr().err.splitlines()
     assert len(said) == 1 and f"warning: the dataset changed since iobench made it: {victim} has 100 B, its " \
         "manifest says 2,000 B; rewriting 1 file(s)" in said[0]
     assert rep.notes == [said[0].removeprefix("iobench: warning: ")]
     assert json.loads((big.root / MARKER).read_text())["status"] == "complete"
-    assert generate(tmp_path, BIG, threads=2).reused
+    assert generate(store.open(tmp_path), BIG, threads=2).reused
 
 
 def test_an_edited_manifest_size_is_reported_not_trusted(tmp_path, big):
@@ -390,7 +391,7 @@ def test_an_edited_manifest_size_is_reported_not_trusted(tmp_path, big):
     lines[501] = f"{path}\t{int(size) + 1}\n"
     (big.root / MANIFEST).write_text("".join(lines))
     with pytest.raises(UserError, match=rf"line 502: {path} 2,001 B, expected {path} 2,000 B"):
-        generate(tmp_path, BIG)
+        generate(store.open(tmp_path), BIG)
     with pytest.raises(UserError, match=rf"{path} has 2,000 B, its manifest says 2,001 B"):
         scan(big.root)  # --dataset on it
     assert (big.root / MANIFEST).read_text() == "".join(lines)  # not replaced
@@ -400,7 +401,7 @@ def test_deleted_manifest_lines_are_reported(tmp_path, big):
     lines = (big.root / MANIFEST).read_text().splitlines(keepends=True)
     (big.root / MANIFEST).write_text("".join(lines[:1] + lines[101:]))
     with pytest.raises(UserError, match="lists 2,900 files, its marker 3,000"):
-        generate(tmp_path, BIG)
+        generate(store.open(tmp_path), BIG)
     with pytest.raises(UserError, match="lists 2,900 files, its marker 3,000"):
         scan(big.root)
 
@@ -454,17 +455,17 @@ def test_two_gens_at_once_end_cleanly(tmp_path):
     for rc, err in results:
         assert "Traceback" not in err and ".tmp" not in err
         assert rc == 0 or (rc == 3 and "another iobench" in err and "is writing" in err), (rc, err)
-    rep = generate(tmp_path, GenSpec(20000, parse_dist("fixed:2kB"), 16, 0))
+    rep = generate(store.open(tmp_path), GenSpec(20000, parse_dist("fixed:2kB"), 16, 0))
     assert rep.reused or rep.written < 20000  # whatever the loser left, the dataset is whole now
-    assert generate(tmp_path, GenSpec(20000, parse_dist("fixed:2kB"), 16, 0)).reused
+    assert generate(store.open(tmp_path), GenSpec(20000, parse_dist("fixed:2kB"), 16, 0)).reused
 
 
 def test_space_messages_show_a_unit_that_shows_the_size(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    monkeypatch.setattr(dataset.gen.shutil, "disk_usage", lambda p: SimpleNamespace(free=500))
+    monkeypatch.setattr(store.folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=500))
     with pytest.raises(UserError, match=r"needs 20.00 kB more, 500 B free") as err:
-        generate(tmp_path, GenSpec(10, parse_dist("fixed:2kB"), 1, 0))
+        generate(store.open(tmp_path), GenSpec(10, parse_dist("fixed:2kB"), 1, 0))
     assert "0.00 GB" not in str(err.value)
     monkeypatch.undo()
     m = make_dataset(tmp_path, 10, "fixed:2kB", classes=1)

@@ -29,7 +29,6 @@ from iobench.dataset.folder import (
     check_marker,
     check_mount,
     describe_damage,
-    find_datasets,
     inspect_files,
     parse_manifest,
     read_marker,
@@ -47,7 +46,6 @@ from iobench.dataset.gen import (
     generate,
     plan,
     spec_of,
-    text_line,
 )
 from iobench.dataset.in_place import scan
 from iobench.safefs import (
@@ -68,7 +66,7 @@ __all__ = [
     "CHUNK", "DATA_ROOT", "FILES_PER_CLASS", "IMAGE_EXTENSIONS", "LOCAL_STAT_THREADS", "LOCAL_THREADS", "MANIFEST",
     "MARKER", "MARKER_LIMIT", "NETWORK_THREADS", "STAT_CHUNK", "WRITER_LOCK", "GenReport", "GenSpec", "Manifest",
     "Progress", "check_marker", "check_mount", "default_classes", "default_threads", "describe_damage",
-    "find_datasets", "fmt_bytes", "generate", "inspect_files", "kind_of", "only_leftovers", "open_dir", "open_tree",
+    "fmt_bytes", "generate", "inspect_files", "kind_of", "only_leftovers", "open_dir", "open_tree",
     "parse_manifest", "plan", "read_marker", "read_regular", "refuse", "run_bounded", "scan", "spec_of",
-    "text_line", "write_atomic", "write_json_atomic", "writer_lock",
+    "write_atomic", "write_json_atomic", "writer_lock",
 ]

@@ -1,5 +1,5 @@
 """The dataset folder as a run reads it: its marker and manifest (`Manifest`), every file checked against the
-manifest (`inspect_files`, on threads), the datasets under a mount, and what `--dataset PATH` reads (`scan`).
+manifest (`inspect_files`, on threads), and what `--dataset PATH` reads (`scan`).
 
 The marker `iobench-dataset.json` says iobench made the folder (nothing without it is ever deleted or overwritten)
 and whether generation finished: a half-written dataset is completed by `gen`, never trusted. Before a dataset is
@@ -235,26 +235,6 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
     if writable and not os.access(mount, os.W_OK):
         raise EnvironmentRefused(f"mount {mount} is not writable (permission denied)")
     return mount.resolve()
-
-
-def find_datasets(mount: Path) -> list[Path]:
-    """iobench dataset folders under mount/iobench-data (real folders, not links, with a marker file)."""
-    root = Path(mount) / DATA_ROOT
-    try:
-        if not stat.S_ISDIR(os.lstat(root).st_mode):
-            return []
-        found = []
-        with os.scandir(root) as it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    with suppress(OSError):
-                        if stat.S_ISREG(os.lstat(os.path.join(e.path, MARKER)).st_mode):
-                            found.append(Path(e.path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot list {root}") from exc
-    return sorted(found)
 
 
 # ---- checking a dataset's files ------------------------------------------------------------------

@@ -8,50 +8,31 @@ rules.
 
 from __future__ import annotations
 
-import os
-import shutil
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iobench import __version__
 from iobench.dataset.folder import (
-    CHUNK,
-    DATA_ROOT,
-    MARKER,
     Manifest,
     _local,
-    _runs,
     _whole,
-    _write_manifest,
-    check_mount,
     describe_damage,
-    inspect_files,
-    parse_manifest,
-    read_marker,
-    run_bounded,
 )
-from iobench.dataset.jpeg import JpegPool, write_all
+from iobench.dataset.jpeg import JpegPool
 from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import (
-    _NEW_FILE,
-    _open_rel,
-    fmt_bytes,
-    only_leftovers,
-    open_tree,
-    read_regular,
-    refuse,
-    write_json_atomic,
-    writer_lock,
-)
+from iobench.safefs import fmt_bytes
+
+if TYPE_CHECKING:  # a Store is handed in: gen imports no implementation of one
+    from iobench.store.base import Home, Store
 
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders
 NETWORK_THREADS = 32  # gen's threads on a network or FUSE file system
@@ -134,37 +115,30 @@ class _State:
     todo: np.ndarray  # indices of files to (re)write
 
 
-def _look(mount: Path, folder: Path, spec: GenSpec, rel: list[str], sizes: np.ndarray, threads: int,
+def _look(home: Home | None, spec: GenSpec, rel: list[str], sizes: np.ndarray, threads: int,
           stop: threading.Event) -> _State:
     everything = np.arange(len(rel), dtype=np.int64)
-    try:
-        fd = open_tree(mount, (DATA_ROOT, spec.name), create=False)
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot open the dataset folder {folder}") from exc
-    if fd is None:
+    if home is None:
         return _State(None, False, None, everything)
-    try:
-        marker = read_marker(folder, dir_fd=fd)
-        if marker is None:
-            if not only_leftovers(fd, MARKER):
-                raise UserError(f"{folder} exists and was not made by iobench: move it away or pick another --mount")
-            return _State(None, False, None, everything)
-        if marker["params"] != spec.as_dict():
-            raise UserError(f"{folder} holds a dataset with other parameters: {marker['params']}")
-        manifest_ok = _check_manifest(fd, folder, marker, rel, sizes)
-        found = inspect_files(fd, folder, rel, threads, stop)
-        return _State(marker, manifest_ok, found, np.flatnonzero(found != sizes))
-    finally:
-        os.close(fd)
+    marker = home.marker()
+    if marker is None:
+        if not home.only_leftovers():
+            raise UserError(f"{home.where} exists and was not made by iobench: move it away or pick another --mount")
+        return _State(None, False, None, everything)
+    if marker["params"] != spec.as_dict():
+        raise UserError(f"{home.where} holds a dataset with other parameters: {marker['params']}")
+    manifest_ok = _check_manifest(home, marker, rel, sizes)
+    found = home.sizes(rel, threads, stop)
+    return _State(marker, manifest_ok, found, np.flatnonzero(found != sizes))
 
 
-def _check_manifest(dir_fd: int, folder: Path, marker: dict, rel: list[str], sizes: np.ndarray) -> bool:
+def _check_manifest(home: Home, marker: dict, rel: list[str], sizes: np.ndarray) -> bool:
     """Whether the dataset's manifest is there (False: missing, to be written); one that does not parse, whose
     line count is not the marker's file count, or that differs from the dataset's parameters, is a one-line
     error: iobench never replaces it behind the user's back."""
-    path = folder / MANIFEST
+    path = home.where / MANIFEST
     try:
-        mrel, msizes = parse_manifest(path, dir_fd=dir_fd)
+        mrel, msizes = home.entries()
     except FileNotFoundError:
         return False
     fix = ("the manifest was changed since iobench wrote it: move the dataset away (or `iobench clean` it), or "
@@ -173,22 +147,10 @@ def _check_manifest(dir_fd: int, folder: Path, marker: dict, rel: list[str], siz
         raise UserError(f"{path} lists {len(mrel):,} files, its marker {marker['files']:,}: {fix}")
     if mrel != rel or not np.array_equal(msizes, sizes):
         i = next(k for k in range(len(rel)) if mrel[k] != rel[k] or msizes[k] != sizes[k])
-        line = text_line(path, dir_fd, i)
+        line = home.entry_line(i)
         raise UserError(f"{path} line {line}: {mrel[i]} {int(msizes[i]):,} B, expected {rel[i]} {int(sizes[i]):,} B "
                         f"(from the dataset's parameters): {fix}")
     return True
-
-
-def text_line(path: Path, dir_fd: int, index: int) -> int:
-    """The line number of the index-th entry of a manifest (comment lines skipped)."""
-    lines = read_regular(path, dir_fd=dir_fd).decode("utf-8").split("\n")
-    k = -1
-    for n, line in enumerate(lines, 1):
-        if not line.startswith("#"):
-            k += 1
-            if k == index:
-                return n
-    return len(lines)
 
 
 def default_threads(mount: Path) -> int:
@@ -210,49 +172,59 @@ def _warn_stderr(msg: str) -> None:
     print(f"iobench: warning: {msg}", file=sys.stderr, flush=True)
 
 
-def generate(mount: Path, spec: GenSpec, *, threads: int | None = None, progress: Progress | None = None,
+def generate(where: Store, spec: GenSpec, *, threads: int | None = None, progress: Progress | None = None,
              warn: Callable[[str], None] | None = None) -> GenReport:
-    """Make (or reuse, or complete) the dataset for `spec` under `mount`/iobench-data/.
+    """Make (or reuse, or complete) the dataset for `spec` in the store `where` (a folder: under MOUNT/iobench-data/).
 
     A complete dataset is reused once every file has the size its manifest says. Files missing or of the wrong
     size are (re)written, in a dataset iobench made only, and when its marker said complete, `warn` (default:
-    stderr) names them. `threads` writers (and checkers; default: `default_threads(mount)`). Ctrl-C stops the
+    stderr) names them. `threads` writers (and checkers; default: the store's `writers()`). Ctrl-C stops the
     writers within a file; the marker then says incomplete and the next gen completes it."""
     if threads is not None and (not _whole(threads) or threads < 1):
         raise UserError(f"--threads must be >= 1 (got {threads})")
-    mount = check_mount(mount, writable=False)
+    where.check(writable=False)
     if threads is None:
-        threads = default_threads(mount)
-    folder = mount / DATA_ROOT / spec.name
+        threads = where.writers()
+    folder = where.location(spec.name)
     rel, sizes = plan(spec)
     stop = threading.Event()
-    state = _look(mount, folder, spec, rel, sizes, threads, stop)
-    if _reusable(state):  # the manifest as runs read it: manifest.index mapped (workers share it; derived if missing)
-        return GenReport(_manifest(folder, rel, sizes), 0, 0, 0.0, True)
-    check_mount(mount, writable=True)  # reading a finished dataset works on a read-only mount too
+    home = _open(where, spec.name, create=False, why="cannot open the dataset folder")
+    try:
+        state = _look(home, spec, rel, sizes, threads, stop)
+        if _reusable(state):  # the manifest as runs read it: its index mapped (workers share it; derived if missing)
+            assert home is not None
+            return GenReport(home.manifest(expect=(rel, sizes)), 0, 0, 0.0, True)
+    finally:
+        if home is not None:
+            home.close()
+    where.check(writable=True)  # reading a finished dataset works on a read-only mount too
 
+    home = _open(where, spec.name, create=True, why="cannot create the dataset folder")
+    assert home is not None
     try:
-        fd = open_tree(mount, (DATA_ROOT, spec.name), create=True)
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot create the dataset folder {folder}") from exc
-    assert fd is not None
-    try:
-        with writer_lock(fd, folder):
-            if read_marker(folder, dir_fd=fd) != state.marker:  # another gen got here first: look again
-                state = _look(mount, folder, spec, rel, sizes, threads, stop)
+        with home.writing():
+            if home.marker() != state.marker:  # another gen got here first: look again
+                state = _look(home, spec, rel, sizes, threads, stop)
                 if _reusable(state):
-                    return GenReport(Manifest.read(fd, folder, folder, expect=(rel, sizes)), 0, 0, 0.0, True)
-            return _complete(fd, mount, folder, spec, rel, sizes, state, threads, progress, warn or _warn_stderr,
-                             stop)
+                    return GenReport(home.manifest(expect=(rel, sizes)), 0, 0, 0.0, True)
+            return _complete(home, where, spec, rel, sizes, state, threads, progress, warn or _warn_stderr, stop)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot write the dataset in {folder}") from exc
     finally:
-        os.close(fd)
+        home.close()
 
 
-def _complete(fd: int, mount: Path, folder: Path, spec: GenSpec, rel: list[str], sizes: np.ndarray, state: _State,
+def _open(where: Store, name: str, *, create: bool, why: str) -> Home | None:
+    try:
+        return where.open(name, create=create)
+    except OSError as exc:
+        raise explain_oserror(exc, f"{why} {where.location(name)}") from exc
+
+
+def _complete(home: Home, where: Store, spec: GenSpec, rel: list[str], sizes: np.ndarray, state: _State,
               threads: int, progress: Progress | None, warn: Callable[[str], None],
               stop: threading.Event) -> GenReport:
+    folder = home.where
     notes = []
     if state.marker and state.marker["status"] == "complete":
         if len(state.todo):
@@ -266,132 +238,39 @@ def _complete(fd: int, mount: Path, folder: Path, spec: GenSpec, rel: list[str],
             warn(note)
     todo = state.todo
     need = int(sizes[todo].sum())
-    free = shutil.disk_usage(mount).free
+    free = where.free_bytes()
     if need > free:
-        raise UserError(f"not enough space on {mount}: the dataset needs {fmt_bytes(need)} more, "
+        raise UserError(f"not enough space on {where.url}: the dataset needs {fmt_bytes(need)} more, "
                         f"{fmt_bytes(free)} free (use fewer --files)")
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     created = (state.marker or {}).get("created") or now
     params = {"iobench": __version__, "params": spec.as_dict(), "files": spec.files, "bytes": int(sizes.sum()),
               "created": created}
     try:
-        write_json_atomic(fd, MARKER, {**params, "status": "incomplete"}, folder / MARKER)
+        home.put_marker({**params, "status": "incomplete"})
         if not state.manifest_ok:
-            _write_manifest(fd, folder, rel, sizes)
+            home.put_manifest(rel, sizes)
         # class folders are made by the writers, in parallel, as they come to them: one by one here cost a few
         # round trips per folder (seconds on a NAS at ImageNet scale) before the first file
     except OSError as exc:
         raise explain_oserror(exc, f"cannot create the dataset in {folder}") from exc
 
     t0 = time.perf_counter()
-    written, written_bytes = _write_files(fd, folder, rel, sizes, todo, spec.seed, threads, progress, stop)
-    os.sync()  # the marker says "complete" only for data that is on the storage
-    write_json_atomic(fd, MARKER, {**params, "status": "complete", "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-                      folder / MARKER)
-    return GenReport(Manifest.read(fd, folder, folder, expect=(rel, sizes)), written, written_bytes,
-                     time.perf_counter() - t0, False, notes)
+    written, written_bytes = _write_files(home, rel, sizes, todo, spec.seed, threads, progress, stop)
+    home.sync()  # the marker says "complete" only for data that is on the storage
+    home.put_marker({**params, "status": "complete", "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return GenReport(home.manifest(expect=(rel, sizes)), written, written_bytes, time.perf_counter() - t0, False,
+                     notes)
 
 
-def _manifest(folder: Path, rel: list[str], sizes: np.ndarray) -> Manifest:
-    """The manifest of a dataset whose manifest.tsv and files were just checked to be `rel` and `sizes`: its index
-    mapped, or derived again where it holds anything else."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return Manifest.read(fd, folder, folder, expect=(rel, sizes))
-    finally:
-        os.close(fd)
-
-
-def _create_file(dfd: int, name: str, folder: Path, rel: str) -> int:
-    """A descriptor to write a dataset file (`name` in the folder open as `dfd`; `folder`/`rel` names it in errors,
-    joined only then: a path join per file costs more than the rest of gen's Python per file): a new file
-    (O_EXCL|O_NOFOLLOW), or an existing regular file with one link, emptied. A link or special file there is a
-    one-line error, left as it is."""
-    try:
-        return os.open(name, _NEW_FILE, 0o644, dir_fd=dfd)
-    except FileExistsError:
-        pass
-    where = folder / rel
-    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    if not stat.S_ISREG(st.st_mode):
-        refuse(where, st.st_mode, "a file of the dataset")
-    if st.st_nlink > 1:
-        raise UserError(f"{where} has {st.st_nlink} hard links: iobench does not rewrite a file linked elsewhere; "
-                        "move it away")
-    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    try:
-        now = os.fstat(fd)
-        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            raise UserError(f"{where} changed while iobench was about to rewrite it; run again")
-        os.set_blocking(fd, True)
-        os.ftruncate(fd, 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _at(exc: OSError, path: Path) -> OSError:
-    """The error, naming the file (or folder) gen was writing: a write() that fails names no file, and one made
-    relative to its folder names only its last part."""
-    return type(exc)(exc.errno, exc.strerror, str(path))
-
-
-def _write_files(root_fd: int, folder: Path, rel: list[str], sizes: np.ndarray, todo: np.ndarray, seed: int,
-                 threads: int, progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
+def _write_files(home: Home, rel: list[str], sizes: np.ndarray, todo: np.ndarray, seed: int, threads: int,
+                 progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
+    """The files `todo` written, each a decodable JPEG of its exact size (dataset/jpeg.py), on the store's writers."""
     if len(todo) == 0:
         return 0, 0
     want = sizes[todo]
     pool = JpegPool.build(int(want.max()), seed)
     # plain lists, indexed by position in `todo`: a numpy scalar per file costs more than the rest of the loop
     ids, lengths, images = todo.tolist(), want.tolist(), pool.pick(want).tolist()
-    lock = threading.Lock()
-    done = [0, 0]
-
-    def report(n: int, nbytes: int) -> None:
-        with lock:
-            done[0] += n
-            done[1] += nbytes
-            if progress:
-                progress(done[0], done[1])
-
-    def write_run(item: tuple[str, int, int]) -> None:
-        d, lo, hi = item
-        try:
-            dfd = _open_rel(root_fd, d, folder, create=True)
-        except OSError as exc:
-            raise _at(exc, folder / d) from exc
-        assert dfd is not None
-        cut = len(d) + 1 if d else 0
-        n = nbytes = 0
-        last = time.monotonic()
-        try:
-            for k in range(lo, hi):
-                if stop.is_set():
-                    return
-                i = ids[k]
-                try:
-                    fd = _create_file(dfd, rel[i][cut:], folder, rel[i])
-                    try:
-                        nbytes += write_all(fd, pool.parts(i, lengths[k], images[k]), lengths[k])
-                    finally:
-                        os.close(fd)
-                except OSError as exc:
-                    raise _at(exc, folder / rel[i]) from exc
-                n += 1
-                # progress every CHUNK files or half second, not per run: a run may take minutes on a slow NAS
-                if n == CHUNK or time.monotonic() - last > 0.5:
-                    report(n, nbytes)
-                    n = nbytes = 0
-                    last = time.monotonic()
-        finally:
-            os.close(dfd)
-            if n:
-                report(n, nbytes)
-
-    try:
-        run_bounded(write_run, _runs(rel, ids, threads), threads, stop)
-    except OSError as exc:
-        # The marker still says "incomplete": the next gen or run finds the gap and completes it.
-        raise explain_oserror(exc, f"gen stopped after {done[0]} of {len(todo)} files") from exc
-    return done[0], done[1]
+    return home.put_samples(rel, ids, lengths, lambda k: pool.parts(ids[k], lengths[k], images[k]), threads,
+                            progress, stop)

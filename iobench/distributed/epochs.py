@@ -162,21 +162,22 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
            ui) -> tuple[_Mine, BaseException | None]:
     """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
     share and joins every step's allreduce."""
+    from iobench import store
     from iobench.gpu.consumer import CudaConsumer, SleepConsumer
-    from iobench.host import cache
     from iobench.host.mounts import host_info
     from iobench.phases.epoch import prepare_cache
     from iobench.record.order import epoch_order
     from iobench.record.recorder import Counters, EpochRecorder, latency_histogram
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
+    where = store.open(manifest.root)
     eviction = resident = None
     if job.evictor:  # one rank per host evicts (or warms) that host's page cache for all its ranks
         eviction, resident = prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
-                                            io_timeout_s=settings.io_timeout_s)
+                                            io_timeout_s=settings.io_timeout_s, where=where)
     job.wait_all(f"cache/{epoch}", f"preparing the page cache for epoch {epoch}")
     if not job.evictor:
-        resident = cache.resident_sample(source.files(), seed=epoch, timeout_s=settings.io_timeout_s)
+        resident = where.resident(source.files(), seed=epoch, timeout_s=settings.io_timeout_s)
     mine = shard(epoch_order("shuffled", len(manifest), settings.seed, epoch), w.rank, w.world_size)
     rec = EpochRecorder(len(mine), max(engine.workers, 1))
     assert settings.rate_per_gpu is not None

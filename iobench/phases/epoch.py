@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iobench import sources
+from iobench import sources, store
 from iobench.answer.rules import (
     WARM_MIN,
     consumed,
@@ -29,7 +29,6 @@ from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
-from iobench.host import cache
 from iobench.host.mounts import usable_cpus
 from iobench.host.stall import (
     DEFAULT_IO_TIMEOUT_S,
@@ -45,6 +44,7 @@ from iobench.record.recorder import Counters, EpochRecorder, changed_positions, 
 from iobench.result import Cpu, Disk, Latency, Run, Settings
 from iobench.safefs import kind_of
 from iobench.sources import Source
+from iobench.store import Store
 from iobench.ui import UI
 
 
@@ -76,7 +76,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     if spec.io_timeout_s is not None:
         engine.io_timeout_s = spec.io_timeout_s
     eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
-                                        io_timeout_s=spec.io_timeout_s)
+                                        io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
     rec = EpochRecorder(len(manifest), conc)
     counters = Counters(spec.device)
     error: BaseException | None = None
@@ -118,16 +118,18 @@ def changed_during(run: Run, manifest: Manifest, source: Source,
 
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
-                   ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> tuple[str | None, float | None]:
-    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency. Each part
+                   ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *,
+                   where: Store) -> tuple[str | None, float | None]:
+    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency (in the
+    client's cache of `where`, the store holding the files). Each part
     runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
     StorageStalled (with the process left behind, if any, named in its `left_behind`, also warned here)."""
     try:
-        eviction = cache.evict(paths, timeout_s=io_timeout_s) if state == "cold" else None
-        resident = cache.resident_sample(paths, seed=epoch, timeout_s=io_timeout_s)
+        eviction = where.evict(paths, timeout_s=io_timeout_s) if state == "cold" else None
+        resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
         if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
             warm_up(source, np.arange(len(source)), conc, ui, io_timeout_s=io_timeout_s)  # warm right after nothing
-            resident = cache.resident_sample(paths, seed=epoch, timeout_s=io_timeout_s)
+            resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
     except StorageStalled as exc:
         if exc.left_behind:
             ui.warn(exc.left_behind)
@@ -224,7 +226,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     recs = [EpochRecorder(len(part), max(workers, 1)) for part in shards]
     errors: list[BaseException] = []
     eviction, resident = prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
-                                        io_timeout_s=settings.io_timeout_s)
+                                        io_timeout_s=settings.io_timeout_s, where=store.open(manifest.root))
     counters = Counters(device)
 
     def gpu(r: int) -> None:

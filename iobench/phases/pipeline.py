@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench import engines, sources
+from iobench import engines, sources, store
 from iobench.answer.client import verdict
 from iobench.answer.rules import (
     MIN_TRAIN_STEPS,
@@ -31,7 +31,6 @@ from iobench.answer.rules import (
 from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.errors import explain_oserror
-from iobench.host import cache
 from iobench.host.stall import (
     StorageStalled,
 )
@@ -205,13 +204,14 @@ def _fio(ctx: RunContext) -> None:
     sizes = manifest.sizes[pick].tolist()
     root = os.geteuid() == 0
     timeout = settings.io_timeout_s
+    where = store.open(manifest.root)
     for conc in settings.fio_jobs(n):
         for state in settings.cache:
             cold = state == "cold"
             try:
                 if cold:
-                    cache.evict(paths, timeout_s=timeout)
-                elif (cache.resident_sample(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
+                    where.evict(paths, timeout_s=timeout)
+                elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
                     warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
             except StorageStalled as exc:
                 _stalled(exc, ctx)
@@ -225,7 +225,7 @@ def _fio(ctx: RunContext) -> None:
                 with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
                     res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
                                   repeats=FIO_COLD_REPEATS if cold else 1,
-                                  prepare=(lambda: cache.evict(paths, timeout_s=timeout)) if cold else None,
+                                  prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
                                   name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout)
             except StorageStalled as exc:
                 _stalled(exc, ctx)

@@ -1,1 +1,28 @@
-"""A dataset's home: the lock, clean."""
+"""A dataset's home behind one interface: the `Store` protocol (base.py) and its implementations, one per kind of
+storage; `open` gives the one for a place. Today a folder under a mount (folder.py), with its lock (lock.py) and
+its clean (clean.py); an object store's bucket is the next (issue 22)."""
+
+from pathlib import Path
+
+from iobench.store.base import Cleaned, Content, Home, Location, Progress, Store
+from iobench.store.folder import Folder, FolderHome
+
+
+def open(where: Path) -> Store:
+    """The store at `where`: a mount (iobench's datasets under MOUNT/iobench-data), or the folder of a dataset read
+    where it is. Touches nothing: `Store.check` says whether it can be read or written."""
+    return Folder(where)
+
+
+def dataset_location(where: Store, dataset: Path | None, name: str | None) -> Location | None:
+    """The dataset a command will use (and lock): --dataset, read where it is (None when it is not a folder: the
+    command then says why); else iobench's dataset `name` in `where`, made or not."""
+    if dataset is not None:
+        return dataset.resolve() if dataset.is_dir() else None
+    assert name is not None
+    where.check(writable=False)
+    return where.location(name)
+
+
+__all__ = ["Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress", "Store", "dataset_location",
+           "open"]

@@ -18,7 +18,6 @@ import os
 import re
 import stat
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.dataset import (
@@ -27,38 +26,16 @@ from iobench.dataset import (
     MARKER_LIMIT,
     WRITER_LOCK,
     check_mount,
-    fmt_bytes,
     kind_of,
     open_dir,
     read_regular,
 )
 from iobench.errors import explain_oserror
 from iobench.sources.pack import PACK_MARKER
+from iobench.store.base import Cleaned
 
 RUN_LOCK_SUFFIX = ".lock"  # `<dataset folder>.lock` beside a dataset: held by a run measuring it
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-@dataclass
-class Cleaned:
-    """One entry under MOUNT/iobench-data and what clean did (or would do) with it."""
-
-    path: Path
-    kind: str  # "dataset", "pack", or "" (kept: not iobench's)
-    removed: bool  # removed (with --dry-run: would be)
-    why: str = ""  # why it was kept
-    files: int = 0
-    bytes: int = 0
-    packs: list[str] = field(default_factory=list)  # packs inside a dataset (relative paths)
-    left: list[str] = field(default_factory=list)  # what was left inside (mount points)
-
-    def line(self, dry_run: bool) -> str:
-        if not self.removed:
-            return f"kept {self.path}: {self.why}"
-        verb = "would remove" if dry_run else "removed"
-        packs = f"; with its pack(s) {', '.join(self.packs)}" if self.packs else ""
-        left = f"; left {', '.join(self.left)} (a mount point: another file system)" if self.left else ""
-        return f"{verb} {self.kind} {self.path} ({self.files:,} files, {fmt_bytes(self.bytes)}){packs}{left}"
 
 
 def _marker_kind(dir_fd: int, where: Path) -> str | None:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from iobench.dataset import DATA_ROOT, MARKER, GenSpec, check_mount
+from iobench.dataset.folder import DATA_ROOT, MARKER
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 
 STATE_ENV = "IOBENCH_STATE_DIR"  # overrides where the journal and this host's locks live (tests)
@@ -44,15 +44,6 @@ def state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/iobench")
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iobench"
-
-
-def dataset_folder(mount: Path, dataset: Path | None, spec: GenSpec | None) -> Path | None:
-    """The dataset folder a command will use: --dataset; else the folder of the dataset picked (`spec`: its name is
-    its shape), made or not. None when --dataset is missing (the command then says why)."""
-    if dataset is not None:
-        return dataset.resolve() if dataset.is_dir() else None
-    assert spec is not None
-    return check_mount(mount, writable=False) / DATA_ROOT / spec.name
 
 
 def lock_path(folder: Path) -> Path:

@@ -1,0 +1,184 @@
+"""The Store protocol: a dataset's home, whatever holds it, behind the operations iobench needs of it.
+
+A `Store` is where iobench's datasets live: a folder under a mount today (store/folder.py: the datasets under
+MOUNT/iobench-data/<name>/), an object store's bucket and prefix next (issue 22: s3://BUCKET/PREFIX/<name>/). Every
+layer above it (gen, the commands, the phases) names a dataset by its name or its `Location` and asks the store:
+
+- write (gen): `open(name, create=True)` gives the dataset's `Home`, where a sample's bytes go under their relative
+  key, and the manifest and the marker beside them;
+- list: `names()` (datasets carrying iobench's marker), `marker(name)`; a Home's `entries()` (the manifest's keys
+  and sizes) and `sizes(keys)` (what is there, checked against them);
+- lock: one process per dataset (`lock(location)`, store/lock.py for a folder);
+- clean: only what carries iobench's marker (`clean()`, store/clean.py for a folder);
+- evict: drop the client's cache of the dataset's files before a cold epoch, and say how much of them is still
+  cached (`evict`, `resident`; a folder: host/cache.py; an object store has no client cache: nothing to do, None);
+- describe: what the result records about where the data lives (`describe(location)`, the `mount` object; `place`,
+  the short name of a result folder).
+
+The hot path is not here: a run reads through its source (iobench/sources), which the store hands the dataset's
+`Manifest` (a folder: absolute paths in one PathTable); nothing per sample goes through a Store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from iobench.dataset.folder import Manifest
+from iobench.safefs import fmt_bytes
+
+Location = Path  # where one dataset lives: a folder (an object store's URL joins it with the S3 store, issue 22)
+Content = Callable[[int], Sequence[bytes | memoryview]]  # the bytes of the k-th sample written, in parts
+Progress = Callable[[int, int], None]  # (samples done, bytes done) so far in this write
+
+
+@dataclass
+class Cleaned:
+    """One entry where iobench's datasets live and what clean did (or would do) with it."""
+
+    path: Path
+    kind: str  # "dataset", "pack", or "" (kept: not iobench's)
+    removed: bool  # removed (with --dry-run: would be)
+    why: str = ""  # why it was kept
+    files: int = 0
+    bytes: int = 0
+    packs: list[str] = field(default_factory=list)  # packs inside a dataset (relative paths)
+    left: list[str] = field(default_factory=list)  # what was left inside (mount points)
+
+    def line(self, dry_run: bool) -> str:
+        if not self.removed:
+            return f"kept {self.path}: {self.why}"
+        verb = "would remove" if dry_run else "removed"
+        packs = f"; with its pack(s) {', '.join(self.packs)}" if self.packs else ""
+        left = f"; left {', '.join(self.left)} (a mount point: another file system)" if self.left else ""
+        return f"{verb} {self.kind} {self.path} ({self.files:,} files, {fmt_bytes(self.bytes)}){packs}{left}"
+
+
+class Home(Protocol):
+    """One dataset's place in a store, open (for gen: made, checked, completed). Keys are relative paths
+    (`train/n00000000/n00000000_00000000.JPEG`), the same in a folder and under a prefix."""
+
+    where: Location  # names the dataset in messages
+
+    def marker(self) -> dict | None:
+        """The dataset's marker (checked: a one-line error when it is not one), or None where there is none."""
+        ...
+
+    def only_leftovers(self) -> bool:
+        """Whether the place holds nothing but what a writer interrupted before its first marker leaves."""
+        ...
+
+    def entries(self) -> tuple[list[str], np.ndarray]:
+        """The manifest's keys and sizes; FileNotFoundError when there is no manifest."""
+        ...
+
+    def entry_line(self, index: int) -> int:
+        """The line of the manifest that holds its index-th entry (for an error naming it)."""
+        ...
+
+    def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
+        """The size of every key's sample there (-1: missing), listed or stat-ed on `threads` threads."""
+        ...
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Held while this process writes the dataset: a second writer is refused (one line naming the first)."""
+        ...
+
+    def put_marker(self, marker: dict) -> None:
+        """Write the marker so that a reader never sees half of it."""
+        ...
+
+    def put_manifest(self, keys: list[str], sizes: np.ndarray) -> None:
+        """Write the manifest (keys and sizes, in the order `sequential` reads them)."""
+        ...
+
+    def put_samples(self, keys: list[str], ids: list[int], lengths: list[int], content: Content, threads: int,
+                    progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
+        """Write the samples keys[ids[k]] (lengths[k] bytes, content(k)) on `threads` writers, stopping within a
+        sample when `stop` is set; (samples, bytes) written."""
+        ...
+
+    def sync(self) -> None:
+        """Return once what was written is on the storage (the marker says complete only then)."""
+        ...
+
+    def manifest(self, expect: tuple[Sequence[str], np.ndarray] | None = None) -> Manifest:
+        """The dataset's Manifest as a run reads it; with `expect` (keys and sizes just checked), derived again
+        where a cached form of it holds anything else."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class Store(Protocol):
+    """Where iobench's datasets live (see the module)."""
+
+    @property
+    def url(self) -> str:
+        """What messages name it by: the mount (resolved once checked), or s3://BUCKET/PREFIX."""
+        ...
+
+    def check(self, *, writable: bool) -> None:
+        """A one-line EnvironmentRefused (exit code 3) when the store cannot be read (or, for `writable`,
+        written)."""
+        ...
+
+    def root(self) -> Location:
+        """Where its datasets are (MOUNT/iobench-data), as messages name it."""
+        ...
+
+    def location(self, name: str) -> Location:
+        """Where the dataset `name` lives, made or not."""
+        ...
+
+    def names(self) -> list[str]:
+        """The datasets there that carry iobench's marker, sorted."""
+        ...
+
+    def marker(self, name: str) -> dict | None:
+        """The marker of the dataset `name` (see Home.marker)."""
+        ...
+
+    def open(self, name: str, *, create: bool) -> Home | None:
+        """The dataset `name`'s Home (made when `create`); None when it is not there. The caller closes it."""
+        ...
+
+    def free_bytes(self) -> int:
+        """Bytes a dataset may still take there."""
+        ...
+
+    def writers(self) -> int:
+        """gen's writers where --threads is not given."""
+        ...
+
+    def lock(self, dataset: Location) -> AbstractContextManager[object]:
+        """Held while one process runs on the dataset: DatasetBusy (exit code 3, naming the holder) for a second."""
+        ...
+
+    def clean(self, *, dry_run: bool) -> list[Cleaned]:
+        """Remove (or list) what carries iobench's marker there, and nothing else."""
+        ...
+
+    def evict(self, files: Sequence[str], *, timeout_s: float | None) -> str | None:
+        """Drop the client's cache of these files before a cold epoch; how (None: there is no client cache)."""
+        ...
+
+    def resident(self, files: Sequence[str], *, seed: int = 0, timeout_s: float | None) -> float | None:
+        """The fraction of a sample of the files in the client's cache; None where that cannot be told."""
+        ...
+
+    def describe(self, dataset: Location) -> dict:
+        """What the result records about where the dataset lives (the `mount` object of result.json)."""
+        ...
+
+    def place(self, dataset: Location) -> tuple[str, str]:
+        """(kind, where): the file system type and mount point holding the dataset, made or not (a result folder's
+        name is made of them)."""
+        ...
