@@ -1,9 +1,10 @@
-"""`iobench gen`: the dataset a `GenSpec` names, under MOUNT/iobench-data/<its name>/, made, reused or completed.
+"""`iobench gen`: the dataset a `GenSpec` names, in a Store (a folder: MOUNT/iobench-data/<its name>/), made,
+reused or completed.
 
-`plan` gives every file's path and exact size from the spec's seed; `generate` checks what is there (see
-folder.py) and writes only what is missing or of the wrong size, on writer threads that each take a class folder (or a
-piece of one), the marker saying `incomplete` until every file is on the storage. Writing follows safefs.py's
-rules.
+`plan` gives every file's path and exact size from the spec's seed; `generate` checks what is there (the marker, the
+manifest, every sample's size, through the store's `Home`) and writes only what is missing or of the wrong size, on
+the store's writer threads, the marker saying `incomplete` until every sample is on the storage. A folder is written
+by safefs.py's rules (store/folder.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError, explain_oserror
 from iobench.safefs import fmt_bytes
 
-if TYPE_CHECKING:  # a Store is handed in: gen imports no implementation of one
+if TYPE_CHECKING:  # types only: store/ imports dataset/, which imports this module (a Store is handed in)
     from iobench.store.base import Home, Store
 
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders
