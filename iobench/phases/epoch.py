@@ -44,7 +44,6 @@ from iobench.record.recorder import Counters, EpochRecorder, changed_positions, 
 from iobench.result import Cpu, Disk, Latency, Run, Settings
 from iobench.safefs import kind_of
 from iobench.sources import Source
-from iobench.store import Store
 from iobench.ui import UI
 
 
@@ -119,7 +118,7 @@ def changed_during(run: Run, manifest: Manifest, source: Source,
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
                    ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *,
-                   where: Store) -> tuple[str | None, float | None]:
+                   where: store.Store) -> tuple[str | None, float | None]:
     """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency (in the
     client's cache of `where`, the store holding the files). Each part
     runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
