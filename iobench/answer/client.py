@@ -46,7 +46,6 @@ from iobench.answer.rules import (
     cpu_saturated,
     demand,
     gpus_for,
-    gpus_short,
     run_spread,
     saturation,
     storage_figure,
@@ -54,6 +53,7 @@ from iobench.answer.rules import (
     supply_run,
     training_runs,
 )
+from iobench.answer.words import gpus_short
 from iobench.result import Result, Verdict
 
 

@@ -18,18 +18,16 @@ from iobench.answer.rules import (
     cpu_words,
     demand,
     fio_valid,
-    gpu_short,
     gpus_for,
     gpus_range,
     mean_by_concurrency,
     near_line,
     pct,
-    reader_unit,
-    readers,
     supply_run,
     training_runs,
     usable_cores,
 )
+from iobench.answer.words import gpu_short, reader_unit, readers
 from iobench.result import Result, Run
 
 

@@ -8,7 +8,6 @@ import math
 
 from iobench.answer.client_figures import Asked, Count, Pipeline
 from iobench.answer.rules import (
-    LIMIT_WORDS,
     MIN_BATCHES_PER_READER,
     MIN_SECONDS,
     MIN_TRAIN_STEPS,
@@ -19,17 +18,14 @@ from iobench.answer.rules import (
     cpu_words,
     demand,
     floor_to,
-    gpu_short,
     gpus_for,
-    gpus_short,
-    reader_unit,
-    readers,
     replay_runs,
     round_files,
     steady_rate,
     times,
     usable_cores,
 )
+from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, reader_unit, readers
 from iobench.result import Result, Run, Settings
 
 KIND_WORDS = {
