@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import iobench.phases.fio as fio
+from iobench.phases import fio_json
 from iobench.phases.fio import (
-    PRERUN_DROP,
     FioError,
     FioJob,
     FioMissing,
@@ -24,6 +24,7 @@ from iobench.phases.fio import (
     parse_fio_json,
     run_fio,
 )
+from iobench.phases.fio_job import PRERUN_DROP
 
 needs_fio = pytest.mark.skipif(fio_version() is None, reason="fio is not installed (apt-get install -y fio)")
 
@@ -91,7 +92,7 @@ def test_build_job_rejects_what_fio_cannot_replay(tmp_path: Path) -> None:
 def test_parse_fio_json_skips_warning_lines() -> None:
     text = 'fio: this platform does not support {something}\nnote: x\n{\n "jobs": [1]\n}\nfio: trailing\n'
     assert parse_fio_json(text) == {"jobs": [1]}
-    assert fio._parse_fio_json(text)[1] == '{\n "jobs": [1]\n}'  # the document as printed, nothing around it
+    assert fio_json.parse_fio_output(text)[1] == '{\n "jobs": [1]\n}'  # the document as printed, nothing around it
 
 
 @needs_fio
@@ -113,7 +114,7 @@ def test_run_fio_counts_real_files_and_bytes(dataset: tuple[list[str], list[int]
     assert res.repeats == 1 and res.runs_files_per_s == (round(res.files_per_s, 2),)
     assert f"numjobs={concurrency}" in res.job
     # what fio ran is kept in workdir: the job file and one iolog per job naming every file
-    assert (tmp_path / "iobench.phases.fio").read_text() == res.job
+    assert (tmp_path / "iobench.fio").read_text() == res.job
     logged = "".join((tmp_path / f"iobench.{j}.iolog").read_text() for j in range(concurrency))
     assert all(f"{p} read 0 {s}\n" in logged for p, s in zip(paths, sizes, strict=True))
     assert os.path.getsize(paths[0]) == sizes[0]  # --readonly: nothing was written

@@ -21,9 +21,11 @@ from iobench.errors import UserError
 from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import lmdb as lmdb_source
-from iobench.sources import pack
+from iobench.sources import pack, pack_folder
+from iobench.sources import pack_lmdb as pack_lmdb_module
 from iobench.sources.lmdb import LmdbSource
-from iobench.sources.pack import PACK_MARKER, pack_lmdb, pack_tar, plan_tar
+from iobench.sources.pack import PACK_MARKER, pack_lmdb, pack_tar
+from iobench.sources.pack_tar import plan_tar
 from iobench.sources.tar import (
     TarSource,
     shard_read_order,
@@ -92,7 +94,7 @@ def test_lmdb_pack_report_and_layout(small_dataset, lmdb_pack):
     assert calls[-1] == (len(small_dataset), small_dataset.total_bytes)
     assert all(a[0] < b[0] for a, b in zip(calls, calls[1:], strict=False))
     marker = json.loads((report.path / PACK_MARKER).read_text())
-    assert marker["status"] == "complete" and marker["map_size"] >= pack.lmdb_map_size(small_dataset.sizes)
+    assert marker["status"] == "complete" and marker["map_size"] >= pack_lmdb_module.lmdb_map_size(small_dataset.sizes)
 
     import lmdb  # keys: index as 8-byte big-endian, in manifest order; values: the files
 
@@ -318,7 +320,8 @@ def test_a_folder_without_the_marker_is_never_touched(own_dataset, tmp_path):
 
 
 def test_no_space_is_one_line_and_writes_nothing(own_dataset, tmp_path, monkeypatch):
-    monkeypatch.setattr(pack.shutil, "disk_usage", lambda p: SimpleNamespace(total=10**12, used=10**12, free=1000))
+    full = SimpleNamespace(total=10**12, used=10**12, free=1000)
+    monkeypatch.setattr(pack_folder.shutil, "disk_usage", lambda p: full)
     dest = tmp_path / "full"
     with pytest.raises(UserError, match="not enough space") as err:
         pack_tar(own_dataset, dest)

@@ -21,7 +21,7 @@ from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
 from iobench.phases.metadata import metadata_phase
-from iobench.sources import pack
+from iobench.sources import pack, pack_folder
 
 SPEC = GenSpec(30, parse_dist("fixed:8kB"), 2, 0)
 GEN = ["--files", "30", "--size-dist", "fixed:8kB", "--classes", "2", "--seed", "0"]
@@ -469,7 +469,7 @@ def test_space_messages_show_a_unit_that_shows_the_size(tmp_path, monkeypatch):
     assert "0.00 GB" not in str(err.value)
     monkeypatch.undo()
     m = make_dataset(tmp_path, 10, "fixed:2kB", classes=1)
-    monkeypatch.setattr(pack.shutil, "disk_usage", lambda p: SimpleNamespace(free=1000))
+    monkeypatch.setattr(pack_folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=1000))
     with pytest.raises(UserError, match=r"needs \d+\.\d\d [kM]B, 1.00 kB free"):
         pack.pack_tar(m, tmp_path / "tar")
 

@@ -6,20 +6,8 @@ import re
 import pytest
 
 from iobench.answer.client import verdict
-from iobench.answer.rules import (
-    au_cell,
-    au_fraction,
-    au_pct,
-    floor_to,
-    gpu_words,
-    gpus_for,
-    mark_validity,
-    pct,
-    reader_unit,
-    readers,
-    stats,
-    times,
-)
+from iobench.answer.rules import au_cell, au_fraction, au_pct, floor_to, gpus_for, mark_validity, pct, stats, times
+from iobench.answer.words import gpu_words, reader_unit, readers
 from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)

@@ -15,99 +15,46 @@ fio's runs; else the 5% MLPerf Storage allows, said as assumed). A limit the evi
 another beyond that spread is named with the other (`Verdict.limit_or`).
 
 The first line stays under ~200 characters; the evidence follows as short lines, each sentence said once.
-Every rule and figure it reads is verdict.py's; this module only puts them into words and fields."""
+Every rule it reads is rules.py's. Here: `answer`, which sets the figures into the Verdict's fields and lines, and
+`verdict`; the figures are in client_figures.py, the words in client_words.py."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
+from iobench.answer.client_figures import (
+    asked_for,
+    client_count,
+    cores_per_gpu,
+    limit_of,
+    pipeline,
+    plateau_of,
+    storage_gpus,
+)
+from iobench.answer.client_words import (
+    advised_files,
+    client_line,
+    first_line,
+    mlperf_line,
+    need_line,
+    no_answer,
+    note_lines,
+    storage_line,
+)
 from iobench.answer.cluster import cluster_verdict
 from iobench.answer.rules import (
     ASSUMED,
-    CPU_SATURATED,
-    LIMIT_WORDS,
-    MIN_BATCHES_PER_READER,
-    MIN_SECONDS,
-    MIN_TRAIN_STEPS,
-    MITIGATION_NOTE,
-    REACHES,
-    STARTUP_NOTE_S,
     UNSTABLE,
-    Spread,
-    StorageFigure,
-    _saturation,
-    au_pct,
     cpu_saturated,
-    cpu_words,
     demand,
-    fio_valid,
-    floor_to,
-    gpu_short,
     gpus_for,
-    gpus_range,
-    gpus_short,
-    mean_by_concurrency,
-    near_line,
-    pct,
-    reader_unit,
-    readers,
-    replay_runs,
-    round_files,
     run_spread,
     saturation,
-    steady_rate,
     storage_figure,
     storage_runs,
     supply_run,
-    times,
     training_runs,
-    usable_cores,
 )
-from iobench.result import Result, Run, Settings, Verdict
-
-KIND_WORDS = {
-    "measured": "measured by iobench's makers training on one H200 with synthetic data: a compute ceiling, not a "
-                "measurement of yours",
-    "published": "NVIDIA's published training rate",
-    "mlperf-storage": "MLPerf Storage's emulated accelerator, a sleep per batch",
-    "given": "given with --rate",
-}
-CLIENT_LIMIT = {"client-cpu": "its CPU is the limit", "input-pipeline": "its input pipeline is the limit",
-                "storage": "the storage is the limit", "gpu": "the GPUs asked about are fed"}
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """What this client's training-shaped input pipeline delivered: the figure, what measured it, that run."""
-
-    samples_per_s: float
-    what: str
-    run: Run
-
-
-@dataclass(frozen=True)
-class Count:
-    """GPUs fed, as a range when the evidence is within its spread of a GPU boundary, and how it was found."""
-
-    low: int
-    high: int
-    confirmed: bool  # training runs measured it
-    how: str
-    near: str = ""  # which figure sits nearest which line (said when borderline, or close to it)
-    close: bool = False  # a figure of one run within 5% of its line: no range claimed, but said
-
-    @property
-    def value(self) -> int:
-        """The count stated: the low end (a borderline count is never rounded up)."""
-        return self.low
-
-    @property
-    def borderline(self) -> bool:
-        return self.low != self.high
-
-    def words(self) -> str:
-        return f"{self.low}-{self.high}" if self.borderline else f"{self.low}"
+from iobench.answer.words import gpus_short
+from iobench.result import Result, Verdict
 
 
 def answer(result: Result) -> Verdict:
@@ -134,19 +81,19 @@ def answer(result: Result) -> Verdict:
     if s.gpus is not None and s.rate_per_gpu:
         fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
     where = f"{result.mount.fstype} at {result.mount.path}"
-    notes = _notes(result, invalid)
+    notes = note_lines(result, invalid)
     if store is None and pipe is None:
-        first, *reasons = _no_answer(result, invalid)
+        first, *reasons = no_answer(result, invalid)
         return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
-    evidence = [_storage_line(result, store, best, sat, rising)]
+    evidence = [storage_line(result, store, best, sat, rising)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
-            fed = _storage_count(store, s.rate_per_gpu, s.au_target)
+            fed = storage_gpus(store, s.rate_per_gpu, s.au_target)
             first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
                      f"{gpus_short(s, fed.words(), fed.low)} ({store.samples_per_s:,.0f} samples/s cold, "
                      f"{store.what}); no loader run counted, so this client was not measured.")
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
-            evidence += [_need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
+            evidence += [need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
                                         f"more (no loader run counted; the first: {first_invalid})."]
             fields.update(storage_gpus_fed=fed.value, evidence=evidence,
                           storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
@@ -160,23 +107,23 @@ def answer(result: Result) -> Verdict:
                      f"{where}: no cold run, so no storage figure; this client's pipeline delivered "
                      f"{pipe.samples_per_s:,.0f} samples/s.")
         if pipe is not None:
-            evidence.append(_client_line(result, pipe))
+            evidence.append(client_line(result, pipe))
         return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
 
     rate, tau = s.rate_per_gpu, s.au_target
     # how far this client's rate (and so an AU) moves between identical runs: its replay configuration's spread
     supply = supply_run(result)
     pipe_spread = run_spread(result, supply) if supply is not None else store.spread if store else ASSUMED
-    storage_count = _storage_count(store, rate, tau) if store else None
+    storage_count = storage_gpus(store, rate, tau) if store else None
     capacity = min(x for x in (store.samples_per_s if store else None, pipe.samples_per_s) if x is not None)
-    client = _client_count(result, capacity, pipe_spread)
-    asked = _asked(result, store, pipe_spread, capacity)
-    limit, other, why = _limit(result, store, pipe, pipe_spread, rising, _plateau(result, sat, best),
+    client = client_count(result, capacity, pipe_spread)
+    asked = asked_for(result, store, pipe_spread, capacity)
+    limit, other, why = limit_of(result, store, pipe, pipe_spread, rising, plateau_of(result, sat, best),
                                asked.client_fed if asked else None)
-    evidence.append(_need_line(s))
+    evidence.append(need_line(s))
     if s.rate_kind == "mlperf-storage" and store is not None:
-        evidence += _mlperf_line(s, store)
-    evidence.append(_client_line(result, pipe))
+        evidence += mlperf_line(s, store)
+    evidence.append(client_line(result, pipe))
     predicted = gpus_for(capacity, rate, tau)
     if client.confirmed and client.value < predicted:
         over = [r for r in training_runs(result) if r.gpus == client.value + 1]
@@ -186,7 +133,7 @@ def answer(result: Result) -> Verdict:
                         f"{1000 * batch / rate:,.1f} ms), a cost the rates alone do not show.")
     evidence.append(why)
     if limit == "client-cpu" or other == "client-cpu":
-        cores = _cores_per_gpu(result, pipe, rate, tau)
+        cores = cores_per_gpu(result, pipe, rate, tau)
         if cores is not None:
             evidence.append(cores)
     for count, spread in ((storage_count, store.spread if store else ASSUMED), (client, pipe_spread)):
@@ -197,7 +144,7 @@ def answer(result: Result) -> Verdict:
             evidence.append(f"Near the line: {count.near} (within {UNSTABLE:.0%}, what MLPerf Storage lets repeats "
                             f"differ by): one run measures no spread, so whether identical runs give {count.value} "
                             "too is not shown; --repeat 3 measures it.")
-    first = _first_line(result, store, storage_count, client, limit, other, asked)
+    first = first_line(result, store, storage_count, client, limit, other, asked)
     fields.update(limit=limit, limit_or=other, evidence=evidence,
                   storage_gpus_fed=storage_count.value if storage_count else None,
                   storage_gpus_range=[storage_count.low, storage_count.high] if storage_count and
@@ -210,375 +157,6 @@ def answer(result: Result) -> Verdict:
         fields.update(asked_fed=asked.fed, asked_by=asked.by, asked_client_fed=asked.client_fed,
                       asked_confirmed=asked.confirmed)
     return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
-
-
-# ------------------------------------------------------------------------------------------------ the figures
-
-
-def pipeline(result: Result) -> Pipeline | None:
-    """What this client's input pipeline delivered. Once a training run starved, the pipeline gave all it could
-    there: the most any training run delivered is its figure. Else the best training-shaped replay run, or a
-    training run that delivered more while all its GPUs were fed (the pipeline gives at least that)."""
-    s = result.settings
-    train = [r for r in training_runs(result) if r.delivered_per_s]
-    best_train = max(train, key=lambda x: x.delivered_per_s or 0.0) if train else None
-    shaped = supply_run(result)
-    if best_train is not None and (any((r.au or 0) < s.au_target for r in train) or shaped is None
-                                   or (best_train.delivered_per_s or 0) > shaped.samples_per_s):
-        r = best_train
-        return Pipeline(r.delivered_per_s or 0.0, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}"
-                        + (", warm" if r.cache == "warm" else ""), r)
-    if shaped is None:
-        return None
-    what = f"a replay run: {shaped.engine}, {readers(shaped)}" + \
-        (f", batch {shaped.batch_size}" if shaped.batch_size else "") + (", decode" if shaped.decode else "") + \
-        f", {shaped.cache}"
-    return Pipeline(shaped.samples_per_s, what, shaped)
-
-
-def _storage_count(store: StorageFigure, rate: float, tau: float) -> Count:
-    low, high = gpus_range(store.samples_per_s, store.spread, rate, tau)
-    line = _nearest_line(store.samples_per_s, low, rate, tau)
-    near = (f"the storage's {store.samples_per_s:,.0f} samples/s against the {line:,.0f} that "
-            f"{round(line / (rate * tau))} need")
-    return Count(low, high, False, "from the storage figure", near,
-                 near_line(store.samples_per_s, line, store.spread))
-
-
-def _nearest_line(x: float, low: int, rate: float, tau: float) -> float:
-    """Of the demands of `low` and `low + 1` GPUs, the one nearer x."""
-    lines = [demand(n, rate, tau) for n in (low, low + 1) if n > 0]
-    return min(lines, key=lambda d: abs(d - x))
-
-
-def _client_count(result: Result, capacity: float, spread: Spread) -> Count:
-    """GPUs this client fed: measured by training runs (a count that reached the AU target next to one that did
-    not), else predicted from the measured rates; a range where an AU or the rate is within its spread."""
-    s = result.settings
-    assert s.rate_per_gpu is not None
-    tau = s.au_target
-    train = training_runs(result)
-    fed = max((r.gpus or 0 for r in train if (r.au or 0) >= tau), default=0)
-    over = [r for r in train if r.gpus == fed + 1 and (r.au or 0) < tau]
-    if over:
-        # of several runs at one count (a retry with more workers), the best: what that count can reach
-        best_over = max(over, key=lambda r: r.au or 0)
-        at = [r for r in train if r.gpus == fed and (r.au or 0) >= tau]
-        best_at = max(at, key=lambda r: r.au or 0) if at else None
-        low = fed - 1 if best_at and spread.low(best_at.au or 0) < tau else fed
-        high = fed + 1 if spread.high(best_over.au or 0) >= tau else fed
-        how = (f"a training run at 1 reached AU {au_pct(best_over.au or 0)}" if fed == 0 else
-               f"training runs: AU >= {tau:.0%} at {fed}, {au_pct(best_over.au or 0)} at {fed + 1}")
-        near_run = min([r for r in (best_at, best_over) if r is not None], key=lambda r: abs((r.au or 0) - tau))
-        near = (f"the training run at {near_run.gpus} ({readers(near_run).split(' x ')[-1]} each) reached AU "
-                f"{au_pct(near_run.au or 0)} against the {tau:.0%} target")
-        return Count(max(low, 0), high, True, how, near, near_line(near_run.au or 0, tau, spread))
-    predicted = gpus_for(capacity, s.rate_per_gpu, tau)
-    if fed > predicted:
-        return Count(fed, fed, False, f"a training run fed {fed}; {fed + 1} was not tried")
-    low, high = gpus_range(capacity, spread, s.rate_per_gpu, tau)
-    how = "predicted from the measured rates" + (f"; a training run confirmed {fed}" if fed else "")
-    line = _nearest_line(capacity, max(low, fed), s.rate_per_gpu, tau)
-    near = f"{capacity:,.0f} samples/s against the {line:,.0f} that {round(line / (s.rate_per_gpu * tau))} need"
-    return Count(max(low, fed), max(high, fed), False, how, near, near_line(capacity, line, spread))
-
-
-@dataclass(frozen=True)
-class Asked:
-    """The answer for the GPUs asked about (--gpus N)."""
-
-    fed: bool | None  # the answer (None: borderline, or not shown): the storage's where measured, else the client's
-    by: str  # "storage" | "client"
-    client_fed: bool | None  # this client fed them (a training run at N, else predicted)
-    confirmed: bool  # client_fed comes from a training run at exactly N
-    borderline: bool
-    words: str  # how the client's answer was found
-
-
-def _asked(result: Result, store: StorageFigure | None, spread: Spread, capacity: float) -> Asked | None:
-    s = result.settings
-    if s.gpus is None or s.rate_per_gpu is None:
-        return None
-    need = demand(s.gpus, s.rate_per_gpu, s.au_target)
-    at = [r for r in training_runs(result) if r.gpus == s.gpus]
-    if at:
-        au = at[-1].au or 0.0
-        client = _side(spread.low(au) >= s.au_target, spread.high(au) < s.au_target)
-        confirmed, words = True, f"a training run at {s.gpus}: AU {au_pct(au)}"
-    else:
-        client = _side(spread.low(capacity) >= need, spread.high(capacity) < need)
-        confirmed, words = False, "predicted from the measured rates"
-    if store is None:
-        return Asked(client, "client", client, confirmed, client is None, words)
-    lo, hi = store.spread.low(store.samples_per_s), store.spread.high(store.samples_per_s)
-    storage = _side(lo >= need, hi < need and not store.lower_bound)
-    if client is True and storage is None:  # a training run fed them from this storage: it gives enough
-        storage = True if at and at[-1].cache == "cold" else storage
-    borderline = storage is None and not (store.lower_bound and hi < need)
-    return Asked(storage, "storage", client, confirmed, borderline, words)
-
-
-def _side(yes: bool, no: bool) -> bool | None:
-    return True if yes else False if no else None
-
-
-# ------------------------------------------------------------------------------------------------ the limit
-
-
-def _limit(result: Result, store: StorageFigure | None, pipe: Pipeline, spread: Spread, still_rising: bool,
-           plateau: str | None, asked_fed: bool | None) -> tuple[str, str | None, str]:
-    """(limit of this client's answer, another the evidence does not separate from it, the sentence that shows it).
-    `plateau` says where more readers stopped giving more, if they did."""
-    if asked_fed:
-        return "gpu", None, "Limit: the GPUs asked about: storage and pipeline keep up with them."
-    cpu = pipe.run.cpu
-    usable = usable_cores(result) or 0.0
-    words = cpu_words(cpu, result)
-    used = (cpu.iobench_cores or 0.0) / usable if usable else 0.0
-    cpu_near = bool(usable) and spread.low(used) < CPU_SATURATED <= spread.high(used)
-    storage = store.samples_per_s if store else None
-    if cpu_saturated(cpu, result):
-        more = f"; the storage gave {storage:,.0f} samples/s, so a client with more cores gets more" \
-            if storage and storage > pipe.samples_per_s else ""
-        other = "input-pipeline" if cpu_near and not (cpu.system_busy_pct or 0) >= 100 * CPU_SATURATED else None
-        return "client-cpu", other, f"Limit: this client's CPU ({words}){more}."
-    other = "client-cpu" if cpu_near else None
-    if storage is None:
-        return "input-pipeline", other, (f"Limit: the input pipeline: {pipe.samples_per_s:,.0f} samples/s with no cold "
-                                         f"(storage) run to compare, the CPU not saturated ({words}).")
-    share = pipe.samples_per_s / storage
-    near = spread.low(share) < REACHES <= spread.high(share)
-    if share >= REACHES and plateau:
-        return "storage", other or ("input-pipeline" if near else None), (
-            f"Limit: the storage: the pipeline reached {pct(share)} of it and more readers gave no more ({plateau}).")
-    if share >= REACHES and still_rising:
-        return "input-pipeline", other, ("Limit: the input pipeline's reader count: the rate still rose with the most "
-                                         "readers measured, so the storage's own limit was not reached: try more "
-                                         "--workers (or --threads).")
-    if share >= REACHES:
-        return "input-pipeline", other, ("Limit: the input pipeline's reader count, perhaps: one reader count was "
-                                         "measured, so whether more readers get more from the storage was not "
-                                         "tested: sweep --workers (or --threads), e.g. 2,4,8.")
-    if still_rising:
-        how = "the loaders still rose with more readers: more --workers may get more of it"
-    elif plateau:
-        how = (f"more readers gave no more ({plateau}): the per-sample path on this client (opening files, handing "
-               "batches between processes), not the storage, sets the pace; --mitigations measures packed layouts")
-    else:
-        how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
-    return "input-pipeline", other or ("storage" if near and plateau else None), (
-        f"Limit: the input pipeline: it delivered {pct(share)} of what the storage gave, the CPU not saturated "
-        f"({words}); {how}.")
-
-
-def _plateau(result: Result, sat: int | None, best: Run | None) -> str | None:
-    """Where more readers stopped giving more: the loaders' sweep, else fio's; None when neither shows it."""
-    if sat is not None and best is not None:
-        return f"the loaders saturate at ~{sat} {reader_unit(best)}"
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
-    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.files_per_s) for b in fio))
-    return None if sat is None else f"fio saturates at ~{sat} jobs"
-
-
-def _cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> str | None:
-    """Where the client's CPU limits: the cores one GPU's input pipeline needs at the CPU per sample measured."""
-    cores = pipe.run.cpu.iobench_cores
-    if not cores or not pipe.samples_per_s:
-        return None
-    per_sample = cores / pipe.samples_per_s  # CPU seconds per sample
-    need = per_sample * rate * tau
-    return (f"At the {1e6 * per_sample:,.0f} us of CPU per sample measured here, one {gpu_short(result.settings)} "
-            f"needs ~{math.ceil(10 * need) / 10:,.1f} cores of a client for its input pipeline"
-            + (" (decode included)" if pipe.run.decode else "") + ".")
-
-
-# ------------------------------------------------------------------------------------------------ the words
-
-
-def _cores(result: Result) -> str:
-    usable = usable_cores(result)
-    return f"{usable:g}-core " if usable else ""
-
-
-def _first_line(result: Result, store: StorageFigure | None, storage: Count | None, client: Count, limit: str,
-                other: str | None, asked: Asked | None) -> str:
-    """The answer in one line: the storage's, then this client's."""
-    s = result.settings
-    where = f"{result.mount.fstype} at {result.mount.path}"
-    limit_words = CLIENT_LIMIT.get(limit, f"{LIMIT_WORDS.get(limit, limit)} is the limit")
-    if other:
-        limit_words += f" (or {LIMIT_WORDS.get(other, other)}: too near to tell)"
-    client_part = f"this {_cores(result)}client feeds {client.words()}" + (
-        "" if limit == "gpu" else f": {limit_words}")
-    if store is None or storage is None:
-        storage_part = "no valid cold run measured the storage"
-    elif store.lower_bound and storage.high == 0:  # "at least 0" says nothing: say what was measured
-        storage_part = (f"the storage gave at least {store.samples_per_s:,.0f} samples/s cold (one client; one "
-                        f"{gpu_short(s)} needs {s.au_target * (s.rate_per_gpu or 0):,.0f})")
-    else:
-        least = "at least " if store.lower_bound else ""
-        storage_part = (f"the storage feeds {least}{gpus_short(s, storage.words(), storage.low)} "
-                        f"({store.samples_per_s:,.0f} samples/s cold, one client)")
-    if asked is None:
-        return f"{where}: {storage_part}; {client_part}."
-    n = s.gpus
-    assert n is not None and s.rate_per_gpu is not None
-    need = demand(n, s.rate_per_gpu, s.au_target)
-    word = "Borderline" if asked.borderline else "Yes" if asked.fed else "No" if asked.fed is False else "Not shown"
-    if asked.by == "client":
-        fed = "fed" if asked.client_fed else "did not feed" if asked.client_fed is False else "may feed"
-        return f"{word}: this {_cores(result)}client {fed} {gpus_short(s, str(n), n)} ({asked.words}); {storage_part}."
-    assert store is not None
-    gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
-    if asked.fed:
-        most = f" and up to {storage.words()}" if storage and storage.high > n else ""
-        storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
-                         f"gave {gave})")
-    elif asked.fed is False:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
-                         f"{storage.words() if storage else 0})")
-    else:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
-                         + (" (this client's CPU set the pace: it may give more)" if store.lower_bound else
-                            f", within its spread of that (enough for {storage.words() if storage else 0})"))
-    client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
-    return f"{word}: {storage_words}; {client_words}."
-
-
-def _storage_line(result: Result, store: StorageFigure | None, best: Run | None, sat: int | None,
-                  rising: bool) -> str:
-    if store is None:
-        return "Storage: no valid cold run, so no storage figure."
-    text = f"Storage: {store.samples_per_s:,.0f} samples/s cold ({store.what}"
-    if store.mb_per_s:
-        text += f", {store.mb_per_s:,.0f} MB/s"
-    text += ")"
-    if store.lower_bound and store.run is not None and store.run.measures == "decode":
-        text += ", at least: decoding took most of each reader's time while measuring it"
-    elif store.lower_bound:
-        cpu = store.run.cpu if store.run else store.fio.cpu if store.fio else None
-        text += f", at least: {cpu_words(cpu, result)} while measuring it"
-    if best is not None and store.run is not best:
-        text += f"; the loaders' best {best.samples_per_s:,.0f} at {readers(best)} (p99 {best.latency_ms.p99:.2f} ms)"
-    elif best is not None:
-        text += f"; p99 {best.latency_ms.p99:.2f} ms"
-    if best is not None and rising:
-        text += f", still rising at the most {reader_unit(best)}"
-    elif best is not None and sat is not None:
-        text += f", saturating at ~{sat} {reader_unit(best)}"
-    sp = store.spread
-    if sp.measured:
-        shown = -floor_to(-100 * sp.value, 1) if sp.value > UNSTABLE else floor_to(100 * sp.value, 1)
-        text += f"; spread {shown:.1f}% {sp.words}" + (
-            f": unstable, over the {UNSTABLE:.0%} MLPerf Storage allows; repeat on a quieter system"
-            if sp.value > UNSTABLE else "")
-    return text + "."
-
-
-def _need_line(s: Settings) -> str:
-    assert s.rate_per_gpu is not None
-    need = s.au_target * s.rate_per_gpu
-    kind = KIND_WORDS.get(s.rate_kind or "", s.rate_kind or "rate")
-    text = f"Need: {need:,.0f} samples/s per {gpu_short(s)}, {s.au_target:.0%} of {s.rate_per_gpu:,.0f} ({kind})"
-    if s.gpus is not None:
-        text += f"; {s.gpus:,} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f}"
-    return text + "."
-
-
-def _mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
-    """With an MLPerf Storage workload, the storage's answer in each of its emulated accelerators too, at its AU
-    rule: iobench's emulation of the workload, never an MLPerf Storage result."""
-    from iobench.gpu.rates import rates
-
-    rows = [r for r in rates("mlperf-storage") if r.model == s.model]
-    if not rows:
-        return []
-    counts = ("at least " if store.lower_bound else "") + ", ".join(
-        f"{gpus_for(store.samples_per_s, r.samples_per_s, s.au_target)} {r.gpu.upper()}" for r in rows)
-    return [f"As MLPerf Storage's {s.model} workload emulates them (iobench's emulation, not an MLPerf Storage "
-            f"result): the storage feeds {counts} at AU >= {s.au_target:.0%} from one client."]
-
-
-def _client_line(result: Result, pipe: Pipeline) -> str:
-    return (f"This client: its input pipeline delivered {pipe.samples_per_s:,.0f} samples/s ({pipe.what}); "
-            f"{cpu_words(pipe.run.cpu, result)}.")
-
-
-def _no_answer(result: Result, invalid: list[Run]) -> list[str]:
-    """The lines when no valid run remains: the answer (none, and what would give one: a --files that meets every
-    rule it names at the rates measured), then why."""
-    s = result.settings
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
-    if not s.replay and fio:
-        fastest = max(b.files_per_s for b in fio)
-        files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
-        return [f"fio baseline only, and no storage figure: read more, --files {files:,} or more.",
-                f"Every cold fio run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} files/s; a cold run "
-                "cannot loop over its files)."]
-    if not invalid:
-        return [f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."]
-    files = advised_files(result)
-    more = (f"--files {files:,} or more" if result.dataset.made_by_iobench and s.replay
-            else f"a dataset of {files:,} files or more")
-    return [f"No valid measurement, so no GPU count: read more, {more}.",
-            f"{len(invalid)} run(s) left out; the first: {invalid[0].invalid_reason}.",
-            f"{files:,} files give each reader {MIN_BATCHES_PER_READER} batches or more and an epoch of "
-            f"{MIN_SECONDS} s or more at twice the fastest rate measured."]
-
-
-def advised_files(result: Result) -> int:
-    """A dataset size that meets every rule a run is judged by, at the rates this result measured: 10 batches per
-    reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at twice
-    the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
-    start-up, and a bigger one reads faster)."""
-    s = result.settings
-    batch = s.batch_size if s.engine == "dataloader" else 1
-    need = MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1)
-    if s.gpus:
-        need = max(need, (MIN_TRAIN_STEPS + 1) * batch * s.gpus)
-    fastest = max((steady_rate(r) for r in result.runs), default=0.0)
-    need = max(need, math.ceil(2 * MIN_SECONDS * fastest), result.dataset.files + 1)
-    return round_files(need)
-
-
-def _notes(result: Result, invalid: list[Run]) -> list[str]:
-    """Lines after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
-    out = []
-    if result.remote:
-        out.append("Network file system: the server's cache was not evicted.")
-    warm = [r for r in replay_runs(result) if r.cache == "warm"]
-    if warm:
-        w = max(warm, key=lambda r: r.samples_per_s)
-        kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
-                "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
-        out.append(f"Warm ({kind}): {w.samples_per_s:,.0f} samples/s at {readers(w)}.")
-    if invalid:
-        out.append(f"{len(invalid)} run(s) were too short, not cold, or changed under the run, and were left out "
-                   "(marked invalid).")
-    out += _startup_note(result) + _mitigation_note(result)
-    return out
-
-
-def _startup_note(result: Result) -> list[str]:
-    """Listing cost at full scale, when it would exceed a minute."""
-    if not result.metadata:
-        return []
-    m = max(result.metadata, key=lambda x: x.projected_list_s)
-    if m.projected_list_s < STARTUP_NOTE_S:
-        return []
-    return [f"Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
-            f" min ({m.cache}, predicted from {m.files:,} files) before the first batch."]
-
-
-def _mitigation_note(result: Result) -> list[str]:
-    """The valid mitigation that buys the most, when it buys at least 10%."""
-    better = [m for m in result.mitigations if m.name != "baseline" and m.valid and m.speedup >= MITIGATION_NOTE]
-    if not better:
-        return ["No mitigation measured bought 10% or more."] if result.mitigations else []
-    m = max(better, key=lambda x: x.speedup)
-    cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
-    fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
-    return [f"Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."]
 
 
 def verdict(result: Result) -> Verdict:

@@ -10,20 +10,18 @@ from dataclasses import dataclass
 
 from iobench.answer.rules import (
     CPU_SATURATED,
-    LIMIT_WORDS,
     MIN_SECONDS,
     MIN_TRAIN_STEPS,
     au_pct,
     cpu_saturated,
     cpu_words,
     demand,
-    gpu_short,
     gpus_for,
-    gpus_short,
     pct,
     round_files,
     steady_rate,
 )
+from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short
 from iobench.result import Cpu, Result, Run, Verdict
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}

@@ -1,6 +1,6 @@
 """The answer, and every rule it rests on: which runs count, the three capacities, the limit, GPUs fed.
-(~600 lines: one home for every threshold and rule, so that the report, plan and cluster_verdict.py use them and
-repeat none.)
+(One home for every threshold and rule, so that the report, plan and cluster.py use them and repeat none; the
+words for what was measured, a run's readers, GPUs of the kind asked and the limits by name, are in words.py.)
 
 One run yields three capacities, all measured in that run:
 
@@ -31,7 +31,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings, Verdict
+from iobench.answer.words import readers
+from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings
 
 # ------------------------------------------------------------------------------------------------- the rules
 
@@ -48,9 +49,6 @@ DECODE_BOUND = 0.5  # decode took over half of each reader's time per sample: th
 STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
 MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
 UNSTABLE = 0.05  # MLPerf Storage: a figure whose repeats spread over 5% does not repeat
-
-LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
-               "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
 
 
 def gpus_for(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
@@ -356,35 +354,6 @@ def cpu_words(cpu: Cpu | None, result: Result) -> str:
     return text
 
 
-def loader_words(run: Run) -> str:
-    """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
-    if run.reader == "threads":
-        return f"{run.concurrency} thread{'' if run.concurrency == 1 else 's'}"
-    return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
-
-
-def readers(run: Run) -> str:
-    """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
-    if run.gpus:
-        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} worker{'' if run.workers == 1 else 's'}"
-    return loader_words(run)
-
-
-def reader_unit(run: Run) -> str:
-    return "threads" if run.reader == "threads" else "DataLoader workers"
-
-
-def gpu_words(s: Settings | Verdict, n: int) -> str:
-    """'2 H200 GPUs training resnet50 (4,677 samples/s each, measured)', or for a given rate '2 GPUs consuming
-    100 samples/s each'."""
-    plural = "" if n == 1 else "s"
-    rate = s.rate_per_gpu or 0.0
-    if s.rate_kind == "given" or not s.gpu:
-        return f"{n:,} GPU{plural} consuming {rate:,.0f} samples/s each"
-    kind = f", {s.rate_kind}" if s.rate_kind else ""
-    return f"{n:,} {s.gpu.upper()} GPU{plural} training {s.model} ({rate:,.0f} samples/s each{kind})"
-
-
 # ------------------------------------------------------------------------------------------------- the figures
 
 
@@ -479,17 +448,6 @@ def gpus_range(samples_per_s: float, spread: Spread, rate_per_gpu: float, au_tar
     """GPUs fed at the low and the high end of a figure's spread: equal when the count does not depend on it."""
     return (gpus_for(spread.low(samples_per_s), rate_per_gpu, au_target),
             gpus_for(spread.high(samples_per_s), rate_per_gpu, au_target))
-
-
-def gpu_short(s: Settings) -> str:
-    return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
-
-
-def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
-    """'2 H200 on resnet50' or, for a rate given alone, '2 GPUs of 50 samples/s'."""
-    if s.gpu and s.rate_kind != "given":
-        return f"{count} {s.gpu.upper()} on {s.model}"
-    return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
 
 
 def steady_rate(run: Run) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iobench.answer.rules import loader_words
+from iobench.answer.words import loader_words
 from iobench.result import Result, Run, Verdict
 
 

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench.errors import UserError
-from iobench.sources.pack import LMDB_DATA, LMDB_SIZES, read_pack_marker
+from iobench.sources.pack_folder import read_pack_marker
+from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES
 
 if TYPE_CHECKING:
     import lmdb

@@ -25,7 +25,8 @@ from time import perf_counter_ns as _clock
 import numpy as np
 
 from iobench.errors import UserError, explain_oserror
-from iobench.sources.pack import TAR_INDEX, read_pack_marker, shard_name
+from iobench.sources.pack_folder import read_pack_marker
+from iobench.sources.pack_tar import TAR_INDEX, shard_name
 
 _open_lock = threading.Lock()  # serialises first opens of shards (module-level: reset in a forked child)
 

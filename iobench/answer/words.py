@@ -1,0 +1,49 @@
+"""The answer's words for what was measured: a run's readers ("4 DataLoader workers"), GPUs of the kind asked
+("2 H200 on resnet50"), and the limits by name; every report, the verdicts and the plan say them so."""
+
+from __future__ import annotations
+
+from iobench.result import Run, Settings, Verdict
+
+LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
+               "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
+
+
+def loader_words(run: Run) -> str:
+    """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
+    if run.reader == "threads":
+        return f"{run.concurrency} thread{'' if run.concurrency == 1 else 's'}"
+    return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
+
+
+def readers(run: Run) -> str:
+    """'4 DataLoader workers', '16 threads', '2 GPUs x 4 workers'."""
+    if run.gpus:
+        return f"{run.gpus} GPU{'' if run.gpus == 1 else 's'} x {run.workers} worker{'' if run.workers == 1 else 's'}"
+    return loader_words(run)
+
+
+def reader_unit(run: Run) -> str:
+    return "threads" if run.reader == "threads" else "DataLoader workers"
+
+
+def gpu_words(s: Settings | Verdict, n: int) -> str:
+    """'2 H200 GPUs training resnet50 (4,677 samples/s each, measured)', or for a given rate '2 GPUs consuming
+    100 samples/s each'."""
+    plural = "" if n == 1 else "s"
+    rate = s.rate_per_gpu or 0.0
+    if s.rate_kind == "given" or not s.gpu:
+        return f"{n:,} GPU{plural} consuming {rate:,.0f} samples/s each"
+    kind = f", {s.rate_kind}" if s.rate_kind else ""
+    return f"{n:,} {s.gpu.upper()} GPU{plural} training {s.model} ({rate:,.0f} samples/s each{kind})"
+
+
+def gpu_short(s: Settings) -> str:
+    return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
+
+
+def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
+    """'2 H200 on resnet50' or, for a rate given alone, '2 GPUs of 50 samples/s'."""
+    if s.gpu and s.rate_kind != "given":
+        return f"{count} {s.gpu.upper()} on {s.model}"
+    return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
