@@ -24,6 +24,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 import numpy as np
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed
 from iobench.answer.rules import too_few_files
@@ -153,8 +154,6 @@ def scan_dataset(dataset: Path, ui: UI) -> Manifest:
 def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
     """A live line for a scan, as gen's (rich, on stderr, gone when done): files found, folders listed, the rate.
     There is no total to show a bar against: the count is the progress."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[found]}"),
                   TimeElapsedColumn(), console=ui.err, disable=ui.quiet or not ui.err.is_terminal,
                   transient=True) as prog:

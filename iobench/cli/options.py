@@ -111,8 +111,8 @@ def measure_options(f: F) -> F:
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """`iobench run` (and `fio`, which has the first eleven) as typed: each field is the parameter of that name,
-    None where it was not given, comma lists parsed. tests/test_cli.py keeps the fields and `run`'s parameters
-    one set."""
+    None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the fields and `run`'s
+    parameters one set."""
 
     # where, what, how concurrent, which cache states, where to (measure_options)
     mount: Path | None

@@ -2,9 +2,9 @@
 its value (None: not given), never on where the value came from, so a switch that turns a phase off (`--no-fio`,
 `--no-metadata`) is never refused. The first row that applies ends the command in one line (exit 2).
 
-Each row's options are fields of RunOptions, named as `run`'s parameters (tests/test_cli.py fails on one that is
-not); the message says {opt} (the option, --scale-files for scale_files) and {why} (why the thread engine replays
-where that is not what was asked for). docs/errors.md lists each row's message (iobench.errors.catalogue)."""
+Each row's options are fields of RunOptions, named as `run`'s parameters (tests/test_cli_options.py fails on one
+that is not); the message says {opt} (the option, --scale-files for scale_files) and {why} (why the thread engine
+replays where that is not what was asked for). docs/errors.md lists each row's message (iobench.errors.catalogue)."""
 
 from __future__ import annotations
 
