@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from iobench.cli.options import RunOptions
+from iobench.cli.options import DEFAULT_FILES, RunOptions, shape_of
 from iobench.cli.refusals import REFUSALS, Case, flag, refuse
 from iobench.cli.run import fio_cmd, run
 from iobench.errors import UserError
@@ -72,3 +72,10 @@ def test_the_value_given_decides_even_when_it_is_the_default() -> None:
         refuse(_opts(prefetch_factor=2), threads)
     with pytest.raises(UserError, match="--mount shapes or places"):
         refuse(_opts(mount=".", dataset="."), LOCAL)
+
+
+def test_the_shape_asked_for_is_the_options_given() -> None:
+    shape = shape_of(None, None, None, 0)
+    assert shape.asked == {"seed"} and shape.spec.files == DEFAULT_FILES and shape.spec.seed == 0
+    with pytest.raises(UserError, match="--files must be >= 1"):  # 0 is a value given, not the default
+        shape_of(0, None, None, None)

@@ -65,7 +65,7 @@ def shape_of(files: int | None, size_dist: str | None, classes: int | None, seed
         if workload_named:  # the workload's file says its dataset's shape: asked for as much as an option is
             asked |= {"files", "size_dist"} | ({"classes"} if workload_shape.classes is not None else set())
         files, size_dist, classes = workload_shape.files, workload_shape.size_dist, workload_shape.classes
-    return Shape(spec(files or DEFAULT_FILES, size_dist, classes, seed), frozenset(asked))
+    return Shape(spec(DEFAULT_FILES if files is None else files, size_dist, classes, seed), frozenset(asked))
 
 
 def gen_options(size_dist: str) -> Callable[[F], F]:
