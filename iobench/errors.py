@@ -10,6 +10,12 @@ if TYPE_CHECKING:
     import ast
 
 
+# the exit codes iobench.cli.main maps errors to (besides 0, and 128 + the signal for an interrupted run)
+EXIT_NOT_FED = 1  # run --check: the GPUs asked about are not fed
+EXIT_USAGE = 2  # bad option values, options that do not apply
+EXIT_REFUSED = 3  # the environment refused: mount missing or not a folder, read-only, no space, permission denied
+
+
 class UserError(Exception):
     """Bad input the user must fix (a bad option value, options that do not apply); one line, exit code 2."""
 
@@ -17,6 +23,10 @@ class UserError(Exception):
 class EnvironmentRefused(UserError):
     """The environment refused what iobench must do there: the mount (or a path on it) is missing or not a folder,
     read-only, full, over quota, or permission was denied. One line, exit code 3."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) during a run; the result file holds what was measured. Exit code 128 + the signal."""
 
 
 # errno values that are the environment refusing, not a mistake on the command line
@@ -52,9 +62,10 @@ def explain_oserror(exc: OSError, doing: str) -> UserError:
 
 EXIT_CODES = {
     0: "done",
-    1: "done, but the GPUs asked about (--gpus N) are not fed (only with --check)",
-    2: "usage error: a bad option value, options that do not apply, bad input (UserError)",
-    3: "the environment refused: mount or path missing, read-only, full, over quota, permission (EnvironmentRefused)",
+    EXIT_NOT_FED: "done, but the GPUs asked about (--gpus N) are not fed (only with --check)",
+    EXIT_USAGE: "usage error: a bad option value, options that do not apply, bad input (UserError)",
+    EXIT_REFUSED: "the environment refused: mount or path missing, read-only, full, over quota, permission "
+                  "(EnvironmentRefused)",
     130: "interrupted by SIGINT (Ctrl-C): the result keeps what was measured (complete: false)",
     143: "interrupted by SIGTERM: likewise",
 }
@@ -88,6 +99,9 @@ def catalogue() -> list[tuple[int, str, str]]:
                 if name in codes:
                     text = _template(call.args[0]) if call.args else f"({name}: see its class in the module)"
                     out.append((codes[name], text, str(path.relative_to(root.parent))))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Refusal"
+                  and len(node.args) == 3):  # a row of the command line's refusals (iobench/cli/refusals.py)
+                out.append((2, _template(node.args[2]), str(path.relative_to(root.parent))))
     return sorted(set(out))
 
 

@@ -198,13 +198,13 @@ def test_a_damaged_cache_is_scanned_again(tmp_path):
 
 
 def test_the_cli_says_which_happened_on_stderr_only(tmp_path, capsys):
-    from iobench.cli import _scan
+    from iobench.session import scan_dataset
     from iobench.ui import UI
 
     root = imagefolder(tmp_path / "tree", classes=2, per_class=3)
     ui = UI(stdout_free=True)
-    assert len(_scan(root, ui)) == 6
-    assert len(_scan(root, ui)) == 6
+    assert len(scan_dataset(root, ui)) == 6
+    assert len(scan_dataset(root, ui)) == 6
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == "" and len(lines) == 2

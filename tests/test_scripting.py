@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench.cli import SCHEMA_FILE, result_schema
+from iobench.cli.commands import SCHEMA_FILE, result_schema
 from iobench.result import Result
 
 FILES = 10_000  # 8 kB each: a cold epoch with one thread lasts long enough (>= 0.5 s) to count as valid

@@ -105,7 +105,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     from iobench import sources
     from iobench.distributed.launch import COMPLETE, RESULT, note
     from iobench.engines.dataloader import DataLoaderEngine
-    from iobench.phases.pipeline import Interrupted, finish
+    from iobench.errors import Interrupted
+    from iobench.phases.pipeline import finish
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is

@@ -30,7 +30,7 @@ from iobench.answer.rules import (
 )
 from iobench.dataset import Manifest
 from iobench.engines import Engine
-from iobench.errors import explain_oserror
+from iobench.errors import Interrupted, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
@@ -45,10 +45,6 @@ from iobench.ui import UI
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
 FIO_COLD_REPEATS = 2  # cold fio runs per point; the fastest is kept
 FIO_WARM_S = 1.0  # warm fio loops over its files for about this long
-
-
-class Interrupted(Exception):
-    """Ctrl-C during a run; the result file holds what was measured."""
 
 
 def now_iso() -> str:

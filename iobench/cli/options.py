@@ -1,0 +1,183 @@
+"""The options `run`, `fio`, `gen` and `pack` share, the parsing of their values, and `RunOptions`: `run` and `fio`
+as one typed value, built from click's parameters in one function.
+
+A value an option was not given is None in RunOptions (its default, or the workload's, is taken where the value is
+used), so that whether an option applies is judged on its value alone (iobench.cli.refusals): the defaults are
+said in the help texts."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from iobench.dataset import GenSpec, default_classes
+from iobench.dataset.sizes import parse_dist
+from iobench.errors import UserError
+from iobench.record.order import ORDERS
+from iobench.session import Shape
+
+DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
+SOURCES = ("files", "lmdb", "tar")
+CACHES = ("cold", "warm")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
+    """A comma list of counts (`--threads 1,4,16`), each >= minimum."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise UserError(f"{what}: expected numbers like 1,4,16, got {text!r}") from None
+    if not values or min(values) < minimum:
+        raise UserError(f"{what}: values must be >= {minimum}, got {text!r}")
+    return values
+
+
+def choices(text: str, allowed: tuple[str, ...], what: str, both: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma list of names out of `allowed`; "both" stands for `both`."""
+    values = both if text == "both" else tuple(v.strip() for v in text.split(","))
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or both)")
+    return values
+
+
+def spec(files: int, size_dist: str | None, classes: int | None, seed: int | None) -> GenSpec:
+    """The dataset's full shape from the shape options (None: imagenet sizes, ~1,281 files per folder, seed 0)."""
+    if files < 1:
+        raise UserError("--files must be >= 1")
+    return GenSpec(files, parse_dist(size_dist or "imagenet"), classes or default_classes(files),
+                   0 if seed is None else seed)
+
+
+def shape_of(files: int | None, size_dist: str | None, classes: int | None, seed: int | None, *,
+             workload_shape: Any = None, workload_named: bool = False) -> Shape:
+    """The Shape from the shape options (those given are asked for) and, for `run`, its workload's dataset."""
+    asked = {key for key, value in (("files", files), ("size_dist", size_dist), ("classes", classes),
+                                    ("seed", seed)) if value is not None}
+    if workload_shape is not None:
+        if workload_named:  # the workload's file says its dataset's shape: asked for as much as an option is
+            asked |= {"files", "size_dist"} | ({"classes"} if workload_shape.classes is not None else set())
+        files, size_dist, classes = workload_shape.files, workload_shape.size_dist, workload_shape.classes
+    return Shape(spec(DEFAULT_FILES if files is None else files, size_dist, classes, seed), frozenset(asked))
+
+
+def gen_options(size_dist: str) -> Callable[[F], F]:
+    """--seed, --classes, --size-dist; `size_dist` says its default in the help (taken when it is None)."""
+    def add(f: F) -> F:
+        f = click.option("--seed", type=click.IntRange(min=0), default=None,
+                         help="Seed of sizes, content and shuffles (>= 0).  [default: 0]")(f)
+        f = click.option("--classes", type=int, default=None,
+                         help="Class folders (default: ~1,281 files per folder, as ImageNet).")(f)
+        return click.option("--size-dist", default=None,
+                            help=f"imagenet | fixed:110KiB | uniform:4KiB-256KiB{size_dist}")(f)
+    return add
+
+
+def measure_options(f: F) -> F:
+    """Options shared by `run` and `fio`: where, what, how concurrent, which cache states, where to."""
+    for opt in reversed([
+        click.option("--mount", type=Path, default=None,
+                     help="File system to measure; the dataset lives under MOUNT/iobench-data/.  [default: .]"),
+        click.option("--dataset", type=Path, default=None,
+                     help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
+        click.option("--files", type=int, default=None,
+                     help=f"Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape (the "
+                          f"dataset of that shape is used, or made) [default: the workload's; {DEFAULT_FILES:,} for "
+                          "the default]."),
+        gen_options(" [default: the workload's]"),
+        click.option("--threads", default=None,
+                     help="Reader threads (fio jobs); a comma list is a sweep [default: the workload's; fio: "
+                          "1,4,16,64]."),
+        click.option("--cache", default="both", show_default=True, help="cold | warm | both"),
+        click.option("--json", "json_path", default=None,
+                     help="Also write the result JSON here; - writes it to stdout, alone (every other line goes to "
+                          "stderr)."),
+        click.option("--out", type=Path, default=None,
+                     help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/]."),
+        click.option("--quiet", is_flag=True,
+                     help="Print only the verdict line (nothing at all with --json -); errors still go to stderr."),
+    ]):
+        f = opt(f)
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """`iobench run` (and `fio`, which has the first eleven) as typed: each field is the parameter of that name,
+    None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the fields and `run`'s
+    parameters one set."""
+
+    # where, what, how concurrent, which cache states, where to (measure_options)
+    mount: Path | None
+    dataset: Path | None
+    files: int | None
+    size_dist: str | None
+    classes: int | None
+    seed: int | None
+    threads: tuple[int, ...] | None
+    cache: tuple[str, ...]
+    json_path: str | None
+    out: Path | None
+    quiet: bool
+    # `run` alone
+    workload: str | None = None
+    order: tuple[str, ...] | None = None
+    source: tuple[str, ...] = ("files",)
+    epochs: int | None = None
+    repeat: int = 1
+    fio: bool | None = None
+    metadata: bool | None = None
+    scale_files: int | None = None
+    engine: str | None = None
+    workers: tuple[int, ...] | None = None
+    batch_size: int | None = None
+    prefetch_factor: int | None = None
+    decode: bool | None = None
+    model: str | None = None
+    gpu: str | None = None
+    rate: float | None = None
+    rate_kind: str | None = None
+    gpus: int | None = None
+    au_target: float | None = None
+    consumer: str = "sleep"
+    mitigations: bool = False
+    check: bool = False
+    io_timeout: float = 60.0
+    ranks: int | None = None
+    timeout: float | None = None
+
+    @property
+    def where(self) -> Path:
+        """The mount: the one given, else the current folder."""
+        return Path(".") if self.mount is None else self.mount
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RunOptions:
+        """The typed value of click's parameters (a name that is no field fails), each value checked: a bad one
+        is a one-line error before anything else is done."""
+        v = dict(params)
+        repeat = v.get("repeat", 1)
+        if repeat < 1:
+            raise UserError(f"--repeat must be >= 1, got {repeat}")
+        io_timeout = v.get("io_timeout", 60.0)
+        if not io_timeout > 0 or math.isinf(io_timeout):
+            raise UserError(f"--io-timeout must be a number of seconds > 0, got {io_timeout:g}")
+        if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
+            raise UserError("--prefetch-factor and --gpus must be >= 1")
+        if v.get("workers") is not None:
+            v["workers"] = int_list(v["workers"], "--workers", minimum=0)
+        if v.get("threads") is not None:
+            v["threads"] = int_list(v["threads"], "--threads")
+        if "source" in v:
+            v["source"] = choices(v["source"], SOURCES, "--source", SOURCES)
+        if v.get("order") is not None:
+            v["order"] = choices(v["order"], ORDERS, "--order", ORDERS)
+        v["cache"] = choices(v["cache"], CACHES, "--cache", CACHES)
+        return cls(**v)

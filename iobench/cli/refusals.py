@@ -1,0 +1,95 @@
+"""Every option `iobench run` is given is honoured or refused: this table says when one does not apply, judged on
+its value (None: not given), never on where the value came from, so a switch that turns a phase off (`--no-fio`,
+`--no-metadata`) is never refused. The first row that applies ends the command in one line (exit 2).
+
+Each row's options are fields of RunOptions, named as `run`'s parameters (tests/test_cli_options.py fails on one
+that is not); the message says {opt} (the option, --scale-files for scale_files) and {why} (why the thread engine
+replays where that is not what was asked for). docs/errors.md lists each row's message (iobench.errors.catalogue)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from iobench.cli.options import RunOptions
+from iobench.errors import UserError
+
+
+@dataclass(frozen=True)
+class Case:
+    """What a value is judged against besides the other values: the engine that replays (the workload's, or the
+    thread engine standing in for a missing PyTorch: `fallback`), whether the run is distributed (--ranks, or
+    under torchrun), the read orders (given, else the workload's)."""
+
+    engine: str
+    fallback: bool
+    distributed: bool
+    orders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    options: tuple[str, ...]  # each judged alone, in this order
+    refused: Callable[[Any, RunOptions, Case], bool]  # (the option's value, every value, the case)
+    message: str
+
+    def error(self, opt: str, why: str) -> UserError:
+        return UserError(self.message.format(opt=opt, why=why))
+
+
+def _asks(value: Any) -> bool:
+    """The value asks for something: the option was given, and not as a switch turned off."""
+    return value is not None and value is not False
+
+
+REFUSALS = (
+    Refusal(("timeout",), lambda v, o, c: v is not None and not c.distributed,
+            "--timeout applies to a distributed run (--ranks P, or under torchrun); a stalled storage is "
+            "--io-timeout"),
+    Refusal(("check",), lambda v, o, c: v and o.gpus is None and not c.distributed,
+            "--check needs --gpus N: it exits 1 when N GPUs are not fed"),
+    Refusal(("threads",), lambda v, o, c: v is not None and c.engine == "dataloader",
+            "--threads sets the thread engine's readers; the DataLoader engine takes --workers "
+            "(or give --engine threads)"),
+    Refusal(("workers", "batch_size", "prefetch_factor"), lambda v, o, c: v is not None and c.engine == "threads",
+            "{opt} applies to the DataLoader engine; the thread engine takes --threads{why}"),
+    Refusal(("mount", "files", "size_dist", "classes"), lambda v, o, c: v is not None and o.dataset is not None,
+            "{opt} shapes or places a generated dataset; --dataset reads an existing one: give one or the other"),
+    Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,
+            "--scale-files projects the metadata phase's listing; it does not apply with --no-metadata"),
+    Refusal(("rate",), lambda v, o, c: v is not None and o.consumer == "cuda",
+            "--consumer cuda trains the real model on a local GPU, whose rate is measured: --rate does not apply"),
+    Refusal(("mitigations",), lambda v, o, c: v and "cold" not in o.cache,
+            "--mitigations are measured cold: they do not apply with --cache warm"),
+    # a distributed run is the training job itself: shuffled epochs through a DataLoader per rank, at one worker
+    # count, with a GPU consumer; options for the phases it does not run do not apply
+    Refusal(("engine",), lambda v, o, c: c.distributed and c.engine != "dataloader",
+            "a distributed run reads through a DataLoader per rank, as training does: it needs PyTorch and does not "
+            "take --engine threads"),
+    Refusal(("threads", "fio", "metadata", "mitigations", "gpus", "scale_files"),
+            lambda v, o, c: c.distributed and _asks(v),
+            "{opt} does not apply to a distributed run (its GPUs are its ranks; it measures the job's epochs only): "
+            "run it without --ranks or torchrun"),
+    Refusal(("repeat",), lambda v, o, c: c.distributed and v != 1,
+            "--repeat does not apply to a distributed run: give --epochs N"),
+    Refusal(("source", "order"), lambda v, o, c: c.distributed and (o.source, c.orders) != (("files",), ("shuffled",)),
+            "a distributed run reads the files in a fresh shuffle each epoch: --source and --order other than files "
+            "and shuffled do not apply"),
+    Refusal(("workers",), lambda v, o, c: c.distributed and v is not None and len(v) > 1,
+            "a distributed run reads at one --workers count per rank: give one value"),
+)
+
+
+def flag(option: str) -> str:
+    """The option as typed: scale_files is --scale-files."""
+    return "--" + option.replace("_", "-")
+
+
+def refuse(opts: RunOptions, case: Case) -> None:
+    """The first row of REFUSALS that applies to a value given, as one line (UserError)."""
+    why = " (PyTorch is not installed, so the thread engine replays)" if case.fallback else ""
+    for row in REFUSALS:
+        for option in row.options:
+            if row.refused(getattr(opts, option), opts, case):
+                raise row.error(flag(option), why)

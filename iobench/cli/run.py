@@ -1,0 +1,193 @@
+"""`iobench run` and `iobench fio`: their options turned into one RunOptions, refused where they do not apply
+(iobench.cli.refusals), then into the Settings a measured run (iobench.session) takes. A distributed run (--ranks
+P, or a rank under torchrun) goes through here too: the launcher starts P ranks on this same command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import sys
+from typing import Any
+
+import click
+
+from iobench.cli.options import RunOptions, measure_options, shape_of
+from iobench.cli.refusals import Case, refuse
+from iobench.distributed import launch, workers_per_rank, world
+from iobench.errors import EXIT_NOT_FED, UserError
+from iobench.host.mounts import usable_cpus
+from iobench.output import STDOUT
+from iobench.result import Result, Settings
+from iobench.session import check_outputs, measure, measure_rank, require_fio
+from iobench.ui import UI
+from iobench.workload import DEFAULT, Workload, load
+
+DEFAULT_RANK_TIMEOUT_S = 300.0
+PREFETCH_FACTOR = 2  # DataLoader batches each worker keeps ready, where --prefetch-factor is not given
+SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset, where --scale-files is not given
+FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not given
+
+
+@click.command()
+@measure_options
+@click.option("--workload", default=None,
+              help="Named workload or a .toml file: dataset shape, read pattern, GPU consumer "
+                   "[default: imagenet-resnet50]; options given here override it. See `iobench workloads`.")
+@click.option("--order", default=None, help="sequential | shuffled | both [default: the workload's]")
+@click.option("--source", default="files", show_default=True,
+              help="files | lmdb | tar, or a list: the same sweep on each layout (packed beside the dataset once).")
+@click.option("--epochs", type=int, default=None,
+              help="Epochs per (order, concurrency, cache state) and per training run; with several, each figure is "
+                   "the mean of the epochs after the first (steady state), never the best.")
+@click.option("--repeat", type=int, default=1, show_default=True,
+              help="Measure the replay sweep N times: each figure is the mean over them, with its standard deviation "
+                   "and spread (over 5% is flagged unstable).")
+@click.option("--fio/--no-fio", default=None,
+              help="Raw fio baseline on the same files (when fio is installed).  [default: fio]")
+@click.option("--metadata/--no-metadata", default=None, help="Metadata phase: list, stat, open+close.  "
+                                                               "[default: metadata]")
+@click.option("--scale-files", type=int, default=None,
+              help=f"Dataset size for start-up projections (ImageNet-1k train).  [default: {SCALE_FILES}]")
+@click.option("--engine", type=click.Choice(["threads", "dataloader"]), default=None,
+              help="Thread pool, or a torch DataLoader with worker processes [default: the workload's; "
+                   "threads when torch is not installed].")
+@click.option("--workers", default=None,
+              help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.")
+@click.option("--batch-size", type=int, default=None, help="DataLoader batch size (per GPU).")
+@click.option("--prefetch-factor", type=int, default=None,
+              help=f"DataLoader batches each worker keeps ready.  [default: {PREFETCH_FACTOR}]")
+@click.option("--decode/--no-decode", default=None, help="Also decode + RandomResizedCrop + flip each sample (CPU).")
+@click.option("--model", default=None, help="Model the GPUs train (see `iobench gpus`).")
+@click.option("--gpu", default=None, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
+@click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
+@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+              help="Kind of table rate (see `iobench gpus`) [default: the workload's, else the first kind the GPU and "
+                   "model have: measured, published, mlperf-storage]; not with --rate.")
+@click.option("--gpus", type=int, default=None,
+              help="GPUs to ask about: does the storage feed them (and did this client)? Answered first, Yes, No or "
+                   "Borderline, with a training run at exactly N.")
+@click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
+@click.option("--consumer", type=click.Choice(["sleep", "cuda"]), default="sleep", show_default=True,
+              help="How a GPU is stood for: a sleep of batch / rate, or a real training step on a local GPU.")
+@click.option("--mitigations", is_flag=True,
+              help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
+                   "beside it once).")
+@click.option("--check", is_flag=True,
+              help="Exit 1 (after a complete run) unless the storage feeds the GPUs asked about with --gpus N (its "
+                   "figure covers their demand; without a cold run, this client's training run at N); 0 when it does.")
+@click.option("--io-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds without a finished read after which the storage counts as stalled: the run ends there "
+                   "(exit 3), the epoch kept with complete false, readers stuck in IO left behind.")
+@click.option("--ranks", type=click.IntRange(min=1), default=None,
+              help="Launch this many ranks on this host (torchrun's launcher, gloo): one distributed run, each rank a "
+                   "GPU with its own DataLoader, a per-step allreduce. Across nodes: torchrun (docs/distributed.md).")
+@click.option("--timeout", type=float, default=None,
+              help="Distributed runs: seconds after which a rank that stopped answering ends the run (exit 3, what "
+                   f"was gathered kept) [default: {DEFAULT_RANK_TIMEOUT_S:.0f}].")
+def run(**params: Any) -> None:
+    """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
+    o = RunOptions.from_params(params)
+    ui = UI(o.quiet, stdout_free=o.json_path == STDOUT)
+    w = world()
+    many = w is not None or o.ranks is not None
+    if o.ranks is not None and w is not None and not os.environ.get("IOBENCH_RANKS"):
+        raise UserError("--ranks launches ranks itself; under torchrun the ranks are its --nnodes x --nproc-per-node")
+    wl = load(o.workload or DEFAULT).merged(
+        files=o.files, size_dist=o.size_dist, classes=o.classes, engine=o.engine, batch_size=o.batch_size,
+        decode=o.decode, epochs=o.epochs, model=o.model, gpu=o.gpu, rate=o.rate, kind=o.rate_kind,
+        au_target=o.au_target, workers=o.workers, threads=o.threads)
+    p = wl.pattern
+    engine = p.engine
+    notes: list[str] = []
+    if engine == "dataloader" and importlib.util.find_spec("torch") is None:
+        if o.engine == "dataloader":
+            raise UserError("--engine dataloader needs PyTorch: pip install torch (a CPU build is enough)")
+        notes.append("PyTorch is not installed: replayed with the thread engine, and GPUs fed is predicted, not "
+                     "confirmed (pip install torch for DataLoader workers and training runs)")
+        engine = "threads"
+    if p.decode and engine != "dataloader":
+        raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
+    orders = o.order or (p.order,)
+    refuse(o, Case(engine, fallback=bool(notes), distributed=many, orders=orders))
+    timeout_s = DEFAULT_RANK_TIMEOUT_S if o.timeout is None else o.timeout
+    if not timeout_s > 0 or math.isinf(timeout_s):
+        raise UserError(f"--timeout must be a number of seconds > 0, got {timeout_s:g}")
+    if o.consumer == "cuda":
+        _check_cuda(engine)
+    settings = _settings(o, wl, engine, orders)
+    if many:
+        local_ranks = o.ranks
+        if not local_ranks:
+            assert w is not None  # many: --ranks, or else under torchrun
+            local_ranks = w.local_world_size
+        settings = _distributed(o, settings, local_ranks)
+    if o.ranks is not None and w is None:  # the launcher: the ranks run this same command line
+        check_outputs(o.json_path, o.out)  # before P ranks start, not after (rank 0 checks them again)
+        raise click.exceptions.Exit(launch(o.ranks, sys.argv[1:], timeout_s))
+    shape = shape_of(o.files, o.size_dist, o.classes, o.seed, workload_shape=wl.dataset,
+                     workload_named=o.workload is not None)
+    result: Result | None
+    if w is None:
+        result = measure(settings, o.where, o.dataset, shape, o.json_path, o.out, ui, notes)
+    else:
+        result = measure_rank(w, timeout_s, settings, o.where, o.dataset, shape, o.json_path, o.out, ui, notes)
+        if result is None:
+            return
+    assert result.verdict is not None
+    if o.check and result.verdict.asked_fed is not True:  # not fed, or no valid run could say
+        raise click.exceptions.Exit(EXIT_NOT_FED)
+
+
+def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...]) -> Settings:
+    """What the run measures: the options given, else the workload's, else the defaults."""
+    p = wl.pattern
+    per_gpu, rate_source, rate_kind = wl.rate()
+    rate_only = o.rate is not None and o.model is None and o.gpu is None
+    return Settings(
+        sources=list(o.source), orders=list(orders),
+        concurrency=list(p.workers if engine == "dataloader" else p.threads), cache=list(o.cache),
+        epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed, fio=o.fio is not False,
+        metadata=o.metadata is not False, scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
+        engine=engine, batch_size=p.batch_size,
+        prefetch_factor=PREFETCH_FACTOR if o.prefetch_factor is None else o.prefetch_factor, decode=p.decode,
+        workload=wl.path or wl.name,
+        # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
+        model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
+        rate_per_gpu=per_gpu, rate_source=rate_source, rate_kind=rate_kind, au_target=wl.consumer.au_target,
+        gpus=o.gpus, consumer=o.consumer, mitigations=o.mitigations, io_timeout_s=o.io_timeout)
+
+
+def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Settings:
+    """A distributed run is the training job itself (the options that do not apply are refused already):
+    shuffled epochs through a DataLoader per rank, at one worker count, with a GPU consumer."""
+    if settings.rate_per_gpu is None:
+        raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
+    workers = (settings.concurrency[0] if o.workers is not None
+               else workers_per_rank(settings, local_ranks, usable_cpus()))
+    return settings.model_copy(update={"concurrency": [workers], "metadata": False, "fio": False, "mitigations": False,
+                                       "repeat": 1})
+
+
+def _check_cuda(engine: str) -> None:
+    """--consumer cuda needs the DataLoader engine, torch with CUDA, a GPU and torchvision: say which is missing."""
+    if engine != "dataloader":
+        raise UserError("--consumer cuda needs --engine dataloader (and PyTorch)")
+    if importlib.util.find_spec("torchvision") is None:
+        raise UserError("--consumer cuda needs torchvision for the model: pip install torchvision")
+    import torch  # deferred on purpose: only --consumer cuda needs it, and it takes seconds to load
+
+    if not torch.cuda.is_available():
+        raise UserError("--consumer cuda: no CUDA GPU here (the default --consumer sleep emulates one)")
+
+
+@click.command("fio")
+@measure_options
+def fio_cmd(**params: Any) -> None:
+    """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
+    require_fio()
+    o = RunOptions.from_params(params)
+    settings = Settings(orders=[], concurrency=list(o.threads or FIO_THREADS), cache=list(o.cache), epochs=1,
+                        seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True)
+    measure(settings, o.where, o.dataset, shape_of(o.files, o.size_dist, o.classes, o.seed), o.json_path, o.out,
+            UI(o.quiet, stdout_free=o.json_path == STDOUT))

@@ -1,0 +1,333 @@
+"""One measured run, as `iobench run` and `iobench fio` ask for it (no click here: iobench.cli turns the command
+line into the Settings and the dataset's Shape this takes):
+
+1. where the outcome goes is checked (the JSON, the result folder), the storage probed in a watched child (bounded:
+   a mount that stopped answering is exit 3, not a hang), device settings a killed run left changed put back;
+2. the dataset picked by its shape (or the one named, scanned), refused when too small to count, locked
+   (iobench.store.lock: one process per dataset), made when missing;
+3. the result folder claimed (NAME, NAME-2, ...), the Result's header (host, mount, dataset, settings, warnings);
+4. the phases (iobench.phases.pipeline.execute; a distributed run's rank 0: iobench.distributed), the result saved
+   after each record;
+5. the reports and the JSON written, also for an interrupted or stalled run (complete: false).
+
+Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack beside it), which shares steps 1-2."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from pathlib import Path
+
+import numpy as np
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from iobench import distributed, store
+from iobench.answer.rules import too_few_files
+from iobench.dataset import (
+    GenSpec,
+    Manifest,
+    fmt_bytes,
+    generate,
+    read_marker,
+    spec_of,
+)
+from iobench.dataset import scan as scan_tree
+from iobench.dataset.imagefolder import SCAN_THREADS
+from iobench.distributed import Job, RankLost, World
+from iobench.errors import EnvironmentRefused, Interrupted, UserError
+from iobench.host.bounded import in_child
+from iobench.host.mounts import host_info
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
+from iobench.output import STDOUT, check_json_target, check_out_target, stdout_to_stderr, write_json
+from iobench.phases.fio import FioMissing, fio_version
+from iobench.phases.mitigations import restore_left_settings
+from iobench.phases.pipeline import execute, now_iso
+from iobench.report import write_reports
+from iobench.result import Dataset, Host, Mount, Result, Settings
+from iobench.sources import pack as packing
+from iobench.store import lock
+from iobench.ui import UI
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The dataset a command asks for under --mount: `spec` in full (the options given, else the workload's) and
+    `asked`, the parts of it the user chose (typed, or set by a --workload they named)."""
+
+    spec: GenSpec
+    asked: frozenset[str]  # keys of GenSpec.as_dict(): files, size_dist, classes, seed
+
+    def matches(self, params: dict) -> bool:
+        want = self.spec.as_dict()
+        return all(params.get(k) == want[k] for k in self.asked)
+
+
+def probe(path: Path, timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
+    """Ask the storage something it must answer itself (statvfs, stat, a listing) in a watched child, before any
+    work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang."""
+    def ask(beat: np.ndarray) -> None:
+        with contextlib.suppress(OSError):  # a missing or unreadable path is said later, in words of its own
+            os.statvfs(path)
+            beat[0] += 1
+            os.stat(path)
+            beat[0] += 1
+            with os.scandir(path) as entries:
+                next(entries, None)
+        beat[0] += 1
+
+    in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
+
+
+def require_fio() -> None:
+    """`iobench fio` measures with the fio binary: refused before anything else when it is not installed."""
+    if fio_version() is None:
+        raise FioMissing()
+
+
+def make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
+    """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar)."""
+    where = store.open(mount)
+    where.check(writable=False)
+    ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
+    with ui.gen_progress(spec.files) as progress:
+        rep = generate(where, spec, threads=threads, progress=progress)
+    if rep.reused:
+        ui.info(f"reusing the existing dataset {rep.manifest.root}")
+    else:
+        rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
+        ui.info(f"wrote {rep.written:,} files, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
+                f"({rate:,.0f} MB/s, synced) to {rep.manifest.root}")
+    return rep.manifest
+
+
+def pick(mount: Path, shape: Shape, ui: UI) -> GenSpec:
+    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone: the
+    one of the full shape asked for; else the only one there that matches every part the user chose; else the full
+    shape, made. Several that match what was chosen (none of them the full shape) is a one-line error naming them."""
+    where = store.open(mount)
+    where.check(writable=False)
+    full = shape.spec
+    found = [(name, where.marker(name)) for name in where.names()]
+    if any(name == full.name for name, _ in found):
+        return full
+    fits = [(name, m) for name, m in found if m and shape.matches(m["params"])]
+    if len(fits) > 1:
+        names = "; ".join(f"{name} ({_shape_words(m['params'])})" for name, m in fits[:4])
+        raise UserError(f"several datasets under {where.root()} match the shape asked for: {names}"
+                        f"{' and more' if len(fits) > 4 else ''}: pick one with --files, --size-dist, --classes and "
+                        "--seed, or name it with --dataset PATH")
+    if fits:
+        name, marker = fits[0]
+        assert marker is not None
+        ui.info(f"using the dataset iobench made earlier: {where.location(name)} ({_shape_words(marker['params'])})")
+        return spec_of(marker)
+    if found:
+        ui.info(f"no dataset of the shape asked for under {where.root()} yet (other shapes there: "
+                f"{', '.join(name for name, _ in found[:4])}{' and more' if len(found) > 4 else ''}): making it")
+    return full
+
+
+def _shape_words(params: dict) -> str:
+    return (f"--files {params['files']} --size-dist {params['size_dist']} --classes {params['classes']} "
+            f"--seed {params['seed']}")
+
+
+def scan_dataset(dataset: Path, ui: UI) -> Manifest:
+    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount.
+    A tree iobench did not make is listed with a live line on stderr (files and folders so far) and its listing
+    cached outside it (~/.cache/iobench/scans/: the next run stats its folders only)."""
+    if not dataset.exists():
+        raise EnvironmentRefused(f"dataset {dataset} does not exist")
+    if not dataset.is_dir():
+        raise EnvironmentRefused(f"dataset {dataset} is not a directory")
+    with _scan_progress(ui) as progress:
+        return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info)
+
+
+@contextmanager
+def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
+    """A live line for a scan, as gen's (rich, on stderr, gone when done): files found, folders listed, the rate.
+    There is no total to show a bar against: the count is the progress."""
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[found]}"),
+                  TimeElapsedColumn(), console=ui.err, disable=ui.quiet or not ui.err.is_terminal,
+                  transient=True) as prog:
+        task = prog.add_task("scan", total=None, found="")
+        t0 = time.perf_counter()
+
+        def update(files: int, folders: int) -> None:
+            rate = files / max(time.perf_counter() - t0, 1e-9)
+            prog.update(task, found=f"{files:,} images in {folders:,} folders ({rate:,.0f} files/s)")
+
+        yield update
+
+
+def pack(mount: Path, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
+         ui: UI) -> None:
+    """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed beside it in each
+    format, under its lock (not while a run reads it)."""
+    probe(dataset if dataset is not None else mount)
+    spec = pick(mount, shape, ui) if dataset is None else None
+    where = store.open(dataset if dataset is not None else mount)
+    folder = store.dataset_location(where, dataset, spec.name if spec else None)
+    with where.lock(folder) if folder is not None else nullcontext():
+        if dataset is not None:
+            manifest = scan_dataset(dataset, ui)
+        else:
+            assert spec is not None
+            manifest = make(mount, spec, ui)
+        for fmt in formats:
+            with ui.gen_progress(len(manifest)) as progress:
+                rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                       packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
+            how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
+            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} on disk, {how})",
+                         highlight=False)
+
+
+def check_outputs(json_path: str | None, out: Path | None) -> None:
+    """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (one that
+    already holds a result is refused)."""
+    check_json_target(json_path)
+    check_out_target(out or Path("reports"), "--out" if out else "the result folder")
+    if out is not None:
+        lock.refuse_used_out(out)
+
+
+def _refuse_too_few(settings: Settings, files: int, job: Job | None) -> None:
+    """Known before anything is measured: a dataset too small for a run to count is refused, not measured as
+    invalid runs (verdict.too_few_files says the rule and the --files that meets it)."""
+    why = too_few_files(settings, files, job.w.world_size if job is not None else None)
+    if why:
+        raise UserError(why)
+
+
+def _label(fstype: str, path: str) -> str:
+    name = Path(path).name or "root"
+    return f"{fstype.replace('.', '-')}-{name}"
+
+
+def measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape, json_path: str | None,
+            out: Path | None, ui: UI, notes: list[str] | None = None, job: Job | None = None) -> Result:
+    """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
+    also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
+
+    One process per dataset (iobench.store.lock: another one running on it is refused, exit 3, naming it); each run gets
+    a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that holds a result is refused.
+    A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
+    check_outputs(json_path, out)
+    probe(dataset if dataset is not None else mount, settings.io_timeout_s)
+    for line in restore_left_settings():
+        ui.warn(line)
+    spec = pick(mount, shape, ui) if dataset is None else None
+    if spec is not None:  # the dataset's size is known: a run too small to count is refused before it is made
+        _refuse_too_few(settings, spec.files, job)
+    where = store.open(dataset if dataset is not None else mount)
+    folder = store.dataset_location(where, dataset, spec.name if spec else None)
+    with where.lock(folder) if folder is not None else nullcontext():
+        made: list[Path] = []
+        if out is None:
+            reports = Path("reports")
+            if not reports.exists():
+                made.append(reports)
+            label = _label(*where.place(folder or dataset or mount))
+            out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}")
+            made.insert(0, out)
+        try:
+            with stdout_to_stderr(json_path == STDOUT):
+                result, stopped = _measure_here(settings, mount, dataset, spec, out, ui, notes, job)
+            if stopped is not None:
+                # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
+                if json_path is not None:
+                    write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
+                raise stopped
+        except BaseException:
+            for p in made:  # nothing was measured: no empty result folder is left behind
+                with suppress(OSError):
+                    p.rmdir()
+            raise
+    if json_path is not None:
+        write_json(result.model_dump_json(indent=1, by_alias=True), json_path)
+    return result
+
+
+def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Path, dataset: Path | None, shape: Shape,
+                 json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
+    """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
+    the job's epochs; the others follow it (None). A rank that fails tells the others why before it leaves."""
+    job = distributed.Job(w, timeout_s)
+    try:
+        if w.rank == 0:
+            return measure(settings, mount, dataset, shape, json_path, out, ui, notes, job=job)
+        distributed.follow(job, UI(quiet=True))
+        return None
+    except BaseException as exc:
+        job.fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    finally:
+        job.close()
+
+
+def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: GenSpec | None, out: Path | None,
+                  ui: UI, notes: list[str] | None, job: Job | None = None) -> tuple[Result, Exception | None]:
+    """Pick or make the dataset, describe where it lives, run the settings' phases, print the outcome.
+    `notes` are caveats the command found before measuring; they go into the result's warnings.
+    Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
+    JSON is out."""
+    if dataset is not None:
+        manifest, made, params = scan_dataset(dataset, ui), False, None
+        marker = read_marker(manifest.root)
+        if marker:
+            made, params = True, marker.get("params")
+        ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
+    else:
+        assert spec is not None
+        manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
+
+    _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
+    mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
+    host = host_info()
+    fits = manifest.total_bytes < host["ram_bytes"]
+    result = Result(
+        created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host), mount=mount_info,
+        dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
+                        mean_bytes=round(float(manifest.sizes.mean()), 1),
+                        median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
+                        fits_in_ram=fits),
+        settings=settings, remote=mount_info.family != "local", warnings=list(notes or []),
+    )
+    if fits:
+        result.warnings.append(
+            f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
+            f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
+            "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
+    if result.remote:
+        result.warnings.append(
+            f"{mount_info.fstype} is a network/FUSE file system: cold runs evict this client's cache only; "
+            "the server's cache may still hold the data.")
+    for w in result.warnings:
+        ui.warn(w)
+    if os.geteuid() != 0:
+        ui.info("not root: cold runs evict with posix_fadvise(DONTNEED) per file")
+
+    label = _label(mount_info.fstype, mount_info.path)
+    result_path = (out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}") / "result.json"
+    try:
+        if job is None:
+            execute(manifest, settings, result, result_path, ui)
+        else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
+            distributed.lead(job, manifest, settings, result, ui)
+            distributed.execute(job, manifest, settings, ui, result, result_path)
+    except (Interrupted, StorageStalled, RankLost) as exc:
+        write_reports(result, result_path.parent)  # opens with an "unfinished" banner
+        return result, exc
+    ui.summary(result)
+    written = write_reports(result, result_path.parent)
+    ui.say(f"result: {result_path}\nreport: {written[0]}")
+    assert result.verdict is not None
+    ui.verdict(result.verdict)
+    return result, None
