@@ -7,7 +7,7 @@ The cut is torch's own: a map-style dataset backed by the Source (what a sample 
 that hands out the epoch's order (in which order), the DataLoader with N worker processes (how
 concurrently). What crosses from a worker to the main process is one batch, never one object per sample:
 ONE uint8 tensor in shared memory holding a header, `meta`, int64 (6, k): position in the epoch, offset,
-nbytes, total_ns (open + read to EOF + close, timed in the worker), open_ns, decode_ns; then the data:
+nbytes, total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns; then the data:
 the batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the
 decoded (k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot) and the
 OSError that stopped the batch, if any (the rows read before it are kept). The main process sees `meta`
@@ -211,16 +211,15 @@ class _SourceDataset:
     def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
         cap = buf.numel()
         out = buf.numpy().data
-        read, clock = reader.read, perf_counter_ns
+        read = reader.read
         pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
         off = hdr
         i = 0
         error = None
         try:
             for index in indices:
-                t0 = clock()
-                n = read(index)
-                pos_t[i] = clock() - t0
+                n = read(index)  # the reader times it (sources/__init__.py): here it is only stored
+                pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
                 if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
                     cap = max(2 * cap, off + n + (1 << 16))
@@ -258,10 +257,9 @@ class _SourceDataset:
         i = 0
         try:
             for index in indices:
-                t0 = clock()
                 n = read(index)
-                t1 = clock()
-                pos_t[i] = t1 - t0
+                t1 = clock()  # decode's own time starts here
+                pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
                 pos_n[i] = n
                 data = io.BytesIO(memoryview(reader.buffer)[:n])

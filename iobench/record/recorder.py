@@ -31,7 +31,25 @@ class EpochRecorder:
         self.t_first = 0.0  # when the first batch reached the consumer (0: not recorded): start-up ends there
 
     def completed(self) -> int:
+        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog)."""
         return sum(self.done)
+
+    def read_mask(self) -> np.ndarray:
+        """The positions read (nbytes stays -1 at one not read: an epoch cut short): after the epoch, the one count
+        of its samples, that every figure of it (bytes, latencies, a rank's coverage) is taken over."""
+        return self.nbytes >= 0
+
+    def samples(self) -> int:
+        """Samples the epoch read (`read_mask`)."""
+        return int(self.read_mask().sum())
+
+    def seconds(self) -> float:
+        """The epoch's wall time, start to stop (never 0: rates divide by it)."""
+        return max(self.t_end - self.t_start, 1e-9)
+
+    def first_batch_s(self) -> float | None:
+        """From the start to the first batch the consumer got; None where the engine does not record it."""
+        return max(self.t_first - self.t_start, 0.0) if self.t_first else None
 
     def start(self) -> None:
         self.t_start = time.perf_counter()
