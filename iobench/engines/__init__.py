@@ -20,7 +20,7 @@ from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
 if TYPE_CHECKING:
-    from iobench.engines.dataloader import Batch
+    from iobench.engines.batches import Batch
     from iobench.result import Settings
 
 

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from iobench.engines.dataloader import Batch
+    from iobench.engines.batches import Batch
     from iobench.result import Settings
 
 

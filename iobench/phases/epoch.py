@@ -52,7 +52,7 @@ from iobench.sources import Source
 from iobench.ui import UI
 
 if TYPE_CHECKING:
-    from iobench.engines.dataloader import Batch
+    from iobench.engines.batches import Batch
 
 
 @dataclass(frozen=True)
