@@ -6,10 +6,10 @@ one count), nothing else.
 With a watchdog (`io_timeout_s`, as `iobench run` sets it) the threads run in a child process forked for the
 epoch, writing into the recorder moved into shared memory (EpochRecorder.share), which the calling process reads
 and watches: when no read finishes for io_timeout_s it raises StorageStalled and leaves the child behind, killed.
-A thread stuck in read() on storage that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly once a request reached the
-server), and a process is not reported as ended to whoever waits for it until its last thread ends: threads of
-iobench's own process would keep `iobench run` from exiting until the storage answers. Without a watchdog the
-threads run in the calling process."""
+A thread stuck in read() on storage that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly
+once a request reached the server), and a process is not reported as ended to whoever waits for it until its last
+thread ends: threads of iobench's own process would keep `iobench run` from exiting until the storage answers.
+Without a watchdog the threads run in the calling process."""
 
 from __future__ import annotations
 
