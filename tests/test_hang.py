@@ -56,6 +56,10 @@ class HangingSource(FileSource):
             def open_ns(self):
                 return inner.open_ns
 
+            @property
+            def total_ns(self):
+                return inner.total_ns
+
             def read(self, index: int) -> int:
                 count[0] += 1
                 if count[0] > limit:

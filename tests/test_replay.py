@@ -37,6 +37,10 @@ class CountingSource(FileSource):
             def open_ns(self):
                 return inner.open_ns
 
+            @property
+            def total_ns(self):
+                return inner.total_ns
+
             def read(self, index: int) -> int:
                 with outer.lock:
                     outer.counts[index] += 1

@@ -15,11 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hdrh.histogram import HdrHistogram
 
+from iobench import engines, sources, store
+from iobench.answer.cluster import host_cpu
+from iobench.answer.rules import consumed
 from iobench.distributed.job import Job, RankLost, first_line
-from iobench.errors import EnvironmentRefused
+from iobench.engines import Loader
+from iobench.errors import EnvironmentRefused, Interrupted
+from iobench.gpu.consumer import make_consumer
+from iobench.host.mounts import host_info
 from iobench.host.stall import StorageStalled
-from iobench.record.order import shard
+from iobench.phases.epoch import Figures, Lane, fed, prepare_cache, read_epoch, summarize
+from iobench.record.order import epoch_order, shard
+from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
+from iobench.result import Cpu, Latency, RankEpoch
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -102,18 +112,14 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     """Every epoch of the job, on every rank: settings.cache states x settings.epochs, shuffled, through a DataLoader
     of `settings.concurrency[0]` workers per rank. Rank 0 (with `result`) gathers and saves after each epoch and
     ends with the verdict; the other ranks return None."""
-    from iobench import sources
     from iobench.distributed.launch import COMPLETE, RESULT, note
-    from iobench.engines.dataloader import DataLoaderEngine
-    from iobench.errors import Interrupted
     from iobench.phases.pipeline import finish
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
     workers = settings.concurrency[0]
     source = sources.open("files", manifest, ui)
-    engine = DataLoaderEngine(workers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
-                              io_timeout_s=settings.io_timeout_s)
+    engine = engines.make(settings, workers, loader=True)
     epoch = 0
     try:
         for state in settings.cache:
@@ -125,7 +131,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                 parts = _gather(job, mine, epoch)
                 if result is not None:
                     assert parts is not None  # the rank with the result is rank 0, which gathers
-                    for warning in _record(job, parts, manifest, settings, state, epoch, workers, result):
+                    for warning in _record(job, parts, manifest, settings, state, epoch, engine, result):
                         ui.warn(warning)
                     result.save(result_path)
     except KeyboardInterrupt:
@@ -159,31 +165,22 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     return result
 
 
-def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
+def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epoch: int,
            ui) -> tuple[_Mine, BaseException | None]:
     """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
-    share and joins every step's allreduce."""
-    from iobench import store
-    from iobench.gpu.consumer import CudaConsumer, SleepConsumer
-    from iobench.host.mounts import host_info
-    from iobench.phases.epoch import prepare_cache
-    from iobench.record.order import epoch_order
-    from iobench.record.recorder import Counters, EpochRecorder, latency_histogram
+    share (phases/epoch.read_epoch) and joins every step's allreduce."""
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     where = store.open(manifest.root)
     eviction = resident = None
     if job.evictor:  # one rank per host evicts (or warms) that host's page cache for all its ranks
-        eviction, resident = prepare_cache(state, source.files(), source, max(engine.workers, 1), epoch, fits, ui,
+        eviction, resident = prepare_cache(state, source.files(), source, engine.concurrency, epoch, fits, ui,
                                             io_timeout_s=settings.io_timeout_s, where=where)
     job.wait_all(f"cache/{epoch}", f"preparing the page cache for epoch {epoch}")
     if not job.evictor:
         resident = where.resident(source.files(), seed=epoch, timeout_s=settings.io_timeout_s)
     mine = shard(epoch_order("shuffled", len(manifest), settings.seed, epoch), w.rank, w.world_size)
-    rec = EpochRecorder(len(mine), max(engine.workers, 1))
-    assert settings.rate_per_gpu is not None
-    consumer = (CudaConsumer(settings.model or "resnet50", settings.batch_size, device=f"cuda:{w.local_rank}")
-                if settings.consumer == "cuda" else SleepConsumer(settings.rate_per_gpu))
+    consumer = make_consumer(settings, w.local_rank)
     total_steps = job.steps + steps_per_rank(len(manifest), w.world_size, settings.batch_size)
     waits = [0.0, 0.0]  # data wait, allreduce
     last = [0.0]
@@ -191,46 +188,39 @@ def _epoch(job: Job, manifest, settings, source, engine, state: str, epoch: int,
     def step(batch) -> None:  # per batch, in the training loop: the GPU's step, then the gradient's allreduce
         job.out_of_loader()
         waits[0] += time.perf_counter() - last[0]
-        consumer(len(batch.positions), batch.data if settings.decode else None)
+        consumer.batch(batch)
         waits[1] += job.step()
         last[0] = time.perf_counter()
         job.in_loader()
 
-    def ticked(done: int) -> None:  # the loader's tick: its main thread is alive in it
-        job.in_loader()
-        tick(done)
+    def last_steps() -> None:  # a share one sample short: join the last step with nothing to consume
+        while job.steps < total_steps:
+            waits[1] += job.step()
 
     job.collective(job.dist.barrier, f"starting epoch {epoch}")
-    counters = Counters(None)
-    error: BaseException | None = None
+    lane = Lane(engine, mine, consumer, on_batch=step, after=last_steps)
     label = f"epoch {epoch} {state}, rank {w.rank} of {w.world_size}"
     last[0] = time.perf_counter()
-    try:
-        # watched where the loader has its own watchdog (workers: at 0 the main thread reads, and is not watched)
-        watched = settings.io_timeout_s if engine.workers else None
-        with ui.epoch_progress(label, len(mine)) as tick, job.reading(watched):
-            engine.epoch(source, mine, rec, ticked, on_batch=step)
-        while job.steps < total_steps:  # a share one sample short: join the last step with nothing to consume
-            waits[1] += job.step()
-    except (KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError) as exc:
-        error = exc
-    read = rec.nbytes >= 0
-    seconds = max(rec.t_end - rec.t_start, 1e-9)
+    # watched where the loader has its own watchdog (workers: at 0 the main thread reads, and is not watched)
+    watched = settings.io_timeout_s if engine.workers else None
+    got = read_epoch(source, [lane], label, ui, during=job.reading(watched),
+                     on_tick=lambda done: job.in_loader(),  # the loader's tick: its main thread is alive in it
+                     catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError))
+    rec = lane.rec
+    read = rec.read_mask()
     mismatched, mismatch = _sizes_read(manifest, mine, rec.nbytes)
     return _Mine(
-        rank=w.rank, complete=error is None, samples=int(read.sum()), bytes=int(rec.nbytes[read].sum()),
-        seconds=seconds, au=consumer.au, delivered_per_s=consumer.delivered_per_s, data_wait_s=waits[0],
+        rank=w.rank, complete=got.error is None, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
+        seconds=rec.seconds(), au=consumer.au, delivered_per_s=consumer.delivered_per_s, data_wait_s=waits[0],
         allreduce_s=waits[1], steps=consumer.steps, latency=latency_histogram(rec.total_ns[read]).encode(),
-        opens=latency_histogram(rec.open_ns[read]).encode(), cpu=counters.result()["cpu"], resident=resident,
+        opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
-        mismatch=mismatch, first_batch_s=rec.t_first - rec.t_start if rec.t_first else None), error
+        mismatch=mismatch, first_batch_s=rec.first_batch_s()), got.error
 
 
 def _sizes_read(manifest, share: np.ndarray, nbytes: np.ndarray) -> tuple[int, str]:
     """How many samples of this rank's share read another byte count than the manifest says (measure's rule,
     after the epoch, on the whole share at once), and the first of them in words, as a single-client run says it."""
-    from iobench.record.recorder import changed_positions
-
     at = changed_positions(nbytes, share, manifest.sizes)
     if not len(at):
         return 0, ""
@@ -247,17 +237,11 @@ def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
     return out
 
 
-def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, workers: int,
+def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
             result) -> list[str]:
-    """Rank 0: one aggregate run for the epoch (latencies merged as histograms) and each rank's own figures; returns
-    the warnings added (an epoch whose samples were not all of the manifest's sizes is left out)."""
-    from hdrh.histogram import HdrHistogram
-
-    from iobench.answer.cluster import host_cpu
-    from iobench.answer.rules import consumed, mark_validity, measures
-    from iobench.record.recorder import histogram_summary
-    from iobench.result import Cpu, Latency, RankEpoch, Run
-
+    """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
+    by phases/epoch.summarize as one host's are) and each rank's own figures; returns the warnings added (an epoch
+    whose samples were not all of the manifest's sizes is left out)."""
     lat = HdrHistogram.decode(parts[0].latency)
     opens = HdrHistogram.decode(parts[0].opens)
     for p in parts[1:]:
@@ -274,30 +258,23 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
             shard_digest=p.digest))
     pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
     samples = sum(p.samples for p in parts)
-    nbytes = sum(p.bytes for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
-    aus = [p.au for p in parts if p.au is not None]
-    delivered = [p.delivered_per_s for p in parts if p.delivered_per_s is not None]
     residents = [p.resident for p in parts if p.resident is not None]
     resident = max(residents) if residents else None
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
-    run = consumed(mark_validity(Run(
-        source="files", order="shuffled", engine="dataloader", concurrency=max(workers, 1), workers=workers,
-        batch_size=settings.batch_size, decode=settings.decode, cache=state, epoch=epoch,
-        complete=all(p.complete for p in parts), eviction=parts[0].eviction,
-        resident_before=None if resident is None else round(resident, 4), measures=measures(resident),
-        samples=samples, bytes=nbytes, seconds=round(seconds, 6), samples_per_s=round(samples / seconds, 2),
-        first_batch_s=round(min(firsts), 6) if (firsts := [p.first_batch_s for p in parts
-                                                           if p.first_batch_s is not None]) else None,
-        mb_per_s=round(nbytes / seconds / 1e6, 3), latency_ms=Latency(**histogram_summary(lat)),
-        open_ms=Latency(**histogram_summary(opens)), disk=None,
-        cpu=Cpu(system_busy_pct=busiest.busy_pct, iowait_pct=busiest.iowait_pct, iobench_cores=busiest.cores),
-        gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
-        au=round(sum(aus) / len(aus), 4) if aus else None, au_min=round(min(aus), 4) if aus else None,
-        delivered_per_s=round(sum(delivered), 2) if delivered else None, ranks=job.w.world_size,
+    firsts = [p.first_batch_s for p in parts if p.first_batch_s is not None]
+    figures = Figures(
+        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds,
+        first_batch_s=min(firsts) if firsts else None, latency=histogram_summary(lat),
+        opens=histogram_summary(opens), decoded=settings.decode, decodes=None, decode_share=None,
+        cpu={"system_busy_pct": busiest.busy_pct, "iowait_pct": busiest.iowait_pct, "iobench_cores": busiest.cores},
+        disk=None, timeline=[(0.0, 0), (seconds, samples)])
+    run = consumed(summarize(
+        figures, "files", "shuffled", engine, state, epoch, parts[0].eviction, resident,
+        all(p.complete for p in parts), gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
+        **fed([p.au for p in parts], [p.delivered_per_s for p in parts]), ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
-        read_once=read_once([p.coverage for p in parts], len(manifest)),
-        timeline=[(0.0, 0), (round(seconds, 3), samples)])))
+        read_once=read_once([p.coverage for p in parts], len(manifest))))
     odd = [p for p in parts if p.mismatched]
     warnings = []
     if odd:  # every sample was read once, but not all of it was the dataset the manifest describes

@@ -1,6 +1,7 @@
 """Engines: how concurrently samples are fetched. Each engine is one module behind `Engine`:
 threads.py (a thread pool) and dataloader.py (a torch DataLoader; torch is imported only there); `make` makes the
-one a run's settings name.
+one a run's settings name, or the DataLoader a training loop reads through (`Loader`: each batch handed to the
+loop, and a halt from another thread).
 
 Both watch for storage that stops answering (`io_timeout_s`): the loop that consumes the readers' work notices
 when nothing was read for that long, leaves the stuck readers behind (they cannot be interrupted while the
@@ -10,7 +11,7 @@ being cut short by a second Ctrl-C)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
 if TYPE_CHECKING:
+    from iobench.engines.batches import Batch
     from iobench.result import Settings
-
 
 
 class Engine(Protocol):
@@ -50,10 +51,32 @@ class Engine(Protocol):
         ...
 
 
-def make(settings: Settings, readers: int) -> Engine:
-    """The engine `settings.engine` names, with `readers` threads or DataLoader workers."""
+class Loader(Engine, Protocol):
+    """An engine a training loop reads through (the DataLoader): each batch goes to `on_batch` in the loop's thread,
+    and `halt` stops a running epoch from another one."""
+
+    def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
+              on_tick: Callable[[int], None] | None = None,
+              on_batch: Callable[[Batch], None] | None = None) -> None: ...
+
+    def halt(self) -> None:
+        """Ask a running `epoch()` (in another thread) to stop, as Ctrl-C would."""
+        ...
+
+
+@overload
+def make(settings: Settings, readers: int, *, loader: Literal[False] = False) -> Engine: ...
+
+
+@overload
+def make(settings: Settings, readers: int, *, loader: Literal[True]) -> Loader: ...
+
+
+def make(settings: Settings, readers: int, *, loader: bool = False) -> Engine | Loader:
+    """The engine `settings.engine` names, with `readers` threads or DataLoader workers; with `loader`, the
+    DataLoader whatever it names (a training run's GPUs and a distributed rank read through one)."""
     # Imported on use: torch only where the DataLoader is asked for; threads.py imports this module.
-    if settings.engine == "dataloader":
+    if loader or settings.engine == "dataloader":
         from iobench.engines.dataloader import DataLoaderEngine
 
         return DataLoaderEngine(readers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,

@@ -1,21 +1,12 @@
 """DataLoader engine: a real `torch.utils.data.DataLoader` over the same sample source as the thread
-engine, as a training job reads. torch is optional: it is imported here only, when an engine is made.
-(~630 lines: the batch format below, the worker side that fills it, the main side that reads it, and the bounded
-shutdown of workers stuck in IO are one protocol; torch is imported in this module only.)
+engine, as a training job reads. torch is optional: it is imported only when an engine is made.
 
-The cut is torch's own: a map-style dataset backed by the Source (what a sample is), a batch sampler
-that hands out the epoch's order (in which order), the DataLoader with N worker processes (how
-concurrently). What crosses from a worker to the main process is one batch, never one object per sample:
-ONE uint8 tensor in shared memory holding a header, `meta`, int64 (6, k): position in the epoch, offset,
-nbytes, total_ns (open + read to EOF + close, timed in the worker), open_ns, decode_ns; then the data:
-the batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the
-decoded (k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot) and the
-OSError that stopped the batch, if any (the rows read before it are kept). The main process sees `meta`
-and `data` as two views of that one tensor. On a 16-core host per-sample tensors capped raw reads at
-~2,800/s; one tensor per batch reached ~20,000/s.
-
-The sampler yields (first position, indices) per batch, so records land at their position even though
-the order changes every epoch and the workers persist across epochs.
+The cut is torch's own: a map-style dataset backed by the Source (what a sample is: batches.py, the worker side
+and the one-tensor batch format it fills), a batch sampler that hands out the epoch's order (in which order), the
+DataLoader with N worker processes (how concurrently); this module is the main side, which stores each batch's
+figures where the recorder wants them and hands the batch to the training loop (`on_batch`). The sampler yields
+(first position, indices) per batch, so records land at their position even though the order changes every epoch
+and the workers persist across epochs.
 
 With a watchdog (`io_timeout_s`) the main process waits for batches with the DataLoader's own `timeout=` set to a
 short poll: no cost while batches come; at each poll that finds none, it reads the workers' read-byte counters
@@ -29,21 +20,27 @@ multiprocessing's children, whose exit handler would otherwise wait for it forev
 from __future__ import annotations
 
 import contextlib
-import io
-import math
 import multiprocessing.process
-import os
-import random
-import signal
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from time import perf_counter, perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from time import perf_counter
+from typing import Any
 
 import numpy as np
 
-from iobench.host.bounded import set_name
+from iobench.engines.batches import (
+    CROP,
+    DECODE_NS,
+    META_ROWS,
+    NBYTES,
+    OPEN_NS,
+    POS,
+    TOTAL_NS,
+    Batch,
+    SourceDataset,
+    import_torch,
+    worker_start,
+)
 from iobench.host.stall import (
     GRACE_S,
     KILL_WAIT_S,
@@ -54,56 +51,10 @@ from iobench.host.stall import (
     stop_signals_deferred,
 )
 from iobench.record.recorder import EpochRecorder
-from iobench.sources import Reader, Source
-
-if TYPE_CHECKING:
-    import torch
+from iobench.sources import Source
 
 TICK_S = 0.2  # progress ticks at most this often (or per batch, when batches come slower)
 POLL_S = 1.0  # with a watchdog: how long the main process waits for a batch before it looks at the workers
-CROP = 224  # RandomResizedCrop output side
-IMAGE_BYTES = 3 * CROP * CROP
-
-# rows of a batch's meta tensor
-POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS = range(6)
-META_ROWS = 6
-
-
-def _torch():
-    try:
-        import torch
-        import torch.utils.data  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the dataloader engine needs PyTorch (e.g. pip install torch==2.13.0 "
-                          "--index-url https://download.pytorch.org/whl/cpu)") from exc
-    return torch
-
-
-@dataclass
-class Batch:
-    """One batch as the main process receives it (given to `on_batch`). Its tensors are views of a pooled
-    shared-memory buffer that the worker refills once `on_batch` returns: clone what you keep."""
-
-    data: torch.Tensor  # uint8: concatenated raw bytes, or (k, 3, 224, 224) decoded images
-    meta: torch.Tensor  # int64 (META_ROWS, k)
-    worker: int
-    pid: int
-
-    @property
-    def positions(self) -> np.ndarray:
-        return self.meta[POS].numpy()
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """k + 1 offsets into `data` (raw batches): sample i is data[offsets[i]:offsets[i + 1]]."""
-        m = self.meta.numpy()
-        end = int(m[OFFSET, -1] + m[NBYTES, -1]) if m.shape[1] else 0
-        return np.append(m[OFFSET], end)
-
-    def sample(self, i: int) -> memoryview:
-        m = self.meta.numpy()
-        start = int(m[OFFSET, i])
-        return self.data.numpy().data[start:start + int(m[NBYTES, i])]
 
 
 class _Batches:
@@ -127,206 +78,6 @@ def _identity(batch):
     return batch
 
 
-class _SourceDataset:
-    """Map-style dataset backed by a Source. Each worker process opens its own reader on first use
-    (after fork); `__getitems__` (torch's batched fetch) reads a whole batch into one uint8 tensor.
-
-    Batch buffers are pooled: each worker keeps SLOTS shared-memory buffers and reuses one once the main
-    process has marked it free in `busy` (a small shared table, one row per worker). Fresh shared memory
-    per batch costs a page fault per 4 KiB on first touch; on a 2-core VM that alone held the raw path to
-    ~3,000 samples/s against ~22,000/s with reuse. If every slot is still held, a fresh buffer is used."""
-
-    def __init__(self, source: Source, decode: bool, busy: torch.Tensor):
-        self.source = source
-        self.decode = decode
-        self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
-        self._reader: Reader | None = None
-        self._shared = False
-        self._worker = 0
-        self._pid = 0
-        self._pool: list[torch.Tensor | None] = [None] * busy.shape[1]
-        self._avg = max(source.max_size // 2, 4096)  # bytes per sample, learnt
-        self._rng: random.Random | None = None
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, index: int):  # pragma: no cover - the engine always fetches whole batches
-        raise TypeError("fetch batches through __getitems__")
-
-    def _open(self):
-        torch = _torch()
-        info = torch.utils.data.get_worker_info()
-        self._shared = info is not None  # in a worker: allocate batches in shared memory up front
-        self._worker = info.id if info is not None else 0
-        self._pid = os.getpid()
-        self._rng = random.Random(torch.initial_seed())  # distinct per worker (torch seeds each one)
-        self._busy = self.busy.numpy()[self._worker]
-        self._reader = self.source.reader()
-        return self._reader
-
-    def _alloc(self, n: int) -> torch.Tensor:
-        """A uint8 tensor of n bytes; in a worker, made directly in shared memory so that sending it to the
-        main process costs no copy (as default_collate does)."""
-        torch = _torch()
-        if not self._shared:
-            return torch.empty(n, dtype=torch.uint8)
-        storage = torch.UntypedStorage._new_shared(n)
-        return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (n,), (1,))
-
-    def _take(self, n: int) -> tuple[int, torch.Tensor]:
-        """A free pooled buffer of at least n bytes, as (slot, tensor); (-1, fresh tensor) if none is free."""
-        busy = self._busy
-        for slot, buf in enumerate(self._pool):
-            if busy[slot] == 0:
-                if buf is None or buf.numel() < n:
-                    buf = self._pool[slot] = self._alloc(n)
-                busy[slot] = 1
-                return slot, buf
-        return -1, self._alloc(n)
-
-    def __getitems__(self, item: tuple[int, np.ndarray]):
-        """Read one batch. Returns (buf, k, done, worker, pid, slot, error): buf is ONE uint8 tensor,
-        a header of META_ROWS x k int64 (meta) then the data: raw bytes concatenated, or done decoded
-        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch."""
-        reader = self._reader or self._open()
-        p0, indices = item
-        k = len(indices)
-        hdr = META_ROWS * k * 8
-        if self.decode:
-            slot, buf = self._take(hdr + k * IMAGE_BYTES)
-        else:
-            slot, buf = self._take(hdr + int(k * self._avg * 1.25) + (1 << 16))
-        meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)
-        meta[POS] = np.arange(p0, p0 + k, dtype=np.int64)
-        meta[DECODE_NS] = 0
-        if self.decode:
-            out = buf[hdr:hdr + k * IMAGE_BYTES].numpy().reshape(k, 3, CROP, CROP)
-            done, error = self._read_decode(reader, indices.tolist(), meta, out)
-            used = done * IMAGE_BYTES
-        else:
-            buf, done, used, error = self._read_raw(reader, indices.tolist(), meta, buf, hdr, slot)
-        return buf[:hdr + used], k, done, self._worker, self._pid, slot, error
-
-    def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
-        cap = buf.numel()
-        out = buf.numpy().data
-        read, clock = reader.read, perf_counter_ns
-        pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
-        off = hdr
-        i = 0
-        error = None
-        try:
-            for index in indices:
-                t0 = clock()
-                n = read(index)
-                pos_t[i] = clock() - t0
-                pos_o[i] = reader.open_ns
-                if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
-                    cap = max(2 * cap, off + n + (1 << 16))
-                    bigger = self._alloc(cap)
-                    bigger.numpy().data[:off] = out[:off]
-                    buf, out = bigger, bigger.numpy().data
-                    meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, -1)
-                    pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
-                    if slot >= 0:
-                        self._pool[slot] = bigger
-                out[off:off + n] = memoryview(reader.buffer)[:n]
-                pos_off[i] = off - hdr
-                pos_n[i] = n
-                off += n
-                i += 1
-        except OSError as exc:
-            error = self._where(exc, indices[i], int(meta[POS, i]))
-        if i:
-            self._avg = max((off - hdr) // i, 4096)
-        return buf, i, off - hdr, error
-
-    def _where(self, exc: OSError, index: int, position: int) -> OSError:
-        if hasattr(exc, "add_note"):  # Python >= 3.11; the note travels with the pickled exception
-            exc.add_note(f"in DataLoader worker {self._worker} (pid {self._pid}) reading sample {index} "
-                         f"at position {position}")
-        return exc
-
-    def _read_decode(self, reader, indices: list[int], meta: np.ndarray, out: np.ndarray):
-        from PIL import Image
-
-        read, clock, rng = reader.read, perf_counter_ns, self._rng
-        assert rng is not None  # _open set it: __getitems__ opens the reader first
-        pos_n, pos_t, pos_o, pos_d = meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS], meta[DECODE_NS]
-        meta[OFFSET] = 0
-        i = 0
-        try:
-            for index in indices:
-                t0 = clock()
-                n = read(index)
-                t1 = clock()
-                pos_t[i] = t1 - t0
-                pos_o[i] = reader.open_ns
-                pos_n[i] = n
-                data = io.BytesIO(memoryview(reader.buffer)[:n])
-                try:
-                    with Image.open(data) as src:
-                        rgb = src.convert("RGB")
-                except Exception as exc:  # Pillow's own error: OSError, ValueError, SyntaxError, DecompressionBomb...
-                    raise self._undecodable(exc, index, data) from None
-                img = rgb.resize((CROP, CROP), Image.Resampling.BILINEAR, box=_crop_box(rgb.width, rgb.height, rng))
-                if rng.random() < 0.5:
-                    img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-                out[i] = np.asarray(img).transpose(2, 0, 1)  # HWC -> CHW, uint8
-                pos_d[i] = clock() - t1
-                i += 1
-        except OSError as exc:  # a read error, or a file Pillow cannot decode (_undecodable)
-            return i, self._where(exc, indices[i], int(meta[POS, i]))
-        return i, None
-
-    def _undecodable(self, exc: Exception, index: int, data: io.BytesIO) -> OSError:
-        """A decode failure as an OSError that names the sample (its file) and keeps the decoder's own words:
-        no errno (Pillow gives none), so the message is not ":: Success"."""
-        name = self.source.sample_name(index)
-        words = str(exc).replace(f" {data!r}", "") or "no message"  # Pillow names our in-memory copy, not the file
-        return OSError(None, f"cannot decode the image ({type(exc).__name__}: {words})", name)
-
-
-def _crop_box(w: int, h: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
-    """torchvision's RandomResizedCrop.get_params, as a Pillow box (left, upper, right, lower)."""
-    area = w * h
-    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target = area * rng.uniform(*scale)
-        aspect = math.exp(rng.uniform(*log_ratio))
-        cw = round(math.sqrt(target * aspect))
-        ch = round(math.sqrt(target / aspect))
-        if 0 < cw <= w and 0 < ch <= h:
-            x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-            return x, y, x + cw, y + ch
-    in_ratio = w / h  # fallback: centre crop at the nearest allowed aspect ratio
-    if in_ratio < ratio[0]:
-        cw, ch = w, round(w / ratio[0])
-    elif in_ratio > ratio[1]:
-        cw, ch = round(h * ratio[1]), h
-    else:
-        cw, ch = w, h
-    x, y = (w - cw) // 2, (h - ch) // 2
-    return x, y, x + cw, y + ch
-
-
-def _worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker
-    """A worker's first step: named in ps, dies with its process (PR_SET_PDEATHSIG), and its signal handlers (the
-    fork happens while the main process holds Ctrl-C and SIGTERM): Ctrl-C ends the worker loop quietly; SIGTERM is
-    the main process's to handle. A SIGTERM to the whole process group (torchrun stopping a rank, a service
-    manager) reaches the workers too: were they to die of it, torch's SIGCHLD handler would raise in the main
-    process wherever it stood (a collective, a save), before it could stop in order. The main process ends them
-    (iobench stops workers with SIGKILL), and they die with it."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    set_name(b"iobench-worker")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
 @contextlib.contextmanager
 def _no_worker_count_warning():
     """torch warns (on making the loader and on each fresh iterator) when workers exceed the usable cores;
@@ -347,7 +98,7 @@ class DataLoaderEngine:
                  persistent_workers: bool = True, decode: bool = False, io_timeout_s: float | None = None):
         if workers < 0 or batch_size < 1 or prefetch_factor < 1:
             raise ValueError("workers >= 0, batch_size >= 1 and prefetch_factor >= 1")
-        _torch()
+        import_torch()
         self.workers = workers
         self.concurrency = max(workers, 1)  # workers=0: the main process reads, one at a time
         self.batch_size = batch_size
@@ -391,7 +142,7 @@ class DataLoaderEngine:
         if self._loader is not None and self._source is source and self._poll_s == self._poll_for():
             return self._loader
         self.close()
-        torch = _torch()
+        torch = import_torch()
         self._sampler = _Batches(self.batch_size)
         multi = self.workers > 0
         self._poll_s = self._poll_for()
@@ -403,8 +154,8 @@ class DataLoaderEngine:
         self._busy = busy.numpy()
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
-                _SourceDataset(source, self.decode, busy), batch_sampler=self._sampler, num_workers=self.workers,
-                collate_fn=_identity, worker_init_fn=_worker_start if multi else None,
+                SourceDataset(source, self.decode, busy), batch_sampler=self._sampler, num_workers=self.workers,
+                collate_fn=_identity, worker_init_fn=worker_start if multi else None,
                 prefetch_factor=self.prefetch_factor if multi else None,
                 persistent_workers=self.persistent_workers and multi, timeout=self._poll_s)
         self._source = source
@@ -417,7 +168,7 @@ class DataLoaderEngine:
         gets each batch in the main process, as a training loop would. An OSError in a worker is raised
         here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read. With
         `io_timeout_s`, no batch and no byte read for that long raises StorageStalled, also leaving what was read."""
-        torch = _torch()
+        torch = import_torch()
         self._halt = False
         self.left_behind = None
         order = np.ascontiguousarray(order, dtype=np.int64)

@@ -1,25 +1,25 @@
 """Thread-pool engine: N threads each take the next position of the epoch's order and read it,
 prefetching ahead of the consumer as a training input pipeline does. This is the hot path: per
-sample it does the read, four clock reads and four stores (three numpy, one count), nothing else.
+sample it does the read (which times itself: three clock reads in the files reader) and four stores (three numpy,
+one count), nothing else.
 
 With a watchdog (`io_timeout_s`, as `iobench run` sets it) the threads run in a child process forked for the
-epoch, writing into shared memory that the calling process reads and watches: when no read finishes for
-io_timeout_s it raises StorageStalled and leaves the child behind, killed. A thread stuck in read() on storage
-that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly once a request reached the
-server), and a process is not reported as ended to whoever waits for it until its last thread ends: threads of
-iobench's own process would keep `iobench run` from exiting until the storage answers. Without a watchdog the
-threads run in the calling process."""
+epoch, writing into the recorder moved into shared memory (EpochRecorder.share), which the calling process reads
+and watches: when no read finishes for io_timeout_s it raises StorageStalled and leaves the child behind, killed.
+A thread stuck in read() on storage that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly
+once a request reached the server), and a process is not reported as ended to whoever waits for it until its last
+thread ends: threads of iobench's own process would keep `iobench run` from exiting until the storage answers.
+Without a watchdog the threads run in the calling process."""
 
 from __future__ import annotations
 
 import itertools
-import mmap
 import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from time import perf_counter, perf_counter_ns
+from collections.abc import Callable
+from time import perf_counter
 
 import numpy as np
 
@@ -29,23 +29,6 @@ from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
 TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
-
-
-class _LiveCounts:
-    """The child's per-thread counts (shared memory) as the recorder's `done` while the epoch runs: reads give
-    Python ints, so `rec.completed()` and the timeline see plain numbers."""
-
-    def __init__(self, counts: np.ndarray):
-        self.counts = counts
-
-    def __len__(self) -> int:
-        return len(self.counts)
-
-    def __getitem__(self, i: int) -> int:
-        return int(self.counts[i])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.counts.tolist())
 
 
 class ThreadEngine:
@@ -117,24 +100,17 @@ class ThreadEngine:
 
     def _epoch_forked(self, source: Source, order: np.ndarray, rec: EpochRecorder,
                       on_tick: Callable[[int], None] | None, timeout_s: float) -> None:
-        n, conc = len(order), self.concurrency
-        width = max(conc, len(rec.done))
-        mem = mmap.mmap(-1, max(8 * (3 * n + 2 * width), 8))  # anonymous, shared with the child across fork
-        shared = np.frombuffer(mem, dtype=np.int64, count=3 * n + 2 * width)
-        total, opened, nbytes = shared[:n], shared[n:2 * n], shared[2 * n:3 * n]
-        done, finished = shared[3 * n:3 * n + width], shared[3 * n + width:]
-        total[:], opened[:], nbytes[:] = rec.total_ns, rec.open_ns, rec.nbytes
-        done[:len(rec.done)] = list(rec.done)
+        conc = self.concurrency
+        done, finished = rec.share(max(conc, len(rec.done)))  # the child writes the recorder; this process reads it
         finished[conc:] = 1
-        rec.total_ns, rec.open_ns, rec.nbytes = total, opened, nbytes  # the child writes; this process reads
-        rec.done = _LiveCounts(done)  # type: ignore[assignment]
+        arrays = (rec.total_ns, rec.open_ns, rec.nbytes, done, finished)
         rfd, wfd = os.pipe()
         parent = os.getpid()
 
         def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
             os.close(rfd)
             # threads made after the fork: Python marks every Thread object made before it as stopped
-            self._child(self._threads(source, order, (total, opened, nbytes, done, finished)), wfd, parent)
+            self._child(self._threads(source, order, arrays), wfd, parent)
 
         pid, held = fork_child(child)
         rec.start()
@@ -183,7 +159,7 @@ class ThreadEngine:
             os.close(rfd)
             if not stopped:
                 rec.stop()
-            rec.done = [int(x) for x in done]
+            rec.unshare()
 
     def _child(self, threads: list[threading.Thread], wfd: int, parent: int) -> None:  # pragma: no cover
         """In the forked child: run the threads, then send the error (or None) to the parent."""
@@ -198,7 +174,6 @@ class ThreadEngine:
 
     def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
               opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
-        clock = perf_counter_ns
         n = len(order)
         count = int(done[w])
         try:
@@ -208,9 +183,8 @@ class ThreadEngine:
                 p = take()
                 if p >= n:
                     return
-                t0 = clock()
-                k = read(order[p])
-                total[p] = clock() - t0
+                k = read(order[p])  # the reader times it (sources/__init__.py): here it is only stored
+                total[p] = reader.total_ns
                 opened[p] = reader.open_ns
                 nbytes[p] = k
                 count += 1

@@ -1,20 +1,27 @@
 """The consumer stands for the GPUs: it takes each batch and "computes" for batch / rate seconds (a sleep,
 as MLPerf Storage / DLIO emulate training), then asks for the next batch. Accelerator utilisation (AU) =
 compute time / wall time, the first step excluded, as MLPerf Storage defines it: a GPU waiting for data
-shows up as AU below 1."""
+shows up as AU below 1. `make_consumer` makes the one a run's settings name, for every caller (a training run's
+GPUs, a distributed rank)."""
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iobench.engines.batches import Batch
+    from iobench.result import Settings
 
 
 class SleepConsumer:
     """One emulated GPU consuming `rate` samples/s. Call it with each batch's sample count (and images)."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, decode: bool = False):
         if rate <= 0:
             raise ValueError("a consumer's rate must be > 0")
         self.rate = rate
+        self.decode = decode  # the loader decodes: each batch's images are computed on
         self.steps = 0
         self.samples = 0  # consumed in steps 2..n
         self.compute_s = 0.0  # compute time of steps 2..n
@@ -38,6 +45,10 @@ class SleepConsumer:
             self.samples += samples
         self.t_last_done = now
 
+    def batch(self, batch: Batch) -> None:
+        """One batch as the loader hands it over (`on_batch`): its samples, and its images where it decodes."""
+        self(len(batch.positions), batch.data if self.decode else None)
+
     @property
     def au(self) -> float | None:
         """compute / wall over steps 2..n; None with fewer than two steps."""
@@ -58,10 +69,10 @@ class CudaConsumer(SleepConsumer):
     decoded images when the loader decodes, else on a synthetic batch of the same size), waited for, so
     compute time is the GPU's own. AU is counted as for the sleep consumer."""
 
-    def __init__(self, model: str, batch: int, device: str = "cuda"):
+    def __init__(self, model: str, batch: int, device: str = "cuda", decode: bool = False):
         from iobench.gpu.benchmark import TrainStep
 
-        super().__init__(rate=1.0)  # unused: the step's own time is the compute time
+        super().__init__(rate=1.0, decode=decode)  # rate unused: the step's own time is the compute time
         step = TrainStep(model, batch, device=device)
         for _ in range(3):  # first steps compile kernels and allocate: not part of AU
             step()
@@ -75,3 +86,13 @@ class CudaConsumer(SleepConsumer):
         self._step(images)
         self._step.sync()
         return time.perf_counter() - start
+
+
+def make_consumer(settings: Settings, device_index: int) -> SleepConsumer:
+    """The consumer `settings.consumer` names, standing for GPU `device_index` (a training run's r-th GPU, a rank's
+    local rank): a real training step on cuda:`device_index`, else a sleep at `settings.rate_per_gpu`."""
+    assert settings.rate_per_gpu is not None  # a training run's settings have it
+    if settings.consumer == "cuda":
+        return CudaConsumer(settings.model or "resnet50", settings.batch_size, device=f"cuda:{device_index}",
+                            decode=settings.decode)
+    return SleepConsumer(settings.rate_per_gpu, decode=settings.decode)

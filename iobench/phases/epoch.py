@@ -1,8 +1,9 @@
-"""One measured epoch, the primitive every phase uses: the cache state prepared (evicted or warmed, then its
-residency checked), the epoch read by an engine into an EpochRecorder, and its figures made into a Run
-(`summarize`): `measure_epoch` for one engine, `train_epoch` for emulated GPUs each with its own DataLoader and
-consumer (`steady_training` makes one training run of several epochs). Every sample's bytes are checked against
-the manifest after the epoch (`changed_during`)."""
+"""One measured epoch, the primitive every phase uses: the cache state prepared (`prepare_cache`: evicted or
+warmed, then its residency checked), the epoch read by engines into EpochRecorders (`read_epoch`, the one place
+every measured epoch is read: replay, mitigations, a training run's GPUs, a distributed rank), and its figures made
+into a Run (`summarize`, the one place, the ranks' merged figures included): `measure_epoch` for one engine,
+`train_epoch` for emulated GPUs each with its own DataLoader and consumer (`steady_training` makes one training run
+of several epochs). Every sample's bytes are checked against the manifest after the epoch (`changed_during`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from iobench import sources, store
+from iobench import engines, sources, store
 from iobench.answer.rules import (
     WARM_MIN,
     consumed,
@@ -26,9 +28,11 @@ from iobench.answer.rules import (
     saturated,
 )
 from iobench.dataset import Manifest
-from iobench.engines import Engine
+from iobench.engines import Engine, Loader
+from iobench.engines.dataloader import POLL_S
 from iobench.engines.threads import ThreadEngine
 from iobench.errors import explain_oserror
+from iobench.gpu.consumer import SleepConsumer, make_consumer
 from iobench.host.mounts import usable_cpus
 from iobench.host.stall import (
     DEFAULT_IO_TIMEOUT_S,
@@ -45,6 +49,9 @@ from iobench.result import Cpu, Disk, Latency, Run, Settings
 from iobench.safefs import kind_of
 from iobench.sources import Source
 from iobench.ui import UI
+
+if TYPE_CHECKING:
+    from iobench.engines.batches import Batch
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,152 @@ class EpochSpec:
         return self.order_array if self.order_array is not None else epoch_order(self.order, n, self.seed, self.epoch)
 
 
+STOPS: tuple[type[BaseException], ...] = (KeyboardInterrupt, OSError, StorageStalled)  # an epoch cut short, kept
+
+
+@dataclass
+class Lane:
+    """One engine's part of an epoch: its share of the order, the recorder it fills, and in a training epoch the GPU
+    that consumes its batches (`on_batch`: in its place, e.g. a rank's step that consumes then joins the allreduce)."""
+
+    engine: Engine
+    order: np.ndarray
+    consumer: SleepConsumer | None = None
+    on_batch: Callable[[Batch], None] | None = None
+    after: Callable[[], None] | None = None  # once the read is done, as part of it (a rank's last, empty steps)
+    rec: EpochRecorder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rec = EpochRecorder(len(self.order), self.engine.concurrency)
+
+    def read(self, source: Source, on_tick: Callable[[int], None] | None) -> None:
+        feed = self.on_batch or (self.consumer.batch if self.consumer is not None else None)
+        if feed is None:
+            self.engine.epoch(source, self.order, self.rec, on_tick)
+        else:  # a consumer takes the batches: the engine is a Loader (engines.make(..., loader=True))
+            cast(Loader, self.engine).epoch(source, self.order, self.rec, on_tick, on_batch=feed)
+        if self.after is not None:
+            self.after()
+
+
+@dataclass
+class Figures:
+    """What an epoch measured, as one host reads it (`of` its recorder) or as the ranks' merged (their latency
+    histograms): what `summarize` makes a Run of."""
+
+    samples: int
+    bytes: int
+    seconds: float
+    first_batch_s: float | None
+    latency: dict[str, float]  # as latency_summary gives it: open + read to EOF + close
+    opens: dict[str, float]
+    decoded: bool  # the engine decoded the samples
+    decodes: dict[str, float] | None  # decode's own latency, where it is known
+    decode_share: float | None  # decode / (read + decode) over the samples, where it is known
+    cpu: dict  # as Counters.result() gives it
+    disk: dict | None
+    timeline: list[tuple[float, int]]
+
+    @classmethod
+    def of(cls, rec: EpochRecorder, cpu: dict, disk: dict | None) -> Figures:
+        """One recorder's figures, over the samples it read (its `read_mask`)."""
+        read = rec.read_mask()
+        samples = int(read.sum())
+        decode_ns = rec.decode_ns
+        share = None
+        if decode_ns is not None and samples:
+            spent = float(decode_ns[read].sum())
+            share = spent / max(spent + float(rec.total_ns[read].sum()), 1.0)
+        return cls(samples=samples, bytes=int(rec.nbytes[read].sum()), seconds=rec.seconds(),
+                   first_batch_s=rec.first_batch_s(), latency=latency_summary(rec.total_ns[read]),
+                   opens=latency_summary(rec.open_ns[read]), decoded=decode_ns is not None,
+                   decodes=None if decode_ns is None else latency_summary(decode_ns[read]), decode_share=share,
+                   cpu=cpu, disk=disk, timeline=rec.timeline)
+
+
+@dataclass
+class Read:
+    """What `read_epoch` gives back: its lanes (each with its recorder), the host's counters over the read, and
+    what stopped a lane, if anything (the figures up to it are in the recorders)."""
+
+    lanes: list[Lane]
+    cpu: dict
+    disk: dict | None
+    errors: list[BaseException]
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.errors[0] if self.errors else None
+
+    def figures(self) -> Figures:
+        recs = [lane.rec for lane in self.lanes]
+        return Figures.of(recs[0] if len(recs) == 1 else merge_recorders(recs), self.cpu, self.disk)
+
+
+def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device: str | None = None,
+               during: AbstractContextManager | None = None, on_tick: Callable[[int], None] | None = None,
+               catch: tuple[type[BaseException], ...] = STOPS, close: bool = False) -> Read:
+    """Every measured epoch is read here (replay, mitigations, a training run's GPUs, a distributed rank): the host's
+    counters from the start, one progress bar, each lane's engine reading its share into its recorder and its
+    batches to its consumer. One lane reads in this thread, within `during` (what watches it), `on_tick` with each
+    tick; what `catch` names stops it and is kept. Several lanes (a training run's GPUs) each read in a thread of
+    their own, any exception kept; Ctrl-C halts them all and is raised once they stop (in bounded time). `close`:
+    each engine is closed once its read ends. The cache is prepared before (`prepare_cache`); `summarize` makes
+    the figures a Run."""
+    counters = Counters(device)
+    errors: list[BaseException] = []
+    total = sum(len(lane.order) for lane in lanes)
+    if len(lanes) == 1:
+        lane = lanes[0]
+        try:
+            with ui.epoch_progress(label, total) as tick, during or nullcontext():
+                def ticked(done: int) -> None:
+                    if on_tick is not None:
+                        on_tick(done)
+                    tick(done)
+
+                lane.read(source, ticked)
+        except catch as exc:
+            errors.append(exc)
+        finally:
+            if close:
+                lane.engine.close()
+    else:
+        with ui.epoch_progress(label, total) as tick:
+            _read_in_threads(source, lanes, tick, errors, close)
+    figures = counters.result()
+    return Read(lanes, figures["cpu"], figures["disk"], errors)
+
+
+def _read_in_threads(source: Source, lanes: list[Lane], tick: Callable[[int], None], errors: list[BaseException],
+                     close: bool) -> None:
+    def read(lane: Lane) -> None:
+        try:
+            lane.read(source, None)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            if close:
+                lane.engine.close()
+
+    threads = [threading.Thread(target=read, args=(lane,), daemon=True) for lane in lanes]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+                tick(sum(lane.rec.completed() for lane in lanes))
+    except BaseException:  # Ctrl-C: each lane stops at its next batch or poll, its workers in bounded time
+        for lane in lanes:
+            cast(Loader, lane.engine).halt()
+        with stop_signals_deferred(stopping=True):
+            deadline = time.perf_counter() + POLL_S + GRACE_S + KILL_WAIT_S + 1.0
+            for t in threads:
+                t.join(max(0.0, deadline - time.perf_counter()))
+        raise
+
+
 def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: EpochSpec,
                   ui: UI) -> tuple[Run, BaseException | None]:
     """Prepare the cache state (on the files the source reads), read one epoch with the engine, and summarise it.
@@ -76,21 +229,14 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
         engine.io_timeout_s = spec.io_timeout_s
     eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
                                         io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
-    rec = EpochRecorder(len(manifest), conc)
-    counters = Counters(spec.device)
-    error: BaseException | None = None
     label = (f"{spec.mitigation or spec.order} {spec.cache} "
              + (f"{conc:>3} threads" if engine.name == "threads" else f"{engine.workers:>3} workers"))
-    order = spec.order_of(len(manifest))
-    try:
-        with ui.epoch_progress(label, len(manifest)) as tick, \
-                (willneed_prefetch(manifest.paths, order, rec) if spec.willneed else nullcontext()):
-            engine.epoch(source, order, rec, tick)
-    except (KeyboardInterrupt, OSError, StorageStalled) as exc:
-        error = exc
-    run = summarize(rec, counters, source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
-                     error is None, mitigation=spec.mitigation)
-    return run, error or changed_during(run, manifest, source, [(order, rec)])
+    lane = Lane(engine, spec.order_of(len(manifest)))
+    got = read_epoch(source, [lane], label, ui, device=spec.device,
+                     during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
+    run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
+                    got.error is None, mitigation=spec.mitigation)
+    return run, got.error or changed_during(run, manifest, source, [(lane.order, lane.rec)])
 
 
 def changed_during(run: Run, manifest: Manifest, source: Source,
@@ -120,9 +266,9 @@ def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, e
                    ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *,
                    where: store.Store) -> tuple[str | None, float | None]:
     """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency (in the
-    client's cache of `where`, the store holding the files). Each part
-    runs where a storage that stops answering cannot hold this process: no progress for `io_timeout_s` raises
-    StorageStalled (with the process left behind, if any, named in its `left_behind`, also warned here)."""
+    client's cache of `where`, the store holding the files). Each part runs where a storage that stops answering
+    cannot hold this process: no progress for `io_timeout_s` raises StorageStalled (with the process left behind,
+    if any, named in its `left_behind`, also warned here)."""
     try:
         eviction = where.evict(paths, timeout_s=io_timeout_s) if state == "cold" else None
         resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
@@ -136,37 +282,36 @@ def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, e
     return eviction, resident
 
 
-def summarize(rec: EpochRecorder, counters: Counters, source: str, order: str, engine: Engine, state: str,
-               epoch: int, eviction: str | None, resident: float | None, complete: bool, **extra) -> Run:
-    """One Run from what an epoch recorded: counted samples and bytes, rates, latency percentiles, counters."""
-    sys_counters = counters.result()
-    cpu = sys_counters["cpu"]
-    read = rec.nbytes >= 0
-    samples = int(read.sum())
-    nbytes = int(rec.nbytes[read].sum())
-    seconds = max(rec.t_end - rec.t_start, 1e-9)
-    decode_ns = rec.decode_ns
-    decode_share = None
-    if decode_ns is not None and samples:
-        spent = float(decode_ns[read].sum())
-        decode_share = spent / max(spent + float(rec.total_ns[read].sum()), 1.0)
+def summarize(figures: Figures, source: str, order: str, engine: Engine, state: str, epoch: int,
+              eviction: str | None, resident: float | None, complete: bool, **extra) -> Run:
+    """The one Run of an epoch's figures (one host's, or the ranks' merged): counted samples and bytes, rates,
+    latency percentiles, counters; `extra` the fields of its kind (a training run's GPUs, a job's ranks)."""
+    cpu = figures.cpu
+    samples, nbytes, seconds = figures.samples, figures.bytes, figures.seconds
     return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
         workers=engine.workers, batch_size=engine.batch_size,
-        decode=decode_ns is not None, cache=state, epoch=epoch, complete=complete, eviction=eviction,
+        decode=figures.decoded, cache=state, epoch=epoch, complete=complete, eviction=eviction,
         resident_before=None if resident is None else round(resident, 4),
-        measures=measures(resident, decode_share, saturated(cpu["iobench_cores"], cpu["system_busy_pct"],
-                                                            usable_cpus(), os.cpu_count())),
+        measures=measures(resident, figures.decode_share, saturated(cpu["iobench_cores"], cpu["system_busy_pct"],
+                                                                    usable_cpus(), os.cpu_count())),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6),
-        first_batch_s=round(max(rec.t_first - rec.t_start, 0.0), 6) if rec.t_first else None,
+        first_batch_s=None if figures.first_batch_s is None else round(figures.first_batch_s, 6),
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
-        latency_ms=Latency(**latency_summary(rec.total_ns[read])),
-        open_ms=Latency(**latency_summary(rec.open_ns[read])),
-        decode_ms=None if decode_ns is None else Latency(**latency_summary(decode_ns[read])),
-        cpu=Cpu(**cpu),
-        disk=Disk(**sys_counters["disk"]) if sys_counters["disk"] else None,
-        timeline=[(round(t, 3), d) for t, d in rec.timeline], **extra,
+        latency_ms=Latency(**figures.latency), open_ms=Latency(**figures.opens),
+        decode_ms=None if figures.decodes is None else Latency(**figures.decodes),
+        cpu=Cpu(**cpu), disk=Disk(**figures.disk) if figures.disk else None,
+        timeline=[(round(t, 3), d) for t, d in figures.timeline], **extra,
     ))
+
+
+def fed(aus: Sequence[float | None], delivered: Sequence[float | None]) -> dict[str, float | None]:
+    """A training epoch's GPU figures from each GPU's (or rank's) consumer: AU their mean and lowest, the samples
+    they were delivered per second their sum."""
+    au = [a for a in aus if a is not None]
+    got = [d for d in delivered if d is not None]
+    return {"au": round(sum(au) / len(au), 4) if au else None, "au_min": round(min(au), 4) if au else None,
+            "delivered_per_s": round(sum(got), 2) if got else None}
 
 
 def warm_up(source: Source, order: np.ndarray, conc: int, ui: UI,
@@ -209,76 +354,34 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
     own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer.
     Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
-    from iobench.engines.dataloader import POLL_S, DataLoaderEngine
-    from iobench.gpu.consumer import CudaConsumer, SleepConsumer
-
     source = sources.open(source_name, manifest, ui)
     order = epoch_order("shuffled", len(manifest), settings.seed, epoch)
-    shards = [shard(order, r, gpus) for r in range(gpus)]
-    # DataLoaderEngine itself, not engines.make: each GPU's loop needs its on_batch and halt
-    loaders = [DataLoaderEngine(workers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
-                                io_timeout_s=settings.io_timeout_s) for _ in range(gpus)]
-    assert settings.rate_per_gpu is not None
-    consumers = ([CudaConsumer(settings.model or "resnet50", settings.batch_size, device=f"cuda:{r}")
-                  for r in range(gpus)]
-                 if settings.consumer == "cuda" else [SleepConsumer(settings.rate_per_gpu) for _ in range(gpus)])
-    recs = [EpochRecorder(len(part), max(workers, 1)) for part in shards]
-    errors: list[BaseException] = []
+    lanes = [Lane(engines.make(settings, workers, loader=True), shard(order, r, gpus), make_consumer(settings, r))
+             for r in range(gpus)]
     eviction, resident = prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
                                         io_timeout_s=settings.io_timeout_s, where=store.open(manifest.root))
-    counters = Counters(device)
-
-    def gpu(r: int) -> None:
-        try:
-            consume = consumers[r]
-            loaders[r].epoch(source, shards[r], recs[r], on_batch=lambda b: consume(
-                len(b.positions), b.data if settings.decode else None))
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-        finally:
-            loaders[r].close()
-
-    threads = [threading.Thread(target=gpu, args=(r,), daemon=True) for r in range(gpus)]
     label = f"training {gpus} GPU{'s' if gpus > 1 else ''} x {workers} workers"
-    with ui.epoch_progress(label, len(manifest)) as tick:
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
-                    tick(sum(rec.completed() for rec in recs))
-        except BaseException:  # Ctrl-C: each GPU's loop stops at its next batch or poll, its workers in bounded time
-            for loader in loaders:
-                loader.halt()
-            with stop_signals_deferred(stopping=True):
-                deadline = time.perf_counter() + POLL_S + GRACE_S + KILL_WAIT_S + 1.0
-                for t in threads:
-                    t.join(max(0.0, deadline - time.perf_counter()))
-            raise
+    got = read_epoch(source, lanes, label, ui, device=device, catch=(BaseException,), close=True)
+    loader, errors = lanes[0].engine, got.errors
     stalls = [e for e in errors if isinstance(e, StorageStalled)]
     if stalls:  # the partial run goes with the error, for the caller to keep
         stuck = tuple(p for e in stalls for p in e.stuck)
         stall = StorageStalled.after(sum(e.pending for e in stalls), stalls[0].timeout_s).with_note(
             f"during a training run at {gpus} GPU{'s' if gpus > 1 else ''}")
         stall.stuck, stall.left_behind = stuck, left_behind_text(stuck)
-        stall.run = summarize(merge_recorders(recs), counters, source.name, "shuffled", loaders[0], state, epoch,
-                              eviction, resident, False, gpus=gpus, consumer_rate=settings.rate_per_gpu)
+        stall.run = summarize(got.figures(), source.name, "shuffled", loader, state, epoch, eviction, resident,
+                              False, gpus=gpus, consumer_rate=settings.rate_per_gpu)
         raise stall
     if errors and isinstance(errors[0], OSError):
         raise explain_oserror(errors[0], f"reading the dataset {manifest.root} failed during a training run")
     if errors:
         raise errors[0]
     source.close()
-    merged = merge_recorders(recs)
-    aus = [c.au for c in consumers if c.au is not None]
-    delivered = [c.delivered_per_s for c in consumers if c.delivered_per_s is not None]
-    run = consumed(summarize(merged, counters, source.name, "shuffled", loaders[0], state, epoch, eviction, resident,
-                              True, gpus=gpus, consumer_rate=settings.rate_per_gpu,
-                              au=round(sum(aus) / len(aus), 4) if aus else None,
-                              au_min=round(min(aus), 4) if aus else None,
-                              delivered_per_s=round(sum(delivered), 2) if delivered else None))
-    changed_during(run, manifest, source, list(zip(shards, recs, strict=True)))  # marks it invalid, if so: left out
+    consumers = [lane.consumer for lane in lanes if lane.consumer is not None]
+    run = consumed(summarize(got.figures(), source.name, "shuffled", loader, state, epoch, eviction, resident, True,
+                             gpus=gpus, consumer_rate=settings.rate_per_gpu,
+                             **fed([c.au for c in consumers], [c.delivered_per_s for c in consumers])))
+    changed_during(run, manifest, source, [(lane.order, lane.rec) for lane in lanes])  # marks it invalid, if so
     return run
 
 
@@ -294,6 +397,6 @@ def merge_recorders(recs: list[EpochRecorder]) -> EpochRecorder:
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.t_first = min((r.t_first for r in recs if r.t_first), default=0.0)
-    merged.done = [int((merged.nbytes >= 0).sum())]
+    merged.done = [merged.samples()]
     merged.timeline = [(0.0, 0), (merged.t_end - merged.t_start, merged.done[0])]
     return merged

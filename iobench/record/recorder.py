@@ -3,7 +3,9 @@ progress over time, and the host's CPU and disk counters around it."""
 
 from __future__ import annotations
 
+import mmap
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import psutil
@@ -12,6 +14,23 @@ from hdrh.histogram import HdrHistogram
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 TIMELINE_POINTS = 1000  # at this many points a timeline keeps every other one and ticks half as often: a run of
 #                         10 M samples keeps ~1,000 points (~30 KB of JSON), not one per 0.2 s
+
+
+class _LiveCounts:
+    """Per-worker counts in shared memory (`EpochRecorder.share`) as the recorder's `done` while the epoch runs:
+    reads give Python ints, so `completed()` and the timeline see plain numbers; `counts` is what workers write."""
+
+    def __init__(self, counts: np.ndarray):
+        self.counts = counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __getitem__(self, i: int) -> int:
+        return int(self.counts[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.counts.tolist())
 
 
 class EpochRecorder:
@@ -30,8 +49,46 @@ class EpochRecorder:
         self.t_end = 0.0
         self.t_first = 0.0  # when the first batch reached the consumer (0: not recorded): start-up ends there
 
+    def share(self, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """For an epoch read in a forked child: the per-sample arrays and `width` per-worker counts moved into
+        anonymous shared memory (the child writes them, this process reads them live, `done` included; the arrays
+        stay there after). Returns the counts the child's workers write and `width` more slots: their finished
+        flags. `unshare` once the child is gone."""
+        n = len(self.nbytes)
+        mem = mmap.mmap(-1, max(8 * (3 * n + 2 * width), 8))  # anonymous, shared with a child across fork
+        shared = np.frombuffer(mem, dtype=np.int64, count=3 * n + 2 * width)
+        total, opened, nbytes = shared[:n], shared[n:2 * n], shared[2 * n:3 * n]
+        done, finished = shared[3 * n:3 * n + width], shared[3 * n + width:]
+        total[:], opened[:], nbytes[:] = self.total_ns, self.open_ns, self.nbytes
+        done[:len(self.done)] = list(self.done)
+        self.total_ns, self.open_ns, self.nbytes = total, opened, nbytes
+        self.done = _LiveCounts(done)  # type: ignore[assignment]
+        return done, finished
+
+    def unshare(self) -> None:
+        """The per-worker counts back as plain ints, after a shared epoch (`share`)."""
+        self.done = [int(x) for x in self.done]
+
     def completed(self) -> int:
+        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog)."""
         return sum(self.done)
+
+    def read_mask(self) -> np.ndarray:
+        """The positions read (nbytes stays -1 at one not read: an epoch cut short): after the epoch, the one count
+        of its samples, that every figure of it (bytes, latencies, a rank's coverage) is taken over."""
+        return self.nbytes >= 0
+
+    def samples(self) -> int:
+        """Samples the epoch read (`read_mask`)."""
+        return int(self.read_mask().sum())
+
+    def seconds(self) -> float:
+        """The epoch's wall time, start to stop (never 0: rates divide by it)."""
+        return max(self.t_end - self.t_start, 1e-9)
+
+    def first_batch_s(self) -> float | None:
+        """From the start to the first batch the consumer got; None where the engine does not record it."""
+        return max(self.t_first - self.t_start, 0.0) if self.t_first else None
 
     def start(self) -> None:
         self.t_start = time.perf_counter()

@@ -3,9 +3,10 @@
 Each source is one module here (files.py, ...) behind the two small protocols below; `open` makes one by name.
 
 A source hands each worker thread or process its own `Reader`; `Reader.read(index)` reads sample
-`index` whole into the reader's reusable buffer and returns its length. One reader per worker keeps
-the hot path free of locks and allocations; sources that need per-process state (an LMDB env after
-fork) open it in `reader()`.
+`index` whole into the reader's reusable buffer, times it (the per-sample contract: the reader times, an engine
+only schedules reads and stores `total_ns`, `open_ns` and the length where the recorder wants them) and returns its
+length. One reader per worker keeps the hot path free of locks and allocations; sources that need per-process
+state (an LMDB env after fork) open it in `reader()`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ NAMES = ("files", "lmdb", "tar")
 class Reader(Protocol):
     buffer: bytearray  # the last sample's bytes are buffer[:n]
     open_ns: int  # time the last read spent opening (0 where a source has no open)
+    total_ns: int  # the last read's whole time: open + read to EOF + close
+
 
     def read(self, index: int) -> int: ...
 

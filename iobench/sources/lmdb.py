@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from time import perf_counter_ns as _clock
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -152,7 +153,7 @@ class LmdbSource:
 
 
 class LmdbReader:
-    __slots__ = ("_env", "_txn", "_get", "buffer", "open_ns")
+    __slots__ = ("_env", "_txn", "_get", "buffer", "open_ns", "total_ns")
 
     def __init__(self, env, max_size: int):
         self._env = env  # keeps the env alive as long as the reader
@@ -160,11 +161,14 @@ class LmdbReader:
         self._get = self._txn.get
         self.buffer = bytearray(max(max_size, 1))
         self.open_ns = 0  # LMDB has no per-sample open (see the module's docstring)
+        self.total_ns = 0  # the last read's lookup, IO and copy
 
     def read(self, index: int) -> int:
+        t0 = _clock()
         value = self._get(index.to_bytes(8, "big"))  # lookup + all the value's IO (py-lmdb preloads it)
         if value is None:
             raise IndexError(f"sample {index} is not in the LMDB")
         n = len(value)
         self.buffer[:n] = value  # from memory; a value longer than the buffer grows it
+        self.total_ns = _clock() - t0
         return n

@@ -138,7 +138,7 @@ class TarSource:
 
 
 class TarReader:
-    __slots__ = ("_src", "_fds", "_shard", "_offset", "_size", "buffer", "_view", "open_ns")
+    __slots__ = ("_src", "_fds", "_shard", "_offset", "_size", "buffer", "_view", "open_ns", "total_ns")
 
     def __init__(self, src: TarSource):
         self._src = src
@@ -147,12 +147,13 @@ class TarReader:
         self.buffer = bytearray(max(src.max_size, 1))
         self._view = memoryview(self.buffer)
         self.open_ns = 0
+        self.total_ns = 0  # the last read's (shard open, if any, and) pread
 
     def read(self, index: int) -> int:
+        t0 = _clock()
         s = self._shard[index]
         fd = self._fds[s]
         if fd < 0:
-            t0 = _clock()
             fd = self._src._open(self._fds, s)
             self.open_ns = _clock() - t0
         else:
@@ -165,6 +166,7 @@ class TarReader:
             if k <= 0:
                 raise UserError(f"{self._src.shard_files[s]}: ends inside sample {index} (truncated shard?)")
             n += k
+        self.total_ns = _clock() - t0
         return n
 
 
