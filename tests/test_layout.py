@@ -76,3 +76,50 @@ def test_the_command_line_imports_nothing_of_the_phases() -> None:
                      if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             found += [f"{path.name}: {n}" for n in names if n == "iobench.phases" or n.startswith("iobench.phases.")]
     assert found == [], f"iobench/cli/ imports the phases (go through iobench.session): {found}"
+
+
+# What each package may import: its own layer and those below (docs/architecture.md draws them). Imports for types
+# only (under TYPE_CHECKING) do not count; imports inside functions do.
+LAYERS = [
+    {"iobench", "errors"},
+    {"safefs"},
+    {"result_fields", "result_runs", "result"},
+    {"host", "record"},
+    {"dataset"},
+    {"sources"},
+    {"store", "engines"},
+    {"gpu", "workload", "answer", "report", "ui", "output"},
+    {"phases"},
+    {"distributed"},
+    {"session"},
+    {"cli", "__main__"},
+]
+
+
+def _runtime_imports(tree: ast.Module, modules: dict[str, Path]) -> set[str]:
+    types_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                  and node.test.id == "TYPE_CHECKING" for n in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in types_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in modules:
+            found |= {f"{node.module}.{a.name}" for a in node.names} & modules.keys() or {node.module}
+    return found
+
+
+def test_each_package_imports_only_its_layer_and_those_below() -> None:
+    modules = _modules()
+    layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+    def home(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "iobench"
+
+    assert {home(m) for m in modules} <= layer.keys(), "a new package: put it in LAYERS"
+    upward = sorted(f"{m} imports {d}" for m, p in modules.items()
+                    for d in _runtime_imports(ast.parse(p.read_text()), modules)
+                    if layer[home(d)] > layer[home(m)])
+    assert upward == [], "imports from a higher layer: " + "; ".join(upward)

@@ -160,7 +160,7 @@ def answer(result: Result) -> Verdict:
 
 
 def verdict(result: Result) -> Verdict:
-    """The answer of a result: the cluster's for a distributed run (cluster_verdict.py), else one client's
+    """The answer of a result: the cluster's for a distributed run (answer/cluster.py), else one client's
     (`answer`)."""
     if result.distributed is not None:
         return cluster_verdict(result)

@@ -20,7 +20,7 @@ was still rising with more readers (the storage's own limit was not reached); `g
 are fed. A run too short to mean anything (`validity`) is marked and never enters the answer.
 
 Every threshold, the GPUs-fed arithmetic and the display of figures compared with a threshold live here;
-runner, report and plan import them.
+the phases, the report and plan import them.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def gb(b: float) -> str:
     return f"{b / 1e9:,.2f} GB"
 
 
-readers = loader_words  # '4 threads' or '4 DataLoader workers': its one home is verdict.py
+readers = loader_words  # '4 threads' or '4 DataLoader workers': its one home is answer/words.py
 
 
 def engine(r: Run) -> str:
