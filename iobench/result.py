@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, computed_field, model_validator
 
+from iobench.errors import explain_oserror
 from iobench.result_fields import (
     LOADING,
     Count,
@@ -33,6 +34,7 @@ from iobench.result_fields import (
     unusable,
 )
 from iobench.result_runs import Baseline, Cpu, Disk, FioBaseline, Latency, Metadata, Mitigation, Run, RunStats
+from iobench.safefs import write_file
 
 __all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FioBaseline", "Host", "Latency",
            "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "Result", "Run", "RunStats", "Settings",
@@ -331,8 +333,6 @@ class Result(Model):
     def save(self, path: Path) -> None:
         """Atomic write: a reader never sees a half-written file. One that fails is a one-line error naming the
         file (a write() that fails names none)."""
-        from iobench.errors import explain_oserror
-        from iobench.safefs import write_file
 
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from iobench.answer.rules import (
     usable_cores,
 )
 from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, reader_unit, readers
+from iobench.gpu.rates import rates
 from iobench.result import Result, Run, Settings
 
 KIND_WORDS = {
@@ -134,7 +135,6 @@ def need_line(s: Settings) -> str:
 def mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
     """With an MLPerf Storage workload, the storage's answer in each of its emulated accelerators too, at its AU
     rule: iobench's emulation of the workload, never an MLPerf Storage result."""
-    from iobench.gpu.rates import rates
 
     rows = [r for r in rates("mlperf-storage") if r.model == s.model]
     if not rows:

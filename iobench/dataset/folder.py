@@ -26,6 +26,7 @@ import numpy as np
 
 from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
+from iobench.host.mounts import fs_family, mount_of
 from iobench.safefs import (
     _DIR_FLAGS,
     _open_rel,
@@ -319,7 +320,6 @@ def describe_damage(root: Path, rel: list[str], sizes: np.ndarray, found: np.nda
 
 def _local(path: Path) -> bool:
     """Whether `path` is on a local file system (not network, not FUSE); False when that cannot be told."""
-    from iobench.host.mounts import fs_family, mount_of  # only gen and the reuse check need them
 
     try:
         return fs_family(mount_of(path).fstype) == "local"

@@ -30,6 +30,7 @@ from iobench.dataset.jpeg import JpegPool
 from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError, explain_oserror
+from iobench.host.mounts import usable_cpus
 from iobench.safefs import fmt_bytes
 
 if TYPE_CHECKING:  # types only: store/ imports dataset/, which imports this module (a Store is handed in)
@@ -160,7 +161,6 @@ def default_threads(mount: Path) -> int:
     at 8, 1,153 at 16, 1,290 at 32). On a local disk creating a file is the kernel's CPU work, so threads past the
     cores only queue for the interpreter lock (ext4, 2 cores, 100,000 files of 4 KiB: 4 threads ~12% faster than
     8): 2 per usable core, up to 8."""
-    from iobench.host.mounts import usable_cpus  # only a gen without --threads needs it
 
     return min(LOCAL_THREADS, max(2, 2 * int(usable_cpus()))) if _local(mount) else NETWORK_THREADS
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
 import time
 import zlib
 from dataclasses import dataclass
@@ -20,16 +21,19 @@ from hdrh.histogram import HdrHistogram
 from iobench import engines, sources, store
 from iobench.answer.cluster import host_cpu
 from iobench.answer.rules import consumed
+from iobench.dataset import Manifest, default_threads, describe_damage, inspect_files, scan
 from iobench.distributed.job import Job, RankLost, first_line
+from iobench.distributed.launch import COMPLETE, RESULT, note
 from iobench.engines import Loader
 from iobench.errors import EnvironmentRefused, Interrupted
 from iobench.gpu.consumer import make_consumer
-from iobench.host.mounts import host_info
+from iobench.host.mounts import host_info, mount_of
 from iobench.host.stall import StorageStalled
 from iobench.phases.epoch import Figures, Lane, fed, prepare_cache, read_epoch, summarize
+from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
-from iobench.result import Cpu, Latency, RankEpoch
+from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Settings
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -112,8 +116,6 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     """Every epoch of the job, on every rank: settings.cache states x settings.epochs, shuffled, through a DataLoader
     of `settings.concurrency[0]` workers per rank. Rank 0 (with `result`) gathers and saves after each epoch and
     ends with the verdict; the other ranks return None."""
-    from iobench.distributed.launch import COMPLETE, RESULT, note
-    from iobench.phases.pipeline import finish
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
@@ -291,7 +293,6 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
 def lead(job: Job, manifest, settings, result, ui) -> None:
     """Rank 0, once the dataset is made or checked: tell the other ranks what to read and how (its settings are the
     job's), meet their mounts, and record the job's shape in the result."""
-    from iobench.result import Distributed, RankRecord
 
     job.publish("dataset", {"root": str(manifest.root), "files": len(manifest), "bytes": manifest.total_bytes,
                             "made": result.dataset.made_by_iobench, "settings": settings.model_dump_json()})
@@ -345,7 +346,6 @@ def follow(job: Job, ui) -> None:
     """Ranks 1..W-1: wait for rank 0's dataset and settings (as long as rank 0 is alive), check this host sees the
     same dataset (its file count and bytes; its files against the manifest where `job.checks_files`), then read the
     epochs with the others. A refusal is one line naming this rank, its host and what differs: rank 0 says it."""
-    from iobench.result import Settings
 
     info = job.receive("dataset", "waiting for rank 0 to make or check the dataset")
     settings = Settings.model_validate_json(info["settings"])
@@ -363,7 +363,6 @@ def follow(job: Job, ui) -> None:
 def _same_dataset(job: Job, info: dict, root: Path):
     """The manifest of the dataset rank 0 published, as this host sees it; DatasetDiffers when it is not the same
     (another file count or size, or files that differ from the manifest where `job.checks_files`)."""
-    from iobench.dataset import Manifest, scan
 
     here = job.where(job.w.rank)
     try:
@@ -392,9 +391,7 @@ def _same_dataset(job: Job, info: dict, root: Path):
 def _differing_files(manifest) -> str:
     """The files of `manifest` that this host sees missing or of another size, in words ("" when none): each file
     stat-ed as rank 0's are when it reuses a dataset."""
-    import os
 
-    from iobench.dataset import default_threads, describe_damage, inspect_files
 
     root = manifest.root
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
@@ -409,7 +406,6 @@ def _differing_files(manifest) -> str:
 
 def _mounts(job: Job, root: Path) -> dict[str, str]:
     """Every host's mount of the dataset (fstype, source, options), met by all ranks; by host name."""
-    from iobench.host.mounts import mount_of
 
     entry = mount_of(root)
     line = f"{entry.fstype} {entry.source} {entry.options}"

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
 from iobench.errors import EnvironmentRefused
+from iobench.host.mounts import usable_cpus
 from iobench.host.stall import StorageStalled
 
 BEAT_S = 0.5  # heartbeat period of every rank
@@ -88,7 +90,6 @@ class Job:
     def __init__(self, w: World, timeout_s: float):
         import torch.distributed as dist
 
-        from iobench.host.mounts import usable_cpus
 
         _launched_rank()
         self.w = w
@@ -336,7 +337,6 @@ def _launched_rank() -> None:
     a word when the launcher stops it (the launcher says how the job ended)."""
     import ctypes
 
-    from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
 
     if launched() is None or threading.current_thread() is not threading.main_thread():
         return

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import EnvironmentRefused
+from iobench.safefs import write_file
 
 LAUNCH_DIR_ENV = "IOBENCH_LAUNCH_DIR"  # the launcher's private folder, in each rank's environment
 LAUNCHER_PID_ENV = "IOBENCH_LAUNCHER_PID"
@@ -64,7 +65,6 @@ def launched() -> Path | None:
 
 def note(name: str, text: str = "") -> None:
     """Rank 0 tells the launcher something (RESULT: its result's path; COMPLETE: that result is complete)."""
-    from iobench.safefs import write_file
 
     d = launched()
     if d is not None:

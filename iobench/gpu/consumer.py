@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from iobench.gpu.benchmark import TrainStep
+
 if TYPE_CHECKING:
     from iobench.engines.batches import Batch
     from iobench.result import Settings
@@ -70,7 +72,6 @@ class CudaConsumer(SleepConsumer):
     compute time is the GPU's own. AU is counted as for the sleep consumer."""
 
     def __init__(self, model: str, batch: int, device: str = "cuda", decode: bool = False):
-        from iobench.gpu.benchmark import TrainStep
 
         super().__init__(rate=1.0, decode=decode)  # rate unused: the step's own time is the compute time
         step = TrainStep(model, batch, device=device)

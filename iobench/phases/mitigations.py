@@ -33,6 +33,7 @@ from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
 from iobench.safefs import write_file
 from iobench.sources import Source
+from iobench.store.lock import state_dir
 
 if TYPE_CHECKING:
     from iobench.ui import UI
@@ -121,7 +122,6 @@ def readahead_file(bdi: str) -> Path:
 
 def journal_path() -> Path:
     """The journal of device settings iobench has changed and not yet put back."""
-    from iobench.store.lock import state_dir
 
     return state_dir() / "journal.json"
 

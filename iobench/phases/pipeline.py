@@ -37,6 +37,7 @@ from iobench.host.stall import (
 from iobench.phases.epoch import EpochSpec, measure_epoch, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
+from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, readahead_file, variants
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.sources import Source
@@ -379,7 +380,6 @@ def _train(ctx: RunContext, epoch: int) -> None:
 
 def _mitigations(ctx: RunContext, epoch: int) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
-    from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, variants
 
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
 
@@ -423,6 +423,5 @@ def _mitigations(ctx: RunContext, epoch: int) -> None:
 
 
 def readahead_writable(bdi: str) -> bool:
-    from iobench.phases.mitigations import readahead_file
 
     return os.access(readahead_file(bdi), os.W_OK)
