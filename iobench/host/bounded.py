@@ -110,18 +110,27 @@ def fork_child(child: Callable[[], None]) -> tuple[int, list[int]]:
     held: list[int] = []
     with signals_held(held), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python >= 3.12 warns on fork with threads
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
-            code = 1
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's stop (`child` may handle it)
-                if signal.SIGTERM in held:  # came since the fork, while held (or before it: the parent stops too)
-                    os._exit(1)
-                child()
-                code = 0
-            finally:
-                os._exit(code)
+        # Blocked across the fork: a SIGTERM the parent sends the child at once (a Ctrl-C during the fork) would
+        # otherwise reach the child's inherited Python handler and be run after the child set SIG_DFL, which
+        # Python then ignores: the child read its whole epoch as if never stopped. Unblocked in the child once
+        # its own dispositions are set, a pending SIGTERM ends it there.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
+                code = 1
+                try:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's stop (`child` may handle it)
+                    if signal.SIGTERM in held:  # came before the fork, while held: the parent stops too
+                        os._exit(1)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    child()
+                    code = 0
+                finally:
+                    os._exit(code)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the parent's: a signal held meanwhile arrives now
     return pid, held
 
 
