@@ -34,7 +34,7 @@ from iobench.errors import Interrupted, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
-from iobench.phases.epoch import EpochSpec, measure_epoch, steady_training, train_epoch, warm_up
+from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
 from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, readahead_file, variants
@@ -236,6 +236,8 @@ def _fio(ctx: RunContext) -> None:
                 files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
                 setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
+                cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4),
+                cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
                 repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
                 at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
             point = baseline.fio[-1]
