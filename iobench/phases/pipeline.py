@@ -17,6 +17,7 @@ import numpy as np
 
 from iobench import engines, sources, store
 from iobench.answer.client import verdict
+from iobench.answer.client_figures import ceiling
 from iobench.answer.rules import (
     MIN_TRAIN_STEPS,
     REACHES,
@@ -96,8 +97,10 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
 
 
 def finish(result: Result, result_path: Path) -> Result:
-    """Every phase measured: the stats, the verdict, complete, saved."""
+    """Every phase measured: the stats, this client's CPU ceiling, the verdict, complete, saved."""
     result.stats = stats(result)
+    top = ceiling(result) if result.distributed is None else None
+    result.host.client_ceiling_samples_per_s = top.samples_per_s if top is not None else None
     result.verdict = verdict(result)
     result.complete = True
     result.finished = now_iso()
