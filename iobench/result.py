@@ -82,6 +82,12 @@ class Host(Model):
     cpus_usable: Usable | None = Field(
         None, description="cores iobench may use: its CPU affinity (taskset, cpuset) capped by its cgroup's CPU "
                           "quota, as in a container; the verdict's client-CPU test compares with this, not `cpus`")
+    client_ceiling_samples_per_s: Rate | None = Field(
+        None, description="the most samples/s this client's CPU could deliver on the pipeline's path: `cpus_usable` "
+                          "(else `cpus`) / the CPU per sample (reading, and decoding with decode: "
+                          "`runs[].cpu_us_per_sample`) of the run the verdict's pipeline figure comes from "
+                          "(`verdict.pipeline_from`); a measured figure, set with the verdict; null without that run's "
+                          "CPU per sample (results written before it, a distributed job, fio alone)")
     ram_bytes: Count = Field(description="total RAM")
     ram_available_bytes: Count = Field(description="RAM available when the run started")
     python: str = Field(description="Python version")

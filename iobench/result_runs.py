@@ -25,6 +25,14 @@ class Cpu(Model):
     iobench_cores: Used | None = Field(
         description="CPU seconds iobench used per wall second (its DataLoader workers included); near the core "
                     "count means the client CPU, not the storage, set the pace")
+    iobench_cpu_s: Seconds | None = Field(
+        None, description="user + system CPU seconds of iobench's processes over the same time as iobench_cores "
+                          "(this process, its DataLoader workers, a forked reader process; psutil, the kernel's "
+                          "clock ticks: 10 ms per process); null in results written before it")
+    decode_cpu_s: Seconds | None = Field(
+        None, description="with decode: the CPU seconds decode and augmentation took, part of iobench_cpu_s (each "
+                          "worker's thread CPU clock around each sample's decode, crop and flip: what a sample "
+                          "costs past its read); null without decode")
 
 
 class Disk(Model):
@@ -87,6 +95,17 @@ class Run(Model):
     open_ms: Latency = Field(description="per sample, the open() alone (path lookup, permission, metadata)")
     decode_ms: Latency | None = Field(None, description="per sample, decode and augmentation; null without decode")
     cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
+    cpu_us_per_sample: Seconds | None = Field(
+        None, description="iobench's own cost: user + system CPU microseconds per sample read (`cpu.iobench_cpu_s` "
+                          "/ samples), of all iobench's processes over the epoch: opening, reading, timing and "
+                          "handing over each sample, progress, a DataLoader's worker start-up in its first epoch, a "
+                          "training run's consumer, and with decode the decode (also apart: "
+                          "`decode_cpu_us_per_sample`; reading's own is the difference). Against fio's "
+                          "(`baseline.fio[].cpu_us_per_sample`) it shows the tool's overhead; null in results "
+                          "written before it, and for a distributed job's aggregate (each rank's is in `ranks`)")
+    decode_cpu_us_per_sample: Seconds | None = Field(
+        None, description="with decode: decode and augmentation's own CPU microseconds per sample "
+                          "(`cpu.decode_cpu_s` / samples), part of `cpu_us_per_sample`; null without decode")
     disk: Disk | None = Field(description="block-device counters during the epoch; null for network/FUSE mounts")
     gpus: Positive | None = Field(None, description="emulated GPUs in a training run (each its own DataLoader over its "
                                                     "shard of the epoch); null for a read-only replay run")
@@ -179,6 +198,13 @@ class FioBaseline(Model):
     cpu: Cpu | None = Field(None, description="CPU use while fio ran, its set-up and every repeat included "
                                               "(iobench_cores counts fio's processes): near the usable cores, fio's "
                                               "figure is a lower bound of the storage's")
+    cpu_s: Seconds | None = Field(
+        None, description="user + system CPU seconds of fio's jobs in the run kept, as its JSON gives them: (usr_cpu "
+                          "+ sys_cpu) % x job_runtime, summed over the jobs (each file's open, read and close; not "
+                          "fio's set-up); null where fio did not say, and in results written before it")
+    cpu_us_per_sample: Seconds | None = Field(
+        None, description="fio's CPU microseconds per file read (cpu_s / files): the leanest per-sample path, what "
+                          "runs[].cpu_us_per_sample is set against at the same concurrency and cache state")
     repeats: Count = Field(1, description="fio runs at this point (cold: each from an evicted cache); the fastest kept")
     runs_files_per_s: list[Rate] = Field(default_factory=list, description="files/s of every repeat")
     at_best: bool = Field(True, description="false when `caveats` says the kept run may be below fio's best")

@@ -151,6 +151,29 @@ def test_plan_against_a_measured_result_still_rising():
     assert "over the dataset" not in text
 
 
+@pytest.mark.parametrize("decode_us", [None, 2500.0])
+def test_plan_with_a_result_takes_the_cpu_per_sample_measured_on_its_client(decode_us):
+    cpu = {"cpu_us_per_sample": 3000.0 if decode_us else 40.0, "decode_cpu_us_per_sample": decode_us}
+    r = _result([_run(1, 500), _run(4, 1800), _run(16, 6000).model_copy(update=cpu)])
+    table = plan("h100", 32, "resnet50", kind=MLPERF)
+    p = plan("h100", 32, "resnet50", kind=MLPERF, result=r)
+    assert p.measured is not None and p.measured.cpu_us_per_sample == cpu["cpu_us_per_sample"]
+    full = 32 * H100_RN50  # samples/s at AU 100%
+    if decode_us:  # read + decode as measured: the table's decode figure is not used
+        assert p.cpu_cores_demand == pytest.approx(full * 3000e-6)
+        assert "read + decode + augment at 3,000.0 us of CPU per sample, measured on this client" in p.cpu_from
+    else:  # reading as measured, decode + augment at the table's per-core rate
+        assert p.cpu_cores_demand == pytest.approx(full * 40e-6 + table.cpu_cores_demand)
+        assert "read at 40.0 us of CPU per sample, measured on this client at 16 threads (it did not decode)" \
+            in p.cpu_from
+    assert p.cpu_cores_minimum == pytest.approx(0.9 * p.cpu_cores_demand)
+    text = format_plan(p, width=200)
+    assert "CPU cores (measured on this client)" in text and "per GPU" in text and f"CPU cores: {p.cpu_from}." in text
+    assert table.cpu_from is None and "CPU cores for decode + augment" in format_plan(table)
+    plain = plan("h100", 32, "resnet50", kind=MLPERF, result=_result([_run(16, 6000)]))
+    assert plain.cpu_from is None and plain.cpu_cores_demand == table.cpu_cores_demand  # none measured: the table's
+
+
 def test_plan_caps_at_the_best_cold_rate_when_the_sweep_stopped_rising():
     r = _result([_run(1, 1000), _run(4, 3000), _run(16, 3100), _run(16, 20_000, "warm")])
     m = plan("h100", 1, "resnet50", kind=MLPERF, result=r).measured

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from iobench.answer.client_figures import (
     asked_for,
+    ceiling,
     client_count,
     cores_per_gpu,
     limit_of,
@@ -31,6 +32,7 @@ from iobench.answer.client_figures import (
 )
 from iobench.answer.client_words import (
     advised_files,
+    ceiling_line,
     client_line,
     first_line,
     mlperf_line,
@@ -133,6 +135,9 @@ def answer(result: Result) -> Verdict:
                         f"{1000 * batch / rate:,.1f} ms), a cost the rates alone do not show.")
     evidence.append(why)
     if limit == "client-cpu" or other == "client-cpu":
+        top = ceiling(result)
+        if top is not None:
+            evidence.append(ceiling_line(top))
         cores = cores_per_gpu(result, pipe, rate, tau)
         if cores is not None:
             evidence.append(cores)

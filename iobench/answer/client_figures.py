@@ -85,6 +85,29 @@ def pipeline(result: Result) -> Pipeline | None:
     return Pipeline(shaped.samples_per_s, what, shaped)
 
 
+@dataclass(frozen=True)
+class Ceiling:
+    """The most samples/s this client's CPU could deliver on the pipeline's path: the cores iobench may use over the
+    CPU per sample its run measured (reading, and decoding with --decode)."""
+
+    samples_per_s: float
+    cores: float
+    cpu_us_per_sample: float  # reading, and decoding with --decode
+    decode_us: float | None  # of it, decoding's
+    run: Run
+
+
+def ceiling(result: Result) -> Ceiling | None:
+    """This client's CPU ceiling, from the run its pipeline figure comes from; None where that run measured no CPU
+    per sample (a result written before it) or no pipeline ran."""
+    pipe = pipeline(result)
+    usable = usable_cores(result)
+    if pipe is None or not usable or not pipe.run.cpu_us_per_sample:
+        return None
+    us = pipe.run.cpu_us_per_sample
+    return Ceiling(round(usable * 1e6 / us, 2), usable, us, pipe.run.decode_cpu_us_per_sample, pipe.run)
+
+
 def storage_gpus(store: StorageFigure, rate: float, tau: float) -> Count:
     """GPUs the storage figure feeds, a range within its spread of a line."""
     low, high = gpus_range(store.samples_per_s, store.spread, rate, tau)
@@ -232,12 +255,16 @@ def plateau_of(result: Result, sat: int | None, best: Run | None) -> str | None:
 
 
 def cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> str | None:
-    """Where the client's CPU limits: the cores one GPU's input pipeline needs at the CPU per sample measured."""
+    """Where the client's CPU limits: the cores one GPU's input pipeline needs at the CPU per sample measured (its
+    run's `cpu_us_per_sample`; for a result written before it, the cores it used over the samples/s)."""
     cores = pipe.run.cpu.iobench_cores
-    if not cores or not pipe.samples_per_s:
+    if pipe.run.cpu_us_per_sample:
+        per_sample = pipe.run.cpu_us_per_sample / 1e6  # CPU seconds per sample
+    elif cores and pipe.samples_per_s:
+        per_sample = cores / pipe.samples_per_s
+    else:
         return None
-    per_sample = cores / pipe.samples_per_s  # CPU seconds per sample
     need = per_sample * rate * tau
-    return (f"At the {1e6 * per_sample:,.0f} us of CPU per sample measured here, one {gpu_short(result.settings)} "
+    return (f"At the {1e6 * per_sample:,.1f} us of CPU per sample measured here, one {gpu_short(result.settings)} "
             f"needs ~{math.ceil(10 * need) / 10:,.1f} cores of a client for its input pipeline"
             + (" (decode included)" if pipe.run.decode else "") + ".")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from iobench.answer.client_figures import Asked, Count, Pipeline
+from iobench.answer.client_figures import Asked, Ceiling, Count, Pipeline
 from iobench.answer.rules import (
     MIN_BATCHES_PER_READER,
     MIN_SECONDS,
@@ -149,6 +149,14 @@ def client_line(result: Result, pipe: Pipeline) -> str:
     """The evidence line of this client's pipeline and its CPU."""
     return (f"This client: its input pipeline delivered {pipe.samples_per_s:,.0f} samples/s ({pipe.what}); "
             f"{cpu_words(pipe.run.cpu, result)}.")
+
+
+def ceiling_line(c: Ceiling) -> str:
+    """The evidence line of this client's CPU ceiling: its cores over the CPU per sample measured."""
+    what = "reading" if c.decode_us is None else f"reading and decoding, {c.decode_us:,.1f} us of it decoding"
+    return (f"This client's CPU ceiling: ~{c.samples_per_s:,.0f} samples/s = its {c.cores:g} cores / "
+            f"{c.cpu_us_per_sample:,.1f} us of CPU per sample ({what}, measured at {readers(c.run)}): the most its "
+            "CPU could deliver on this path.")
 
 
 def no_answer(result: Result, invalid: list[Run]) -> list[str]:

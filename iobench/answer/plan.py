@@ -21,6 +21,8 @@ Pure functions over numbers (and, optionally, a `Result`); no IO. The convention
   one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
   predicted by scaling its measured list time linearly.
 - CPU cores for decode: `gpus.cpu_cores_for_decode` (Pillow decode + RandomResizedCrop + flip, measured per core).
+  With a result, the CPU per sample measured on its client instead (`client_figures.ceiling`: reading, and
+  decoding where it ran with --decode; where it did not, reading as measured and decode at the per-core figure).
 - Per-GPU rate: the row of the kind asked for, else the first kind the GPU and model have (`gpus.KINDS` order:
   measured, published, mlperf-storage), its kind printed beside it; a GPU with no row of the asked kind is an
   error. Where other GPUs of the model take another kind without --rate-kind (resnet50: measured on an h200,
@@ -69,7 +71,7 @@ from iobench.answer.plan_words import format_plan, kinds_apart, mixed_kinds
 from iobench.answer.rules import demand as need
 from iobench.answer.scaling import scaling, scaling_sentence
 from iobench.dataset.sizes import IMAGENET_MEAN
-from iobench.gpu.rates import canonical_model, cpu_cores_for_decode, rate_for, sample_size
+from iobench.gpu.rates import CPU_PREPROCESS_PER_CORE, canonical_model, cpu_cores_for_decode, rate_for, sample_size
 from iobench.result import Result
 
 __all__ = ["IMAGENET_FILES", "CacheWhatIf", "CapacityPlan", "ConcurrencyWhatIf", "Implausible", "Measured",
@@ -146,9 +148,27 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
             points = scaling(series or [result])
             measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
                                    "scaling_note": scaling_sentence(points)})
-        with_result = CapacityPlan(**{**p.__dict__, "measured": measured})
+        cpu = _measured_cpu(p, measured) if measured is not None and measured.cpu_us_per_sample else {}
+        with_result = CapacityPlan(**{**p.__dict__, "measured": measured, **cpu})
         printable(with_result)
     except Implausible as exc:  # the result's figures: read back in range, yet no storage gives them
         raise Implausible(f"{exc}, from the result of {result.mount.fstype} at {result.mount.path}: not plausible "
                           "for a measurement (an edited or damaged result?)") from None
     return with_result
+
+
+def _measured_cpu(p: CapacityPlan, m: Measured) -> dict:
+    """The plan's CPU cores at the CPU per sample measured on the result's client: reading and decoding as measured
+    where it decoded; else reading as measured, decode + augment at the per-core figure."""
+    us = m.cpu_us_per_sample or 0.0
+    decoded = m.decode_cpu_us_per_sample is not None
+
+    def cores(samples_per_s: float) -> float:
+        return samples_per_s * us / 1e6 + (0.0 if decoded else cpu_cores_for_decode(samples_per_s))
+
+    how = (f"read + decode + augment at {us:,.1f} us of CPU per sample, measured on this client at {m.cpu_readers}"
+           if decoded else
+           f"read at {us:,.1f} us of CPU per sample, measured on this client at {m.cpu_readers} (it did not decode), "
+           f"+ decode + augment at {CPU_PREPROCESS_PER_CORE:g} samples/s per core")
+    return {"cpu_cores_demand": cores(p.demand_samples_per_s), "cpu_cores_minimum": cores(p.minimum_samples_per_s),
+            "cpu_from": how}

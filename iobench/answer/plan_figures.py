@@ -131,6 +131,9 @@ class Measured:
     per_node_samples_per_s: float | None = None  # samples_per_s / nodes_measured
     scaling: list[ScalePoint] = field(default_factory=list)  # distributed results at several node counts
     scaling_note: str | None = None
+    cpu_us_per_sample: float | None = None  # the measuring client's CPU per sample (`client_figures.ceiling`)
+    decode_cpu_us_per_sample: float | None = None  # of it, decoding's (null: the result did not decode)
+    cpu_readers: str = ""  # where it was measured: "4 DataLoader workers"
 
 
 @dataclass(frozen=True)
@@ -155,13 +158,14 @@ class CapacityPlan:
     demand_opens_per_s: float  # one open per sample (files source)
     minimum_opens_per_s: float
     startup_entries: int  # directory entries listed before the first batch (one per file)
-    cpu_cores_demand: float  # decode + augment at demand
+    cpu_cores_demand: float  # decode + augment at demand (with a result: at the CPU per sample measured, `cpu_from`)
     cpu_cores_minimum: float
     epoch_s_demand: float  # dataset_files / demand
     epoch_s_minimum: float
     dataset_bytes: float
     measured: Measured | None = None
     kind_note: str | None = None  # other GPUs of the model take other kinds of rate: `kinds_apart`
+    cpu_from: str | None = None  # the CPU cores measured on the result's client: how; None: the table's decode rate
 
     @property
     def nodes(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from iobench.answer.client_figures import ceiling
 from iobench.answer.cluster import job_run
 from iobench.answer.plan_figures import (
     CACHE_FRACTIONS,
@@ -23,6 +24,7 @@ from iobench.answer.plan_figures import (
 )
 from iobench.answer.plan_words import figure, mixed_kinds, planned, who
 from iobench.answer.rules import replay_runs, storage_figure, storage_runs
+from iobench.answer.words import readers as readers_of
 from iobench.gpu.rates import KIND_ALIASES, kind_of_source
 from iobench.result import Result, Run
 
@@ -114,6 +116,10 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
         (f"this plan ({who(p)})", p.rate_per_gpu, p.rate_kind),
         (f"the result ({m.label}, {result.settings.gpu or '?'} on {result.settings.model or '?'})", s_rate,
          rate_kind_of(result))])}
+    top = ceiling(result) if job is None else None  # one client's CPU per sample; a job's is per rank
+    if top is not None:
+        extra.update(cpu_us_per_sample=top.cpu_us_per_sample, decode_cpu_us_per_sample=top.decode_us,
+                     cpu_readers=readers_of(top.run))
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
     if cache == "cold" and job is None and ref is not None:  # Little's law over one client's loaders; a job has none

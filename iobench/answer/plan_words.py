@@ -115,10 +115,15 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     t.add_row("samples/s", figure(p.minimum_samples_per_s), figure(p.demand_samples_per_s))
     t.add_row("MB/s", figure(p.minimum_mb_per_s), figure(p.demand_mb_per_s))
     t.add_row("file opens/s (one per sample)", figure(p.minimum_opens_per_s), figure(p.demand_opens_per_s))
-    t.add_row("CPU cores for decode + augment", figure(p.cpu_cores_minimum), figure(p.cpu_cores_demand))
+    what = "CPU cores for decode + augment" if p.cpu_from is None else "CPU cores (measured on this client)"
+    t.add_row(what, figure(p.cpu_cores_minimum), figure(p.cpu_cores_demand))
     t.add_row("  per node", figure(p.cpu_cores_minimum / p.nodes), figure(p.cpu_cores_demand / p.nodes))
+    if p.cpu_from is not None:
+        t.add_row("  per GPU", figure(p.cpu_cores_minimum / p.gpus), figure(p.cpu_cores_demand / p.gpus))
     t.add_row("epoch time", _duration(p.epoch_s_minimum), _duration(p.epoch_s_demand))
     con.print(t)
+    if p.cpu_from is not None:
+        con.print(f"CPU cores: {p.cpu_from}.", highlight=False)
     con.print(f"start-up: {p.startup_entries:,} directory entries to list (ImageFolder scans every file) before the "
               "first batch.", highlight=False)
     con.print(f"minimum = {p.au_target:.2f} x demand: with IO overlapping compute, AU = supply / demand (as the "

@@ -49,6 +49,7 @@ DECODE_BOUND = 0.5  # decode took over half of each reader's time per sample: th
 STARTUP_NOTE_S = 60.0  # start-up costs worth a sentence: a minute of idle GPUs before the first batch
 MITIGATION_NOTE = 1.1  # a mitigation worth naming buys at least 10%
 UNSTABLE = 0.05  # MLPerf Storage: a figure whose repeats spread over 5% does not repeat
+OVER_FIO_CPU = 1.5  # iobench's reading cost over 1.5x fio's CPU per file at the same point: the tool's own cost shows
 
 
 def gpus_for(samples_per_s: float, rate_per_gpu: float, au_target: float) -> int:
@@ -198,6 +199,27 @@ def fio_validity(b: FioBaseline) -> str | None:
 
 def fio_valid(b: FioBaseline) -> bool:
     return fio_validity(b) is None
+
+
+def read_cpu_us(run: Run) -> float | None:
+    """A run's CPU microseconds per sample for reading alone: its `cpu_us_per_sample` less its decode's."""
+    if run.cpu_us_per_sample is None:
+        return None
+    return max(run.cpu_us_per_sample - (run.decode_cpu_us_per_sample or 0.0), 0.0)
+
+
+def costlier_than_fio(result: Result) -> list[tuple[Run, FioBaseline, float]]:
+    """The replay runs of the files whose reading cost more than OVER_FIO_CPU x fio's CPU per file at the same
+    concurrency and cache state in this result, each with that fio point and the ratio."""
+    fio = {(b.concurrency, b.cache): b for b in (result.baseline.fio if result.baseline else [])
+           if fio_valid(b) and b.cpu_us_per_sample}
+    out = []
+    for r in replay_runs(result):
+        b, mine = fio.get((r.concurrency, r.cache)), read_cpu_us(r)
+        if r.source == "files" and b is not None and b.cpu_us_per_sample and mine is not None \
+                and mine > OVER_FIO_CPU * b.cpu_us_per_sample:
+            out.append((r, b, mine / b.cpu_us_per_sample))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ which runs count

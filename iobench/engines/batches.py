@@ -1,11 +1,12 @@
 """The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that
 reads it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker
-into ONE uint8 tensor in shared memory: a header, `meta`, int64 (6, k): position in the epoch, offset, nbytes,
-total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns; then the data: the
-batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded
-(k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot) and the OSError that
-stopped the batch, if any (the rows read before it are kept). What crosses from a worker to the main process is
-one batch, never one object per sample: the main process sees `meta` and `data` as two views of that one tensor.
+into ONE uint8 tensor in shared memory: a header, `meta`, int64 (7, k): position in the epoch, offset, nbytes,
+total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
+CPU time, its thread's clock); then the data: the batch's raw bytes concatenated (sample i at offset[i], nbytes[i]
+long), or with decode=True the decoded (k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid,
+buffer slot) and the OSError that stopped the batch, if any (the rows read before it are kept). What crosses from a
+worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
+two views of that one tensor.
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
 
@@ -18,7 +19,7 @@ import os
 import random
 import signal
 from dataclasses import dataclass
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,8 +34,8 @@ CROP = 224  # RandomResizedCrop output side
 IMAGE_BYTES = 3 * CROP * CROP
 
 # rows of a batch's meta tensor
-POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS = range(6)
-META_ROWS = 6
+POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS, DECODE_CPU_NS = range(7)
+META_ROWS = 7
 
 
 def import_torch():
@@ -148,6 +149,7 @@ class SourceDataset:
         meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)
         meta[POS] = np.arange(p0, p0 + k, dtype=np.int64)
         meta[DECODE_NS] = 0
+        meta[DECODE_CPU_NS] = 0
         if self.decode:
             out = buf[hdr:hdr + k * IMAGE_BYTES].numpy().reshape(k, 3, CROP, CROP)
             done, error = self._read_decode(reader, indices.tolist(), meta, out)
@@ -198,15 +200,17 @@ class SourceDataset:
     def _read_decode(self, reader, indices: list[int], meta: np.ndarray, out: np.ndarray):
         from PIL import Image
 
-        read, clock, rng = reader.read, perf_counter_ns, self._rng
+        read, clock, cpu, rng = reader.read, perf_counter_ns, thread_time_ns, self._rng
         assert rng is not None  # _open set it: __getitems__ opens the reader first
         pos_n, pos_t, pos_o, pos_d = meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS], meta[DECODE_NS]
+        pos_c = meta[DECODE_CPU_NS]
         meta[OFFSET] = 0
         i = 0
         try:
             for index in indices:
                 n = read(index)
                 t1 = clock()  # decode's own time starts here
+                c1 = cpu()  # and its CPU time: two clock reads against milliseconds of decode
                 pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
                 pos_n[i] = n
@@ -221,6 +225,7 @@ class SourceDataset:
                     img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
                 out[i] = np.asarray(img).transpose(2, 0, 1)  # HWC -> CHW, uint8
                 pos_d[i] = clock() - t1
+                pos_c[i] = cpu() - c1
                 i += 1
         except OSError as exc:  # a read error, or a file Pillow cannot decode (_undecodable)
             return i, self._where(exc, indices[i], int(meta[POS, i]))

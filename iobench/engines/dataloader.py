@@ -30,6 +30,7 @@ import numpy as np
 
 from iobench.engines.batches import (
     CROP,
+    DECODE_CPU_NS,
     DECODE_NS,
     META_ROWS,
     NBYTES,
@@ -175,12 +176,13 @@ class DataLoaderEngine:
         loader = self._loader_for(source)
         assert self._sampler is not None  # _loader_for made it with the loader
         self._sampler.order = order
-        decode_ns = None
+        decode_ns = decode_cpu = None
         if self.decode:
-            decode_ns = rec.decode_ns
+            decode_ns, decode_cpu = rec.decode_ns, rec.decode_cpu_ns
             if decode_ns is None or len(decode_ns) != len(order):
-                decode_ns = np.zeros(len(order), dtype=np.int64)
-                rec.decode_ns = decode_ns
+                decode_ns = rec.decode_ns = np.zeros(len(order), dtype=np.int64)
+            if decode_cpu is None or len(decode_cpu) != len(order):
+                decode_cpu = rec.decode_cpu_ns = np.zeros(len(order), dtype=np.int64)
         done = rec.done
         if len(done) < max(self.workers, 1):
             done.extend([0] * (max(self.workers, 1) - len(done)))
@@ -206,8 +208,9 @@ class DataLoaderEngine:
                 total[pos] = meta[TOTAL_NS]
                 opened[pos] = meta[OPEN_NS]
                 nbytes[pos] = meta[NBYTES]
-                if decode_ns is not None:
+                if decode_ns is not None and decode_cpu is not None:
                     decode_ns[pos] = meta[DECODE_NS]
+                    decode_cpu[pos] = meta[DECODE_CPU_NS]
                 done[worker] += n
                 pids.add(pid)
                 if error is not None:

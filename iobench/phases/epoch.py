@@ -115,7 +115,7 @@ class Figures:
     decoded: bool  # the engine decoded the samples
     decodes: dict[str, float] | None  # decode's own latency, where it is known
     decode_share: float | None  # decode / (read + decode) over the samples, where it is known
-    cpu: dict  # as Counters.result() gives it
+    cpu: dict  # as Counters.result() gives it, with decode_cpu_s where the decode's CPU time is known
     disk: dict | None
     timeline: list[tuple[float, int]]
 
@@ -124,11 +124,13 @@ class Figures:
         """One recorder's figures, over the samples it read (its `read_mask`)."""
         read = rec.read_mask()
         samples = int(read.sum())
-        decode_ns = rec.decode_ns
+        decode_ns, decode_cpu = rec.decode_ns, rec.decode_cpu_ns
         share = None
         if decode_ns is not None and samples:
             spent = float(decode_ns[read].sum())
             share = spent / max(spent + float(rec.total_ns[read].sum()), 1.0)
+        if decode_cpu is not None:
+            cpu = {**cpu, "decode_cpu_s": round(float(decode_cpu[read].sum()) / 1e9, 4)}
         return cls(samples=samples, bytes=int(rec.nbytes[read].sum()), seconds=rec.seconds(),
                    first_batch_s=rec.first_batch_s(), latency=latency_summary(rec.total_ns[read]),
                    opens=latency_summary(rec.open_ns[read]), decoded=decode_ns is not None,
@@ -288,6 +290,7 @@ def summarize(figures: Figures, source: str, order: str, engine: Engine, state: 
     latency percentiles, counters; `extra` the fields of its kind (a training run's GPUs, a job's ranks)."""
     cpu = figures.cpu
     samples, nbytes, seconds = figures.samples, figures.bytes, figures.seconds
+    spent, decoding = cpu.get("iobench_cpu_s"), cpu.get("decode_cpu_s")
     return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
         workers=engine.workers, batch_size=engine.batch_size,
@@ -301,8 +304,14 @@ def summarize(figures: Figures, source: str, order: str, engine: Engine, state: 
         latency_ms=Latency(**figures.latency), open_ms=Latency(**figures.opens),
         decode_ms=None if figures.decodes is None else Latency(**figures.decodes),
         cpu=Cpu(**cpu), disk=Disk(**figures.disk) if figures.disk else None,
+        cpu_us_per_sample=per_sample_us(spent, samples), decode_cpu_us_per_sample=per_sample_us(decoding, samples),
         timeline=[(round(t, 3), d) for t, d in figures.timeline], **extra,
     ))
+
+
+def per_sample_us(cpu_s: float | None, samples: int) -> float | None:
+    """CPU seconds over samples, in microseconds (None without either)."""
+    return round(1e6 * cpu_s / samples, 2) if cpu_s is not None and samples else None
 
 
 def fed(aus: Sequence[float | None], delivered: Sequence[float | None]) -> dict[str, float | None]:
@@ -394,6 +403,9 @@ def merge_recorders(recs: list[EpochRecorder]) -> EpochRecorder:
     decodes = [r.decode_ns for r in recs if r.decode_ns is not None]
     if len(decodes) == len(recs):  # every recorder has them
         merged.decode_ns = np.concatenate(decodes)
+    decode_cpu = [r.decode_cpu_ns for r in recs if r.decode_cpu_ns is not None]
+    if len(decode_cpu) == len(recs):
+        merged.decode_cpu_ns = np.concatenate(decode_cpu)
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.t_first = min((r.t_first for r in recs if r.t_first), default=0.0)

@@ -68,6 +68,15 @@ class FioResult:
     file) and, when they total <= ``KEEP_IOLOGS_MAX`` bytes, the iologs ``<name>.<j>.iolog`` it replays."""
 
     @property
+    def cpu_s(self) -> float | None:
+        """User + system CPU seconds of the jobs (group_reporting sums each job's rusage and runtime: the %s are
+        of the summed runtime), from ``extra``; None where fio did not give them."""
+        usr, sys_, runtime_ms = (self.extra.get(k) for k in ("usr_cpu", "sys_cpu", "job_runtime_ms"))
+        if usr is None or sys_ is None or not runtime_ms:
+            return None
+        return (float(usr) + float(sys_)) / 100.0 * float(runtime_ms) / 1000.0
+
+    @property
     def at_best(self) -> bool:
         """True when nothing iobench can see kept fio from its best (no ``caveats``)."""
         return not self.caveats

@@ -17,6 +17,7 @@ import numpy as np
 
 from iobench import engines, sources, store
 from iobench.answer.client import verdict
+from iobench.answer.client_figures import ceiling
 from iobench.answer.rules import (
     MIN_TRAIN_STEPS,
     REACHES,
@@ -34,7 +35,7 @@ from iobench.errors import Interrupted, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
-from iobench.phases.epoch import EpochSpec, measure_epoch, steady_training, train_epoch, warm_up
+from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
 from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, readahead_file, variants
@@ -96,8 +97,10 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
 
 
 def finish(result: Result, result_path: Path) -> Result:
-    """Every phase measured: the stats, the verdict, complete, saved."""
+    """Every phase measured: the stats, this client's CPU ceiling, the verdict, complete, saved."""
     result.stats = stats(result)
+    top = ceiling(result) if result.distributed is None else None
+    result.host.client_ceiling_samples_per_s = top.samples_per_s if top is not None else None
     result.verdict = verdict(result)
     result.complete = True
     result.finished = now_iso()
@@ -236,6 +239,8 @@ def _fio(ctx: RunContext) -> None:
                 files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
                 setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
+                cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4),
+                cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
                 repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
                 at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
             point = baseline.fio[-1]

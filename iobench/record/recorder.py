@@ -42,6 +42,7 @@ class EpochRecorder:
         self.nbytes = np.full(n, -1, dtype=np.int64)  # -1: not read (interrupted epoch)
         self.done = [0] * workers  # one counter per worker: no lock on the hot path
         self.decode_ns: np.ndarray | None = None  # per sample, when the engine decodes (DataLoader --decode)
+        self.decode_cpu_ns: np.ndarray | None = None  # the decode's CPU time (its thread's clock), with decode_ns
         self.timeline: list[tuple[float, int]] = []  # (seconds since start, samples done)
         self._ticks = 0
         self._every = 1  # a point every this many ticks (doubles each time the timeline is thinned)
@@ -172,7 +173,7 @@ class Counters:
         """CPU and disk figures since this object was made."""
         wall = time.perf_counter() - self.t
         cpu = psutil.cpu_times_percent(interval=None)
-        own = _own_cpu() - self.proc
+        own = max(_own_cpu() - self.proc, 0.0)
         iowait = getattr(cpu, "iowait", 0.0)
         disk = _disk(self.device)
         return {
@@ -180,6 +181,7 @@ class Counters:
                 "system_busy_pct": round(100.0 - cpu.idle - iowait, 1),
                 "iowait_pct": round(iowait, 1),
                 "iobench_cores": round(own / wall, 2) if wall > 0 else None,
+                "iobench_cpu_s": round(own, 4),
             },
             "disk": None if disk is None or self.disk is None else {
                 "device": self.device,

@@ -19,8 +19,8 @@ CSV_COLUMNS = (
     "kind", "engine", "source", "order", "mitigation", "readers", "workers", "batch_size", "decode", "cache",
     "measures", "resident_before", "eviction", "complete", "samples", "bytes", "seconds", "samples_per_s", "mb_per_s",
     "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "latency_mean_ms",
-    "open_p50_ms", "open_p99_ms", "decode_p50_ms", "cpu_busy_pct", "iowait_pct", "iobench_cores", "efficiency",
-    "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "valid", "invalid_reason", "gpu", "model",
+    "open_p50_ms", "open_p99_ms", "decode_p50_ms", "cpu_busy_pct", "iowait_pct", "iobench_cores", "cpu_us_per_sample",
+    "efficiency", "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "valid", "invalid_reason", "gpu", "model",
     "au_target", "verdict_storage_samples_per_s", "verdict_storage_gpus_fed", "verdict_client_gpus_fed",
     "verdict_borderline", "verdict_limit",
 )
@@ -51,7 +51,8 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "latency_max_ms": lat.max, "latency_mean_ms": lat.mean, "open_p50_ms": x.open_ms.p50,
                          "open_p99_ms": x.open_ms.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
-                         "iobench_cores": x.cpu.iobench_cores, "efficiency": x.efficiency, "gpus": x.gpus,
+                         "iobench_cores": x.cpu.iobench_cores, "cpu_us_per_sample": x.cpu_us_per_sample,
+                         "efficiency": x.efficiency, "gpus": x.gpus,
                          "consumer_rate": x.consumer_rate, "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
                          "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
         for b in (r.baseline.fio if r.baseline else []):
@@ -61,7 +62,8 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "samples": b.files, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.files_per_s,
                          "mb_per_s": b.mb_per_s, "latency_p50_ms": lat.p50, "latency_p90_ms": lat.p90,
                          "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999, "latency_max_ms": lat.max,
-                         "latency_mean_ms": lat.mean, "valid": fio_validity(b) is None,
+                         "latency_mean_ms": lat.mean, "cpu_us_per_sample": b.cpu_us_per_sample,
+                         "valid": fio_validity(b) is None,
                          "invalid_reason": fio_validity(b)})
     return rows
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass, replace
 from iobench.answer.client import verdict
 from iobench.answer.plan import Implausible, Measured, plan
 from iobench.answer.rules import (
+    OVER_FIO_CPU,
     StorageFigure,
     au_cell,
+    costlier_than_fio,
     cpu_saturated,
     cpu_words,
     fio_valid,
@@ -113,6 +115,13 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
     if best is not None and cpu_saturated(best.cpu, result):
         out.append(f"During the best cold run {cpu_words(best.cpu, result)}: the client CPU, not the storage, set "
                    "that pace.")
+    costly = costlier_than_fio(result)
+    if costly:
+        r, b, x = max(costly, key=lambda c: c[2])
+        out.append(f"iobench's own path cost more than {OVER_FIO_CPU:g}x fio's CPU per sample in {len(costly)} run(s) "
+                   f"(the most: {num(x * (b.cpu_us_per_sample or 0), 1)} us of reading against fio's "
+                   f"{num(b.cpu_us_per_sample, 1)} at {readers(r)}, {r.cache}, {x:.1f}x): where the client's CPU "
+                   "sets the pace, the tool's own cost, not the storage, may be what limits.")
     if not result.host.root and any(r.cache == "cold" for r in result.runs):
         out.append("Not run as root: cold runs evicted file pages with posix_fadvise(DONTNEED); the dentry and "
                    "attribute caches were not dropped.")
@@ -252,13 +261,14 @@ def runs_table(result: Result) -> Table:
         num(r.samples_per_s), num(r.mb_per_s, 1),
         ms(r.latency_ms.p50), ms(r.latency_ms.p99), ms(r.latency_ms.p999), ms(r.latency_ms.max),
         num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
+        num(r.cpu_us_per_sample, 1),
         num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
         for r in result.runs)
     # p90 is left to the latency chart: a table that fits the page has a column fewer
     return Table(f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
                  f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)",
                  ("engine", "pattern", "readers", "cache", "measures", "samples/s", "MB/s", "p50 ms", "p99 ms",
-                  "p99.9 ms", "max ms", "cores used", "vs fio", "GPUs", "AU"),
+                  "p99.9 ms", "max ms", "cores used", "CPU us/sample", "vs fio", "GPUs", "AU"),
                  rows, left=5, wide=(11,))
 
 
