@@ -77,7 +77,7 @@ class UI:
         if self._prog is not None:
             yield self._prog
             return
-        prog = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), _Figures(), console=self.err,
+        prog = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12), _Figures(), console=self.err,
                         disable=self.quiet or not self.err.is_terminal, transient=True, refresh_per_second=4)
         self._prog = prog
         try:
@@ -112,7 +112,7 @@ class UI:
             t0 = time.perf_counter()
 
             def info() -> str:
-                return f"run ETA {clock(plan.run_left())}, {clock(time.perf_counter() - t0)} so far"
+                return f"run ETA {clock(plan.run_left())}, {clock(time.perf_counter() - t0)} in"
 
             self._run_task = prog.add_task(self._run_words(), total=None, info=info)
             try:
@@ -148,7 +148,7 @@ class UI:
     def status(self, msg: str) -> Iterator[None]:
         """A part of a step without a count (metadata, eviction): its words and the time it has taken."""
         t0 = time.perf_counter()
-        with self._bar(msg, None, lambda: f"{clock(time.perf_counter() - t0)} so far"):
+        with self._bar(msg, None, lambda: f"{clock(time.perf_counter() - t0)} in"):
             yield
 
     @contextmanager
@@ -159,7 +159,7 @@ class UI:
 
         def info() -> str:
             took = clock(time.perf_counter() - t0)
-            return f"{live['rate']}  ETA {clock(live['eta'])}, {took} so far" if live["rate"] else f"{took} so far"
+            return f"{live['rate']}, ETA {clock(live['eta'])}, {took} in" if live["rate"] else f"{took} in"
 
         with self._bar(msg, 100.0, info) as bar:
             def update(pct: float, rate: str, eta_s: float | None) -> None:
@@ -177,7 +177,7 @@ class UI:
         def info() -> str:
             dt = max(time.perf_counter() - t0, 1e-9)
             left = (files - live[0]) * dt / live[0] if live[0] else None
-            return (f"{live[0]:,}/{files:,}  {live[0] / dt:,.0f} files/s {live[1] / dt / 1e6:,.0f} MB/s  "
+            return (f"{live[0]:,}/{files:,} {live[0] / dt:,.0f} files/s {live[1] / dt / 1e6:,.0f} MB/s, "
                     f"ETA {clock(left)}")
 
         with self._bar(label, files, info) as bar:
@@ -197,8 +197,8 @@ class UI:
         def info() -> str:
             done, rate = int(live["done"]), live["rate"]
             left = (samples - done) / rate if rate > 0 else None
-            return (f"{done:,}/{samples:,}  {rate:,.0f} samples/s  ETA {clock(left)}, "
-                    f"{clock(time.perf_counter() - t0)} so far")
+            return (f"{done:,}/{samples:,} {rate:,.0f} samples/s, ETA {clock(left)}, "
+                    f"{clock(time.perf_counter() - t0)} in")
 
         with self._bar(label, samples, info, counts) as bar:
             def update(done: int) -> None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import re
 import shutil
@@ -305,17 +306,18 @@ def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
 
 
 def _status_of(status: Callable[[float, str, float | None], None], k: int, repeats: int, nbytes: int, files: int,
-               t0: float) -> Callable[[int], None]:
+               t0: float, setup_bytes: int) -> Callable[[int], None]:
     """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
-    done of all the runs, files/s and MB/s, seconds left."""
+    done of all the runs, files/s and MB/s, seconds left. `setup_bytes`: its job file and iologs, which it reads
+    before the files (counted twice: a job's own, and the main process's parse)."""
     per_file = nbytes / max(files, 1)
     last = [t0, 0]
-    run = f" (run {k + 1} of {repeats})" if repeats > 1 else ""
+    run = f", run {k + 1}/{repeats}" if repeats > 1 else ""
 
     def tick(done: int) -> None:
         # The rate over the last tick: fio first reads its iologs and stat()s its files (a slow start that an
         # average from t0 would carry into the ETA).
-        done, now = min(done, nbytes), time.perf_counter()
+        done, now = min(max(done - 2 * setup_bytes, 0), nbytes), time.perf_counter()
         rate = (done - last[1]) / max(now - last[0], 1e-9)
         last[0], last[1] = now, done
         left = ((nbytes - done) + (repeats - k - 1) * nbytes) / rate if rate > 0 and done >= 0.02 * nbytes else None
@@ -387,12 +389,13 @@ def run_fio(
         job_path = job.write(folder)
         cmd = [exe, "--readonly", "--output-format=json", "--eta=never", job_path.name]
         total_bytes = job.bytes if status is not None else 0
+        setup_bytes = sum(p.stat().st_size for p in folder.glob(f"{glob.escape(name)}.*"))
         for k in range(repeats):
             if prepare is not None:
                 prepare()
             drops0 = _drop_counts()
             t0 = time.perf_counter()
-            tick = None if status is None else _status_of(status, k, repeats, total_bytes, job.ios, t0)
+            tick = None if status is None else _status_of(status, k, repeats, total_bytes, job.ios, t0, setup_bytes)
             rc, out, err = _run(cmd, folder, timeout_s, io_timeout_s, tick)
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
