@@ -195,7 +195,8 @@ class UI:
         live = {"done": 0.0, "rate": 0.0, "t": t0, "at": 0.0}
 
         def info() -> str:
-            done, rate = int(live["done"]), live["rate"]
+            done = int(live["done"])  # until the first interval's rate: the mean since the start
+            rate = live["rate"] or done / max(time.perf_counter() - t0, 1e-9)
             left = (samples - done) / rate if rate > 0 else None
             return (f"{done:,}/{samples:,} {rate:,.0f} samples/s, ETA {clock(left)}, "
                     f"{clock(time.perf_counter() - t0)} in")
