@@ -181,7 +181,7 @@ def pack(mount: Path, dataset: Path | None, shape: Shape, formats: tuple[str, ..
             assert spec is not None
             manifest = make(mount, spec, ui)
         for fmt in formats:
-            with ui.gen_progress(len(manifest)) as progress:
+            with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
                 rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
                        packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"

@@ -6,16 +6,21 @@ line (and errors)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from iobench.progress import Plan, clock
 from iobench.result import Result, Verdict
 
 if TYPE_CHECKING:  # the report's tables are imported where printed: `iobench gpus` and friends start faster
@@ -35,6 +40,10 @@ class UI:
             self.err = Console(stderr=True, soft_wrap=True)
         if not self.out.is_terminal:
             self.out = Console(stderr=stdout_free, width=160, soft_wrap=True)
+        self._prog: Progress | None = None  # the live display while one is shown
+        self.plan: Plan | None = None  # the run's steps, while a run is shown
+        self._run_task: TaskID | None = None
+        self._shown: dict[str, int] = {}  # the report's tables: rows shown so far (`tables`)
 
     def info(self, msg: str) -> None:
         if not self.quiet:
@@ -60,51 +69,165 @@ class UI:
             for line in lines[1:]:
                 self.out.print(Text("  " + line), soft_wrap=True)
 
+    # ------------------------------------------------------------------ the live display (stderr)
+
     @contextmanager
-    def status(self, msg: str) -> Iterator[None]:
-        """A spinner for a phase without a sample count (metadata, fio)."""
-        if self.quiet or not self.err.is_terminal:
-            yield
+    def _live(self) -> Iterator[Progress]:
+        """The one live display: the first bar starts it, the bars inside (a run's steps, an epoch, fio) share it."""
+        if self._prog is not None:
+            yield self._prog
             return
-        with self.err.status(msg):
-            yield
-
-    def _progress(self) -> Progress:
-        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                        console=self.err, disable=self.quiet or not self.err.is_terminal, transient=True)
+        prog = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12), _Figures(), console=self.err,
+                        disable=self.quiet or not self.err.is_terminal, transient=True, refresh_per_second=4)
+        self._prog = prog
+        try:
+            with prog:
+                yield prog
+        finally:
+            self._prog = None
 
     @contextmanager
-    def gen_progress(self, files: int) -> Iterator[Callable[[int, int], None]]:
-        with self._progress() as prog:
-            task = prog.add_task("gen", total=files, rate="")
+    def _bar(self, label: str, total: float | None, info: Callable[[], str],
+             counts: bool = True) -> Iterator[Callable[[float], None]]:
+        """A bar of the live display, gone when done; its callback takes the work done so far, which the run's
+        ETA follows too (`counts`: the bar is the running step's measure, not its warming)."""
+        with self._live() as prog:
+            task = prog.add_task(label, total=total, info=info)
+
+            def update(done: float) -> None:
+                prog.update(task, completed=done)
+                if counts and self.plan is not None and total:
+                    self.plan.frac = min(done / total, 1.0)
+
+            try:
+                yield update
+            finally:
+                prog.remove_task(task)
+
+    @contextmanager
+    def run_plan(self, plan: Plan) -> Iterator[None]:
+        """The run's line above every bar: the step running, its place in its phase and in the run, the run's ETA."""
+        self.plan = plan
+        with self._live() as prog:
             t0 = time.perf_counter()
 
-            def update(done: int, nbytes: int) -> None:
-                dt = max(time.perf_counter() - t0, 1e-9)
-                prog.update(task, completed=done, rate=f"{done / dt:,.0f} files/s {nbytes / dt / 1e6:,.0f} MB/s")
+            def info() -> str:
+                return f"run ETA {clock(plan.run_left())}, {clock(time.perf_counter() - t0)} in"
+
+            self._run_task = prog.add_task(self._run_words(), total=None, info=info)
+            try:
+                yield
+            finally:
+                prog.remove_task(self._run_task)
+                self.plan, self._run_task = None, None
+
+    def _run_words(self) -> str:
+        plan = self.plan
+        step = plan.current() if plan is not None else None
+        if plan is None or step is None:
+            return "run"
+        k, n, i, m = plan.place()
+        return f"[bold]{step.phase} {k}/{n}[/]: {step.what} (step {i} of {m})"
+
+    @contextmanager
+    def step(self, phase: str, what: str, work: float = 0.0, kind: str | None = None) -> Iterator[None]:
+        """One step of the run's plan (an epoch, a fio point, a metadata pass): named on the run's line, and timed
+        for the ETAs of the steps to come."""
+        if self.plan is None:
+            yield
+            return
+        self.plan.start(phase, what, work, kind or phase)
+        if self._prog is not None and self._run_task is not None:
+            self._prog.update(self._run_task, description=self._run_words())
+        try:
+            yield
+        finally:
+            self.plan.end()
+
+    @contextmanager
+    def status(self, msg: str) -> Iterator[None]:
+        """A part of a step without a count (metadata, eviction): its words and the time it has taken."""
+        t0 = time.perf_counter()
+        with self._bar(msg, None, lambda: f"{clock(time.perf_counter() - t0)} in"):
+            yield
+
+    @contextmanager
+    def fio_progress(self, msg: str) -> Iterator[Callable[[float, str, float | None], None]]:
+        """fio's own status line (its percent done, rate and ETA): update(percent, rate, eta seconds)."""
+        t0 = time.perf_counter()
+        live: dict = {"rate": "", "eta": None}
+
+        def info() -> str:
+            took = clock(time.perf_counter() - t0)
+            return f"{live['rate']}, ETA {clock(live['eta'])}, {took} in" if live["rate"] else f"{took} in"
+
+        with self._bar(msg, 100.0, info) as bar:
+            def update(pct: float, rate: str, eta_s: float | None) -> None:
+                live["rate"], live["eta"] = rate, eta_s
+                bar(pct)
 
             yield update
 
     @contextmanager
-    def epoch_progress(self, label: str, samples: int) -> Iterator[Callable[[int], None]]:
-        """Live samples/s over the last ~second while an epoch runs."""
-        with self._progress() as prog:
-            task = prog.add_task(label, total=samples, rate="")
-            last = [time.perf_counter(), 0]
+    def gen_progress(self, files: int, label: str = "gen") -> Iterator[Callable[[int, int], None]]:
+        """Files written of `files`, files/s and MB/s, the ETA (gen, pack, a scan)."""
+        t0 = time.perf_counter()
+        live = [0, 0]
 
+        def info() -> str:
+            dt = max(time.perf_counter() - t0, 1e-9)
+            left = (files - live[0]) * dt / live[0] if live[0] else None
+            return (f"{live[0]:,}/{files:,} {live[0] / dt:,.0f} files/s {live[1] / dt / 1e6:,.0f} MB/s, "
+                    f"ETA {clock(left)}")
+
+        with self._bar(label, files, info) as bar:
+            def update(done: int, nbytes: int) -> None:
+                live[0], live[1] = done, nbytes
+                bar(done)
+
+            yield update
+
+    @contextmanager
+    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[[int], None]]:
+        """Samples done of the epoch's, the live samples/s (over the last ~second) and the epoch's ETA (`counts`:
+        as `_bar`)."""
+        t0 = time.perf_counter()
+        live = {"done": 0.0, "rate": 0.0, "t": t0, "at": 0.0}
+
+        def info() -> str:
+            done = int(live["done"])  # until the first interval's rate: the mean since the start
+            rate = live["rate"] or done / max(time.perf_counter() - t0, 1e-9)
+            left = (samples - done) / rate if rate > 0 else None
+            return (f"{done:,}/{samples:,} {rate:,.0f} samples/s, ETA {clock(left)}, "
+                    f"{clock(time.perf_counter() - t0)} in")
+
+        with self._bar(label, samples, info, counts) as bar:
             def update(done: int) -> None:
                 now = time.perf_counter()
-                if now - last[0] >= 0.5 or done == samples:
-                    rate = (done - last[1]) / (now - last[0])
-                    last[0], last[1] = now, done
-                    prog.update(task, rate=f"{rate:,.0f} samples/s")
-                prog.update(task, completed=done)
+                if now - live["t"] >= 0.5 or done == samples:
+                    live["rate"] = (done - live["at"]) / max(now - live["t"], 1e-9)
+                    live["t"], live["at"] = now, done
+                live["done"] = done
+                bar(done)
 
             yield update
 
     def summary(self, result: Result) -> None:
-        """The report's tables (metadata, runs, repeats, fio baseline, mitigations), then the invalid runs and notes."""
+        """The report's tables not shown yet (the repeats', the ranks', rows the last phases added), then the invalid
+        runs and the notes."""
+        if self.quiet:
+            return
+        self.tables(result)
+        for r in result.runs:
+            if not r.valid:
+                self.out.print(f"[yellow]invalid:[/] epoch {r.epoch} ({r.cache}, {r.concurrency} readers"
+                               + (f", {r.gpus} GPUs" if r.gpus else "") + f"): {r.invalid_reason}", highlight=False)
+        for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
+            self.out.print(f"[yellow]note:[/] {w}", highlight=False)
+
+    def tables(self, result: Result) -> None:
+        """The report's tables (metadata, runs, repeats, fio baseline, mitigations, ranks), each with the rows not
+        shown yet: called as each phase ends, its table is shown then; a table shown before shows its new rows."""
         if self.quiet:
             return
         from iobench.report.facts import (
@@ -116,29 +239,98 @@ class UI:
             stats_table,
         )
 
-        for t in (metadata_table(result), runs_table(result) if result.runs else None, stats_table(result),
-                  fio_table(result), mitigations_table(result), ranks_table(result)):
-            if t is not None:
-                self.table(t)
-        for r in result.runs:
-            if not r.valid:
-                self.out.print(f"[yellow]invalid:[/] epoch {r.epoch} ({r.cache}, {r.concurrency} readers"
-                               + (f", {r.gpus} GPUs" if r.gpus else "") + f"): {r.invalid_reason}", highlight=False)
-        for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
-            self.out.print(f"[yellow]note:[/] {w}", highlight=False)
+        for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
+                       ("stats", stats_table(result)), ("fio", fio_table(result)),
+                       ("mitigations", mitigations_table(result)), ("ranks", ranks_table(result))):
+            shown = self._shown.get(key, 0)
+            if t is None or len(t.rows) <= shown:
+                continue
+            self._shown[key] = len(t.rows)
+            if shown:
+                t = replace(t, title=f"{t.title} (continued)", rows=t.rows[shown:],
+                            wins=frozenset((r - shown, c) for r, c in t.wins if r >= shown))
+            self.table(t)
 
     def table(self, t: ReportTable) -> None:
         """A report table (iobench.report.facts) in its narrow form, as the Markdown report shows it. Cells are
-        plain text: a mitigation such as "[lmdb]" is not rich markup."""
+        plain text: a mitigation such as "[lmdb]" is not rich markup. A terminal too narrow for it loses its least
+        needed columns (`ReportTable.ranked`), named below it, never a cut cell."""
         t = t.narrow()
-        table = Table(title=Text(t.title))
-        for i, h in enumerate(t.head):
-            table.add_column(Text(h), justify="left" if t.is_text(i) else "right")
-        for ri, row in enumerate(t.rows):
-            table.add_row(*(Text(c, style="bold" if (ri, i) in t.wins else "") for i, c in enumerate(row)))
-        if self.out.is_terminal:
-            self.out.print(table)
+        if not self.out.is_terminal:
+            # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
+            table = Table(title=Text(t.title))
+            for i, h in enumerate(t.head):
+                table.add_column(Text(h), justify="left" if t.is_text(i) else "right")
+            for ri, row in enumerate(t.rows):
+                table.add_row(*(Text(c, style="bold" if (ri, i) in t.wins else "") for i, c in enumerate(row)))
+            width = Measurement.get(self.out, self.out.options.update_width(100_000), table).maximum
+            Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)
             return
-        # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
-        width = Measurement.get(self.out, self.out.options.update_width(100_000), table).maximum
-        Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)
+        table, hidden = fit(t, self.out, self.out.width)
+        self.out.print(table)
+        if hidden:
+            self.out.print(Text(f"  not shown at {self.out.width} columns (see the report): {', '.join(hidden)}",
+                                style="dim"))
+
+
+def rich_table(t: ReportTable, widths: dict[int, int], gap: int = 2) -> Table:
+    """The rich table of `t`'s columns in `widths` (column -> width), `gap` spaces apart. A header wraps at its
+    spaces, a text cell narrower than its text too; a figure's width is its longest cell's (`_widths`)."""
+    table = Table(title=Text(t.title), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, gap - 1, 0, 0))
+    cols = sorted(widths)
+    for i in cols:
+        table.add_column(Text(t.head[i]), justify="left" if t.is_text(i) else "right", width=widths[i])
+    for ri, row in enumerate(t.rows):
+        table.add_row(*(Text(row[i], style="bold" if (ri, i) in t.wins else "") for i in cols))
+    return table
+
+
+def _widths(t: ReportTable, cols: Iterable[int]) -> tuple[dict[int, int], dict[int, int]]:
+    """Per column, the width of its longest cell (or header word), and the least it can take: a figure the same,
+    a text column its longest word."""
+    most, least = {}, {}
+    for i in cols:
+        head = max((cell_len(w) for w in t.head[i].split()), default=1)
+        most[i] = max([cell_len(row[i]) for row in t.rows] + [head])
+        least[i] = max([cell_len(w) for row in t.rows for w in row[i].split()] + [head]) if t.is_text(i) else most[i]
+    return most, least
+
+
+def fit(t: ReportTable, console: Console, width: int) -> tuple[Table, list[str]]:
+    """`t` as a rich table within `width` columns, every cell whole: each row on one line with its least needed
+    columns left out (never its `core`); where even that is too wide, one space between columns, then the widest
+    text cells wrapped at their spaces, then columns leave down to the first. Returns the table and the headers
+    left out."""
+    ranked = t.ranked()
+    core = max(t.core, 1)
+    tries = [(n, False, 2) for n in range(len(ranked), core - 1, -1)] + [(core, False, 1)] + [
+        (n, True, 1) for n in range(core, 0, -1)]
+    for n, wrap, gap in tries:
+        most, least = _widths(t, ranked[:n])
+        over = _width(console, rich_table(t, most, gap)) - width
+        if over > 0 and wrap:  # the widest text column gives a column at a time, down to its longest word
+            while over > 0 and any(most[i] > least[i] for i in most):
+                i = max((i for i in most if most[i] > least[i]), key=lambda i: most[i])
+                most[i] -= 1
+                over -= 1
+        if over <= 0 or (n, wrap, gap) == tries[-1]:
+            return rich_table(t, most, gap), [t.head[i] for i in sorted(ranked[n:])]
+    raise AssertionError("unreachable: the last try is returned")
+
+
+def _width(console: Console, table: Table) -> int:
+    """The columns `table` takes, its title aside (a title wraps)."""
+    title, table.title = table.title, None
+    try:
+        lines = console.render_lines(table, console.options.update_width(100_000), pad=False)
+    finally:
+        table.title = title
+    return max((Segment.get_line_length(line) for line in lines), default=0)
+
+class _Figures(ProgressColumn):
+    """A bar's figures, worked out each time the display is drawn (the ETAs move on between ticks)."""
+
+    def render(self, task: Task) -> Text:
+        info = task.fields.get("info")
+        return Text(info() if callable(info) else str(info or ""))

@@ -88,7 +88,7 @@ LAYERS = [
     {"dataset"},
     {"sources"},
     {"store", "engines"},
-    {"gpu", "workload", "answer", "report", "ui", "output"},
+    {"gpu", "workload", "answer", "report", "ui", "output", "progress"},
     {"phases"},
     {"distributed"},
     {"session"},

@@ -272,7 +272,10 @@ def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, e
     cannot hold this process: no progress for `io_timeout_s` raises StorageStalled (with the process left behind,
     if any, named in its `left_behind`, also warned here)."""
     try:
-        eviction = where.evict(paths, timeout_s=io_timeout_s) if state == "cold" else None
+        eviction = None
+        if state == "cold":
+            with ui.status(f"evicting {len(paths):,} files"):
+                eviction = where.evict(paths, timeout_s=io_timeout_s)
         resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
         if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
             warm_up(source, np.arange(len(source)), conc, ui, io_timeout_s=io_timeout_s)  # warm right after nothing
@@ -327,10 +330,10 @@ def warm_up(source: Source, order: np.ndarray, conc: int, ui: UI,
              io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
     """Read the samples once, not measured, so that a warm run starts warm (with the engine's watchdog: a stall
     raises StorageStalled naming the warm-up)."""
-    ui.info("warming the page cache: reading the dataset once (not measured)")
     engine = ThreadEngine(max(conc, 4), io_timeout_s=io_timeout_s)
     try:
-        engine.epoch(source, order, EpochRecorder(len(order), max(conc, 4)))
+        with ui.epoch_progress("warming the page cache (not measured)", len(order), counts=False) as tick:
+            engine.epoch(source, order, EpochRecorder(len(order), max(conc, 4)), tick)
     except StorageStalled as exc:
         out = StorageStalled(f"{exc} while warming the page cache", pending=exc.pending, timeout_s=exc.timeout_s,
                              stuck=exc.stuck, left_behind=exc.left_behind or engine.left_behind)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import re
 import shutil
@@ -187,12 +188,13 @@ FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
 FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
 
 
-def _run(cmd: list[str], cwd: Path, timeout_s: float | None,
-         io_timeout_s: float | None = None) -> tuple[int, str, str]:
+def _run(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float | None = None,
+         on_tick: Callable[[int], None] | None = None) -> tuple[int, str, str]:
     """Run fio in its own process group so a timeout can stop its forked jobs too. `io_timeout_s`: fio's processes
     doing nothing for that long (no bytes read, no read() call, no job waking up: the storage stopped answering)
     raises StorageStalled. Stopping fio never waits more than a few seconds: a job stuck in uninterruptible IO
-    cannot be killed, and is named (left behind) instead."""
+    cannot be killed, and is named (left behind) instead. `on_tick`: each tick, the bytes fio's processes have read
+    so far (fio prints no percent done for a replayed iolog: this is its progress)."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True)
     t0 = last_t = time.monotonic()
@@ -208,6 +210,8 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float | None,
             now = time.monotonic()
             if timeout_s is not None and now - t0 >= timeout_s:
                 break
+            if on_tick is not None:
+                on_tick(_bytes_read(proc.pid))
             if io_timeout_s is not None:
                 progress = _progress(proc.pid)
                 if progress != last:
@@ -236,6 +240,32 @@ def _group(pgid: int) -> list[int]:
             if len(fields) > 3 and int(fields[2]) == pgid and fields[0] != b"Z":
                 pids.append(int(name))
     return pids
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and its descendants, from /proc (fio's job processes each call setsid: they leave its group)."""
+    parent: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{name}/stat", "rb") as f:
+                parent[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    found, todo = [pid], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        found += kids
+        todo += kids
+    return found
+
+
+def _bytes_read(fio_pid: int) -> int:
+    """Bytes fio's processes have read so far (rchar of /proc/PID/io: the files, and their job file and
+    iologs)."""
+    total = 0
+    for pid in _descendants(fio_pid):
+        with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{pid}/io", encoding="ascii") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith("rchar"))
+    return total
 
 
 def _progress(pgid: int) -> tuple:
@@ -275,6 +305,28 @@ def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
     return tuple(_group(proc.pid))
 
 
+def _status_of(status: Callable[[float, str, float | None], None], k: int, repeats: int, nbytes: int, files: int,
+               t0: float, setup_bytes: int) -> Callable[[int], None]:
+    """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
+    done of all the runs, files/s and MB/s, seconds left. `setup_bytes`: its job file and iologs, which it reads
+    before the files (counted twice: a job's own, and the main process's parse)."""
+    per_file = nbytes / max(files, 1)
+    last = [t0, 0]
+    run = f", run {k + 1}/{repeats}" if repeats > 1 else ""
+
+    def tick(done: int) -> None:
+        # The rate over the last tick: fio first reads its iologs and stat()s its files (a slow start that an
+        # average from t0 would carry into the ETA).
+        done, now = min(max(done - 2 * setup_bytes, 0), nbytes), time.perf_counter()
+        rate = (done - last[1]) / max(now - last[0], 1e-9)
+        last[0], last[1] = now, done
+        left = ((nbytes - done) + (repeats - k - 1) * nbytes) / rate if rate > 0 and done >= 0.02 * nbytes else None
+        words = f"{rate / per_file:,.0f} files/s {rate / 1e6:,.1f} MB/s" if left is not None else "setting up"
+        status(100.0 * (k * nbytes + done) / (repeats * nbytes), words + run, left)
+
+    return tick
+
+
 def run_fio(
     files: Sequence[str | os.PathLike[str]],
     concurrency: int,
@@ -291,6 +343,7 @@ def run_fio(
     name: str = "iobench",
     save_to: str | os.PathLike[str] | None = None,
     io_timeout_s: float | None = None,
+    status: Callable[[float, str, float | None], None] | None = None,
 ) -> FioResult:
     """Read *files* with fio (see ``build_job``) and return its measurement.
 
@@ -315,6 +368,9 @@ def run_fio(
 
     ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
     ``_run``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
+
+    ``status``: called about every second with the percent done of all the repeats, the rate and the seconds left
+    (from the bytes fio's processes have read: fio itself gives no percent for a replayed iolog).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
@@ -332,12 +388,15 @@ def run_fio(
         folder = Path(workdir) if workdir is not None else Path(tmp)
         job_path = job.write(folder)
         cmd = [exe, "--readonly", "--output-format=json", "--eta=never", job_path.name]
-        for _ in range(repeats):
+        total_bytes = job.bytes if status is not None else 0
+        setup_bytes = sum(p.stat().st_size for p in folder.glob(f"{glob.escape(name)}.*"))
+        for k in range(repeats):
             if prepare is not None:
                 prepare()
             drops0 = _drop_counts()
             t0 = time.perf_counter()
-            rc, out, err = _run(cmd, folder, timeout_s, io_timeout_s)
+            tick = None if status is None else _status_of(status, k, repeats, total_bytes, job.ios, t0, setup_bytes)
+            rc, out, err = _run(cmd, folder, timeout_s, io_timeout_s, tick)
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
             try:

@@ -12,6 +12,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
 from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, readahead_file, variants
+from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, FioBaseline, Latency, Mitigation, Result, Run, Settings
 from iobench.sources import Source
@@ -80,20 +82,50 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     """Run the phases the settings ask for; save after each record; finish with the verdict."""
     ctx = RunContext(manifest, settings, result, result_path, ui)
     try:
-        if settings.metadata:
-            _metadata(ctx)
-        if settings.replay:
-            _replay(ctx)
-        if settings.fio:
-            _fio(ctx)
-        if settings.replay and settings.rate_per_gpu is not None:
-            _train(ctx, epoch=len(result.runs))
-        if settings.mitigations:
-            _mitigations(ctx, epoch=len(result.runs))
+        with ui.run_plan(plan_of(len(manifest), settings)):
+            for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
+                                  (settings.replay and settings.rate_per_gpu is not None, _train),
+                                  (settings.mitigations, _mitigations)):
+                if wanted:
+                    phase(ctx)
+                    ui.tables(result)  # each phase's table as it ends
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         ctx.save()
         raise Interrupted(f"interrupted: {ctx.kept()}") from None
     return finish(result, result_path)
+
+
+TRAINING_STEPS = 2  # training runs planned for the ETA: the one at the boundary's guess and its neighbour
+
+
+def plan_of(files: int, settings: Settings) -> Plan:
+    """The run's steps as the settings ask for them, for the terminal's ETAs (training and mitigations as
+    guessed now: the run adds or skips steps as it finds out)."""
+    steps: list[Step] = []
+    if settings.metadata:
+        steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
+    if settings.replay:
+        for _ in range(settings.repeat * len(settings.sources) * len(settings.orders)):
+            for conc in settings.concurrency:
+                steps += [Step("replay", f"{state}, {_readers(settings, conc)}", files, f"replay {state}")
+                          for state in settings.cache for _ in range(settings.epochs)]
+    if settings.fio:
+        n = min(FIO_SAMPLE, files)
+        steps += [Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")
+                  for conc in settings.fio_jobs(n) for state in settings.cache]
+    if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
+        steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
+    if settings.mitigations:
+        steps += [Step("mitigations", v.name, files, "mitigations") for v in [Variant("baseline"), *variants(1, False)]]
+    return Plan(steps)
+
+
+def _readers(settings: Settings, conc: int) -> str:
+    return f"{conc} {'thread' if settings.engine == 'threads' else 'worker'}{'s' * (conc != 1)}"
+
+
+def _jobs(conc: int) -> str:
+    return f"{conc} job{'s' * (conc != 1)}"
 
 
 def finish(result: Result, result_path: Path) -> Result:
@@ -112,7 +144,8 @@ def _metadata(ctx: RunContext) -> None:
     manifest, settings = ctx.manifest, ctx.settings
     for state in settings.cache:
         try:
-            with ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close"):
+            with (ctx.ui.step("metadata", f"{state}, {len(manifest):,} files", len(manifest)),
+                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close")):
                 ctx.result.metadata.append(metadata_phase(manifest, state, settings.scale_files, settings.seed,
                                                           timeout_s=settings.io_timeout_s))
         except StorageStalled as exc:
@@ -154,7 +187,9 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                                 epoch += 1
                                 spec = EpochSpec(order, state, epoch, settings.seed, result.mount.device,
                                                  result.dataset.fits_in_ram, io_timeout_s=settings.io_timeout_s)
-                                _one_epoch(ctx, engine, source, spec, repeat=repeat)
+                                with ui.step("replay", f"{state}, {_readers(settings, conc)}", len(manifest),
+                                             f"replay {state}"):
+                                    _one_epoch(ctx, engine, source, spec, repeat=repeat)
                     finally:
                         engine.close()
         finally:
@@ -202,57 +237,67 @@ def _fio(ctx: RunContext) -> None:
     pick = np.sort(np.random.default_rng([settings.seed, 0xF10]).choice(usable, size=n, replace=False))
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
-    root = os.geteuid() == 0
-    timeout = settings.io_timeout_s
     where = store.open(manifest.root)
     for conc in settings.fio_jobs(n):
         for state in settings.cache:
-            cold = state == "cold"
-            try:
-                if cold:
-                    where.evict(paths, timeout_s=timeout)
-                elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
-                    warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
-            except StorageStalled as exc:
-                _stalled(exc, ctx)
-            # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
-            # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
-            loops = 1 if cold else _fio_loops(result, conc, n)
-            # fio's own JSON, its job file and (small) iologs go beside the result: <result folder>/fio/<name>.*
-            name = f"fio-{conc}jobs-{state}"
-            try:
-                counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
-                with ui.status(f"fio, {state}: {n:,} files, {conc} jobs"):
-                    res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
-                                  repeats=FIO_COLD_REPEATS if cold else 1,
-                                  prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
-                                  name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout)
-            except StorageStalled as exc:
-                _stalled(exc, ctx)
-            except FioError as exc:
-                baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
-                ui.warn(baseline.note)
-                ctx.save()
-                return
-            baseline.fio.append(FioBaseline(
-                concurrency=conc, cache=state, files=res.ios, bytes=res.bytes, seconds=res.seconds,
-                files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
-                latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-                setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
-                cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4),
-                cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
-                repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
-                at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
-            point = baseline.fio[-1]
-            point.invalid_reason = fio_validity(point)
-            point.valid = point.invalid_reason is None
-            ctx.save()
+            with ui.step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}"):
+                if not _fio_point(ctx, where, paths, sizes, pick, conc, state):
+                    return
     ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
     for run in result.runs:
         fio_rate = ref.get((run.concurrency, run.cache))
         if fio_rate and run.complete:
             run.efficiency = round(run.samples_per_s / fio_rate, 3)
     ctx.save()
+
+
+def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: list[int], pick: np.ndarray, conc: int,
+               state: str) -> bool:
+    """One fio point (jobs, cache state) on the sample `pick`, kept in the baseline; False: fio failed (the
+    baseline's note says how) and the phase stops."""
+    manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    baseline = cast(Baseline, result.baseline)
+    cold, n, root, timeout = state == "cold", len(paths), os.geteuid() == 0, settings.io_timeout_s
+    try:
+        if cold:
+            with ui.status(f"evicting {n:,} files"):
+                where.evict(paths, timeout_s=timeout)
+        elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
+            warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
+    except StorageStalled as exc:
+        _stalled(exc, ctx)
+    # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
+    # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
+    loops = 1 if cold else _fio_loops(result, conc, n)
+    # fio's own JSON, its job file and (small) iologs go beside the result: <result folder>/fio/<name>.*
+    name = f"fio-{conc}jobs-{state}"
+    try:
+        counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
+        with ui.fio_progress(f"fio, {state}: {n:,} files, {_jobs(conc)}") as status:
+            res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
+                          repeats=FIO_COLD_REPEATS if cold else 1,
+                          prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
+                          name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
+    except StorageStalled as exc:
+        _stalled(exc, ctx)
+    except FioError as exc:
+        baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
+        ui.warn(baseline.note)
+        ctx.save()
+        return False
+    baseline.fio.append(FioBaseline(
+        concurrency=conc, cache=state, files=res.ios, bytes=res.bytes, seconds=res.seconds,
+        files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+        latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
+        setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
+        cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
+        repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
+        at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
+    point = baseline.fio[-1]
+    point.invalid_reason = fio_validity(point)
+    point.valid = point.invalid_reason is None
+    ctx.save()
+    return True
 
 
 def _fio_loops(result: Result, conc: int, files: int) -> int:
@@ -274,13 +319,14 @@ MAX_LOADER_PROCESSES = 32  # a training run needs gpus x workers processes on th
 MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the one at --gpus)
 
 
-def _train(ctx: RunContext, epoch: int) -> None:
+def _train(ctx: RunContext) -> None:
     """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
     (--gpus), whatever the replay's validity (the run is judged valid or not on its own steps and seconds), then
     the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run at that count and
     one above (or below), until a count that is fed sits next to one that is not. Without a valid replay run there
     is no rate to predict from: only the run at --gpus is made, at the workload's workers per GPU."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    epoch = len(result.runs)
     if settings.rate_per_gpu is None:
         return
     if settings.engine != "dataloader":
@@ -337,14 +383,16 @@ def _train(ctx: RunContext, epoch: int) -> None:
         while True:
             done: list[Run] = []  # this run's epochs (--epochs N: N of them)
             try:
-                for _ in range(settings.epochs):
-                    epoch += 1
-                    done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
-                                            result.dataset.fits_in_ram, ui,
-                                            state="cold" if "cold" in settings.cache else "warm",
-                                            source_name=supply.source if supply is not None else "files"))
-                    if not done[-1].valid:
-                        break
+                with ui.step("training", f"{n} GPU{'s' * (n > 1)} x {workers} worker{'s' * (workers > 1)}",
+                             len(manifest) * settings.epochs):
+                    for _ in range(settings.epochs):
+                        epoch += 1
+                        done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
+                                                result.dataset.fits_in_ram, ui,
+                                                state="cold" if "cold" in settings.cache else "warm",
+                                                source_name=supply.source if supply is not None else "files"))
+                        if not done[-1].valid:
+                            break
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
                 ctx.record(*done, *([exc.run] if exc.run is not None else []))
                 raise exc.with_note(ctx.kept()) from None
@@ -383,10 +431,10 @@ def _train(ctx: RunContext, epoch: int) -> None:
         n = n + 1 if ok else n - 1
 
 
-def _mitigations(ctx: RunContext, epoch: int) -> None:
+def _mitigations(ctx: RunContext) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
-
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    epoch = len(result.runs)
 
     supply = supply_run(result)
     readers = settings.concurrency[0] if supply is None else (
@@ -395,19 +443,21 @@ def _mitigations(ctx: RunContext, epoch: int) -> None:
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
         epoch += 1
-        source = v.open(manifest, ui)
-        pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
-        engine = engines.make(settings, v.readers or readers)
-        try:
-            spec = EpochSpec("shard-stream" if v.stream else "shuffled", "cold", epoch, settings.seed,
-                             result.mount.device, result.dataset.fits_in_ram,
-                             order_array=epoch_order_for(v, source, len(manifest), settings.seed, epoch),
-                             willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
-            with read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else nullcontext():
-                run, error = measure_epoch(engine, source, manifest, spec, ui)
-        finally:
-            engine.close()
-            source.close()
+        with ui.step("mitigations", v.name, len(manifest)):  # a pack's making included
+            source = v.open(manifest, ui)
+            pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
+            engine = engines.make(settings, v.readers or readers)
+            try:
+                spec = EpochSpec("shard-stream" if v.stream else "shuffled", "cold", epoch, settings.seed,
+                                 result.mount.device, result.dataset.fits_in_ram,
+                                 order_array=epoch_order_for(v, source, len(manifest), settings.seed, epoch),
+                                 willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
+                ahead = read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else None
+                with ahead or nullcontext():
+                    run, error = measure_epoch(engine, source, manifest, spec, ui)
+            finally:
+                engine.close()
+                source.close()
         ctx.record(run)
         if isinstance(error, StorageStalled):
             raise error.with_note(ctx.kept()) from None

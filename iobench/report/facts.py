@@ -232,6 +232,15 @@ class Table:
     text_cols: tuple[int, ...] = ()  # ... but for these, text too
     wins: frozenset[tuple[int, int]] = frozenset()  # (row, column) cells holding the best value of their kind
     wide: tuple[int, ...] = ()  # columns only the HTML page shows: Markdown and the terminal stay narrow
+    # The columns a narrow terminal keeps, most needed first, by header (a new column slots in by naming it where it
+    # ranks); those not named go first, from the right. The terminal hides columns, never cuts a cell (`ranked`).
+    keep: tuple[str, ...] = ()
+    core: int = 0  # the first `core` of `keep` (what was run, samples/s, MB/s, p99) stay even if a text cell wraps
+
+    def ranked(self) -> list[int]:
+        """The columns, most needed first: those in `keep` in its order, then the others left to right."""
+        named = [self.head.index(h) for h in self.keep if h in self.head]
+        return named + [i for i in range(len(self.head)) if i not in named]
 
     def is_text(self, col: int) -> bool:
         return col < self.left or col in self.text_cols
@@ -256,7 +265,7 @@ def _cells(*xs: object) -> tuple[str, ...]:
 def runs_table(result: Result) -> Table:
     """Every measured run: the sweep, the training runs and the mitigations, in the order measured."""
     rows = tuple(_cells(
-        engine(r) + (f" [{r.mitigation}]" if r.mitigation else ""), r.order, readers(r),
+        engine(r) + (f" [{r.mitigation}]" if r.mitigation else ""), r.order, _readers_cell(r),
         r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"), r.measures,
         num(r.samples_per_s), num(r.mb_per_s, 1),
         ms(r.latency_ms.p50), ms(r.latency_ms.p99), ms(r.latency_ms.p999), ms(r.latency_ms.max),
@@ -269,7 +278,17 @@ def runs_table(result: Result) -> Table:
                  f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)",
                  ("engine", "pattern", "readers", "cache", "measures", "samples/s", "MB/s", "p50 ms", "p99 ms",
                   "p99.9 ms", "max ms", "cores used", "CPU us/sample", "vs fio", "GPUs", "AU"),
-                 rows, left=5, wide=(11,))
+                 rows, left=5, wide=(11,),
+                 keep=("engine", "pattern", "readers", "cache", "samples/s", "MB/s", "p99 ms", "measures", "AU",
+                       "GPUs", "vs fio", "CPU us/sample", "p50 ms", "max ms", "p99.9 ms"), core=7)
+
+
+def _readers_cell(r: Run) -> str:
+    """The runs table's readers: '4 workers' (its engine column says DataLoader, its GPUs column the GPUs), '16
+    threads'."""
+    if r.reader == "threads":
+        return readers(r)
+    return f"{r.workers} worker{'' if r.workers == 1 else 's'}"
 
 
 def metadata_table(result: Result) -> Table | None:
