@@ -15,7 +15,7 @@ from rich.table import Table
 from iobench import report as reporting
 from iobench import store
 from iobench.answer.plan import format_plan, plan
-from iobench.cli.options import DEFAULT_FILES, choices, gen_options, shape_of, spec
+from iobench.cli.options import DEFAULT_FILES, FORMAT, GPU, Renamed, gen_options, shape_of, spec
 from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
@@ -62,14 +62,14 @@ def gen(mount: Path, files: int, size_dist: str | None, classes: int | None, see
               help=f"Files of the dataset under --mount: with the three below, its shape (as gen made it) "
                    f"[default: {DEFAULT_FILES:,}].")
 @gen_options("  [default: imagenet]")
-@click.option("--format", "formats", default="lmdb,tar", show_default=True, help="lmdb | tar | lmdb,tar")
+@click.option("--format", "formats", type=FORMAT, default="lmdb,tar", show_default=True,
+              help="The packs to make: lmdb, tar, or a comma list.")
 @click.option("--shard-size", default="256MiB", show_default=True, help="Tar shard size.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None,
-         seed: int | None, formats: str, shard_size: str, quiet: bool) -> None:
-    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
+         seed: int | None, formats: tuple[str, ...], shard_size: str, quiet: bool) -> None:
+    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/)."""
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
-    chosen = choices(formats, ("lmdb", "tar"), "--format", ("lmdb", "tar"))
     try:
         shard_bytes = parse_size(shard_size)
     except UserError as exc:
@@ -82,7 +82,7 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | 
     if dataset is not None and shaped:
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
-    packing(mount, dataset, shape, chosen, shard_bytes, UI(quiet))
+    packing(mount, dataset, shape, formats, shard_bytes, UI(quiet))
 
 
 @click.command()
@@ -167,18 +167,20 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
 
 
 @click.command("plan")
-@click.option("--gpu", required=True, help="Kind of GPU: v100, a100, h100, h200, b200, mi355 (see `iobench gpus`).")
+@click.option("--gpu", type=GPU, required=True, help="Kind of GPU (see `iobench gpus`).")
 @click.option("--gpus", "gpus_", type=int, required=True, help="How many GPUs train at once.")
 @click.option("--model", required=True, help="Model they train: resnet50, vit_b_16, unet3d, retinanet, ... (see "
                                               "`iobench gpus`).")
-@click.option("--dataset-files", type=int, default=1_281_167, show_default=True,
+@click.option("--files", "dataset_files", cls=Renamed, old=("--dataset-files",), type=int, default=1_281_167,
+              show_default=True,
               help="Samples in the dataset (ImageNet-1k train's count, whatever the model; MLPerf Storage v3.0's "
                    "retinanet has 1,170,301 by default).")
-@click.option("--mean-kb", type=float, default=None,
-              help="Mean sample size in kB (1,000 B) [default: the result's dataset mean where it ran this model "
-                   "or the model trains on ImageNet-sized images, else the model's own (MLPerf Storage v3.0's "
-                   "unet3d 146,600.6, cosmoflow 2,828.5, retinanet 323.0), else ImageNet's 110]; the plan says "
-                   "which.")
+@click.option("--mean-size", default=None,
+              help="Mean sample size, as --size-dist writes sizes (110kB, 97KiB, 2MiB); the plan says which it "
+                   "took.  [default: the result's dataset mean where it ran this model or the model trains on "
+                   "ImageNet-sized images, else the model's own (MLPerf Storage v3.0's unet3d 146,600.6kB, "
+                   "cosmoflow 2,828.5kB, retinanet 323.0kB), else ImageNet's 110kB]")
+@click.option("--mean-kb", type=float, default=None, hidden=True)  # the old spelling of --mean-size, in kB
 @click.option("--au-target", type=float, default=0.9, show_default=True,
               help="AU a GPU must reach to count as fed (MLPerf Storage: 0.90 for resnet50 and unet3d, 0.85 for "
                    "retinanet, 0.70 for cosmoflow).")
@@ -193,11 +195,20 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
                    "1, 2, ... nodes: how the storage scaled with clients.")
 @click.option("--json", "json_path", default=None,
               help="Also write the plan as JSON here (- for stdout): its fields, nodes, and `measured` with --result.")
-def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
-             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_paths: tuple[Path, ...],
-             json_path: str | None) -> None:
+def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: str | None, mean_kb: float | None,
+             au_target: float, rate: float | None, rate_kind: str | None, gpus_per_node: int,
+             result_paths: tuple[Path, ...], json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     check_json_target(json_path)
+    if mean_size is not None:
+        if mean_kb is not None:
+            raise UserError("--mean-kb is the old spelling of --mean-size: give one")
+        try:
+            mean_kb = parse_size(mean_size) / 1000
+        except UserError as exc:
+            raise UserError(f"--mean-size: {exc}") from None
+        if not mean_kb > 0:
+            raise UserError(f"--mean-size must be more than 0, got {mean_size!r}")
     results = reporting.load_results(result_paths) if result_paths else []
     if len(results) > 1 and any(r.distributed is None for r in results):
         raise UserError("several --result are read as a scaling series: each must be a distributed run (--ranks or "
@@ -248,7 +259,8 @@ def gpus(rate_kind: str | None, json_path: str | None) -> None:
 
 @click.command("gpu-rate")
 @click.option("--model", default="resnet50", show_default=True, help="A torchvision.models name.")
-@click.option("--batch", type=int, default=256, show_default=True, help="Samples per step.")
+@click.option("--batch-size", "batch", cls=Renamed, old=("--batch",), type=int, default=256, show_default=True,
+              help="Samples per step.")
 @click.option("--steps", type=int, default=30, show_default=True, help="Timed steps (after 10 warm-up steps).")
 @click.option("--device", default="cuda", show_default=True, help="Where to train (cuda, cuda:1, ...).")
 @click.option("--quiet", is_flag=True, help="Print the rate alone (for `iobench run --rate $(...)`).")
