@@ -123,14 +123,14 @@ def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | No
 @click.command()
 @click.argument("results", nargs=-1, required=True, type=Path)
 @click.option("--html", "html_path", type=Path, default=None,
-              help="HTML comparison [default: reports/<timestamp>-compare/compare.html].")
-@click.option("--md", "md_path", type=Path, default=None, help="Markdown comparison [default: beside the HTML].")
+              help="HTML comparison  [default: reports/<timestamp>-compare/compare.html; none with --json -]")
+@click.option("--md", "md_path", type=Path, default=None, help="Markdown comparison  [default: beside the HTML]")
 @click.option("--csv", "csv_path", type=Path, default=None,
-              help="CSV, one row per run [default: beside the default HTML].")
-@click.option("--name", "names", multiple=True, help="A name per result, in order [default: FSTYPE at MOUNT].")
+              help="CSV, one row per run  [default: beside the default HTML]")
+@click.option("--name", "names", multiple=True, help="A name per result, in order  [default: FSTYPE at MOUNT]")
 @click.option("--json", "json_path", default=None,
-              help="Also write the comparison as JSON here (- for stdout): the headline and, per system, its label, "
-                   "verdict and best runs.")
+              help="Also write the comparison as JSON here (- for stdout, and then no other file): the headline and, "
+                   "per system, its label, verdict and best runs.")
 def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
             names: tuple[str, ...], json_path: str | None) -> None:
     """Pre-purchase view: several mounts or systems side by side on the same workload, the winner per metric."""
@@ -138,16 +138,20 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
         raise UserError("compare needs two or more result files (for one, use `iobench report`)")
     check_json_target(json_path)
     loaded = reporting.load_results(results)
-    if html_path is None and md_path is None:
+    _refuse_the_same_twice(results, loaded)
+    to_stdout = json_path == STDOUT
+    if html_path is None and md_path is None and not to_stdout:
         folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
-    ui = UI(stdout_free=json_path == STDOUT)
-    for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
-        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
+    written = reporting.write(loaded, html_path, md_path, csv_path, names=names or None)
+    ui = UI(stdout_free=to_stdout)
     fs = [reporting.facts(r, n) for r, n in zip(loaded, reporting.labels(loaded, names or None), strict=True)]
     headline = reporting.compare_headline(loaded, fs, [f.label for f in fs])
     ui.out.print(headline, highlight=False)
+    ui.table(reporting.compare_table(loaded, fs)[0])
+    for path in written:
+        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
     if json_path is not None:
         systems = [{"label": f.label, "result": str(path), "fstype": r.mount.fstype, "mount": r.mount.path,
                     "complete": r.complete, "provisional": f.provisional,
@@ -155,6 +159,18 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
                     "best_cold": _run_figures(f.best_cold), "best_warm": _run_figures(f.best_warm)}
                    for path, r, f in zip(results, loaded, fs, strict=True)]
         write_json(dump({"headline": headline, "systems": systems}), json_path)
+
+
+def _refuse_the_same_twice(paths: tuple[Path, ...], loaded: list[Result]) -> None:
+    """A result compared with itself (the same file twice, or a copy of it: the same run's start, host and mount)
+    names no winner: it is refused."""
+    seen: dict[tuple[str, ...], Path] = {}
+    for path, r in zip(paths, loaded, strict=True):
+        key = (str(r.created), r.host.hostname, r.mount.path, r.dataset.path)
+        if key in seen:
+            raise UserError(f"{seen[key]} and {path} are the same result (the run of {r.created} on "
+                            f"{r.host.hostname}): compare two different results")
+        seen[key] = path
 
 
 def _run_figures(run: Any) -> dict[str, Any] | None:
