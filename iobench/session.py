@@ -10,7 +10,8 @@ line into the Settings and the dataset's Shape this takes):
    after each record;
 5. the reports and the JSON written, also for an interrupted or stalled run (complete: false).
 
-Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack beside it), which shares steps 1-2."""
+Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack inside it under packed/), which shares
+steps 1-2."""
 
 from __future__ import annotations
 
@@ -188,8 +189,8 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
 
 def pack(mount: Path, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
          ui: UI) -> None:
-    """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed beside it in each
-    format, under its lock (not while a run reads it)."""
+    """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed in each format inside
+    it (packed/lmdb, packed/tar-SIZE), under its lock (not while a run reads it)."""
     probe(dataset if dataset is not None else mount)
     spec = pick(mount, shape, ui) if dataset is None else None
     where = store.open(dataset if dataset is not None else mount)

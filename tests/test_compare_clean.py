@@ -1,14 +1,18 @@
-"""`compare` as a person runs it (issue 24): it prints its side-by-side table (with each result's date, mount,
-iobench version and the settings that differ), `--json -` writes the JSON alone, a result compared with itself is
-refused."""
+"""`compare` and `clean` as a person runs them (issue 24): compare prints its side-by-side table (with each result's
+date, mount, iobench version and the settings that differ), `--json -` writes the JSON alone, a result compared
+with itself is refused; clean lists what it would remove with its size and asks, and from a non-terminal without
+--yes removes nothing and says how."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
-from conftest import iobench
+import pytest
+from conftest import iobench, make_dataset
 
 from iobench.result import Result
 
@@ -68,3 +72,44 @@ def test_a_result_compared_with_itself_is_refused(tmp_path: Path) -> None:
     copy.write_bytes(LOCAL.read_bytes())
     _one_line_error(iobench("compare", str(copy.parent), str(LOCAL), str(SSHFS), cwd=tmp_path), "the same result")
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Path:
+    m = tmp_path / "m"
+    m.mkdir()
+    make_dataset(m, 30, "fixed:8kB", classes=2)
+    return m
+
+
+def test_clean_from_a_non_terminal_needs_yes(mount: Path) -> None:
+    proc = iobench("clean", "--mount", str(mount), stdin=subprocess.DEVNULL)
+    _one_line_error(proc, "nothing removed", "--yes", "not a terminal")
+    root = next((mount / "iobench-data").iterdir())
+    assert f"would remove dataset {root} (3" in proc.stdout and "kB)" in proc.stdout  # its files and size
+    assert len(list(root.rglob("*.JPEG"))) == 30
+    done = iobench("clean", "--mount", str(mount), "--yes", stdin=subprocess.DEVNULL, check=True)
+    assert f"removed dataset {root}" in done.stdout and not root.exists()
+
+
+def _in_a_terminal(mount: Path, answer: bytes) -> str:
+    """`iobench clean` with its stdin a pseudo-terminal that answers `answer`."""
+    main, tty = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "clean", "--mount", str(mount)], stdin=tty,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        os.close(tty)
+        os.write(main, answer)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        os.close(main)
+    assert proc.returncode == 0, out
+    return out.decode()
+
+
+def test_clean_in_a_terminal_asks_first(mount: Path) -> None:
+    root = next((mount / "iobench-data").iterdir())
+    said = _in_a_terminal(mount, b"n\n")
+    assert "remove 1 folder (" in said and "nothing removed" in said and root.is_dir()
+    said = _in_a_terminal(mount, b"y\n")
+    assert f"removed dataset {root}" in said and not root.exists()

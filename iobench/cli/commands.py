@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.output import STDOUT, check_json_target, dump, write_json
 from iobench.result import Result
-from iobench.safefs import write_file
+from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
 from iobench.ui import UI
@@ -89,15 +90,34 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | 
 @click.option("--mount", type=Path, default=Path("."), show_default=True,
               help="The mount whose MOUNT/iobench-data/ to clean.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
-def clean(mount: Path, dry_run: bool) -> None:
-    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
+@click.option("--yes", "-y", is_flag=True,
+              help="Remove without asking (where stdin is not a terminal, clean removes nothing without it).")
+def clean(mount: Path, dry_run: bool, yes: bool) -> None:
+    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker): what
+    would go is listed, with its size, and asked about first (unless --yes)."""
     probe(mount)
     where = store.open(mount)
-    done = where.clean(dry_run=dry_run)
-    if not done:
+    listed = where.clean(dry_run=True)
+    if not listed:
         click.echo(f"nothing to clean under {where.root()}")
-    for entry in done:
-        click.echo(entry.line(dry_run))
+    for entry in listed:
+        click.echo(entry.line(dry_run=True))
+    doomed = [e for e in listed if e.removed]
+    if dry_run or not doomed:
+        return
+    what = (f"{len(doomed)} folder{'s' if len(doomed) > 1 else ''} "
+            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} files)")
+    if not yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise UserError(f"nothing removed: clean asks before it removes {what}, and stdin is not a terminal; "
+                            "give --yes to remove them")
+        if not click.confirm(f"remove {what}?", default=False):
+            click.echo("nothing removed")
+            return
+    asked = {e.path for e in doomed}
+    for entry in where.clean(dry_run=False):
+        if entry.path in asked:  # what was listed as kept is not listed again
+            click.echo(entry.line(dry_run=False))
 
 
 @click.command()
