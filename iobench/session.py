@@ -10,7 +10,8 @@ line into the Settings and the dataset's Shape this takes):
    after each record;
 5. the reports and the JSON written, also for an interrupted or stalled run (complete: false).
 
-Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack beside it), which shares steps 1-2."""
+Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack inside it under packed/), which shares
+steps 1-2."""
 
 from __future__ import annotations
 
@@ -106,30 +107,50 @@ def make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Mani
 
 
 def pick(mount: Path, shape: Shape, ui: UI) -> GenSpec:
-    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone: the
-    one of the full shape asked for; else the only one there that matches every part the user chose; else the full
-    shape, made. Several that match what was chosen (none of them the full shape) is a one-line error naming them."""
+    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone, and
+    never refused for what else is there: the one of the full shape (the workload's own, with the options given),
+    made or reused; where that one is not there but some match every part the user chose (--files N, ...), the one
+    of them nearest the workload's shape (`_nearest`), said which. A plain run (nothing chosen) always takes the full
+    shape. The other datasets there are named in one note."""
     where = store.open(mount)
     where.check(writable=False)
     full = shape.spec
-    found = [(name, where.marker(name)) for name in where.names()]
-    if any(name == full.name for name, _ in found):
-        return full
-    fits = [(name, m) for name, m in found if m and shape.matches(m["params"])]
-    if len(fits) > 1:
-        names = "; ".join(f"{name} ({_shape_words(m['params'])})" for name, m in fits[:4])
-        raise UserError(f"several datasets under {where.root()} match the shape asked for: {names}"
-                        f"{' and more' if len(fits) > 4 else ''}: pick one with --files, --size-dist, --classes and "
-                        "--seed, or name it with --dataset PATH")
-    if fits:
-        name, marker = fits[0]
-        assert marker is not None
-        ui.info(f"using the dataset iobench made earlier: {where.location(name)} ({_shape_words(marker['params'])})")
-        return spec_of(marker)
-    if found:
-        ui.info(f"no dataset of the shape asked for under {where.root()} yet (other shapes there: "
-                f"{', '.join(name for name, _ in found[:4])}{' and more' if len(found) > 4 else ''}): making it")
-    return full
+    found = {name: where.marker(name) for name in where.names()}
+    chosen = full
+    if full.name not in found and shape.asked:
+        fits = [(name, m) for name, m in found.items() if m and shape.matches(m["params"])]
+        nearest = _nearest(fits, full)
+        if nearest is not None:
+            name, marker = nearest
+            chosen = spec_of(marker)
+            of = (f": of the {len(fits)} that match what was asked, the one nearest the workload's shape "
+                  f"({_shape_words(full.as_dict())})" if len(fits) > 1 else "")
+            ui.info(f"using the dataset iobench made earlier: {where.location(name)} "
+                    f"({_shape_words(marker['params'])}){of}")
+    others = [name for name in found if name != chosen.name]
+    if others:
+        ui.info(f"other shapes under {where.root()}, not used: {', '.join(others[:4])}"
+                f"{f' and {len(others) - 4} more' if len(others) > 4 else ''} (one is taken by its --files, "
+                "--size-dist, --classes and --seed, or named with --dataset PATH)")
+    return chosen
+
+
+NEAREST = ("size_dist", "seed", "classes")  # what makes a dataset near the workload's, the sizes first
+
+
+def _nearest(fits: list[tuple[str, dict]], full: GenSpec) -> tuple[str, dict] | None:
+    """Of the datasets that match what was asked, the one whose shape is nearest the full one: the most of its
+    sizes, then seed, then classes are the full shape's; None where there is none, or two are as near (the full
+    shape is made then: which one is used never depends on the order they are listed in)."""
+    want = full.as_dict()
+
+    def score(marker: dict) -> tuple[bool, ...]:
+        return tuple(marker["params"].get(k) == want[k] for k in NEAREST)
+
+    ranked = sorted(fits, key=lambda f: score(f[1]), reverse=True)
+    if not ranked or (len(ranked) > 1 and score(ranked[0][1]) == score(ranked[1][1])):
+        return None
+    return ranked[0]
 
 
 def _shape_words(params: dict) -> str:
@@ -168,8 +189,8 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
 
 def pack(mount: Path, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
          ui: UI) -> None:
-    """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed beside it in each
-    format, under its lock (not while a run reads it)."""
+    """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed in each format inside
+    it (packed/lmdb, packed/tar-SIZE), under its lock (not while a run reads it)."""
     probe(dataset if dataset is not None else mount)
     spec = pick(mount, shape, ui) if dataset is None else None
     where = store.open(dataset if dataset is not None else mount)

@@ -47,8 +47,8 @@ def test_run_end_to_end_writes_a_complete_result(tmp_path):
     assert len({r["epoch"] for r in runs}) == 4
     assert Result.load(extra).verdict == Result.load(out / "result.json").verdict
     # the same mount again: the dataset is found and reused, not made anew
-    again = iobench("run", "--mount", str(tmp_path), "--engine", "threads", "--threads", "2", "--cache", "warm",
-                    "--out", str(tmp_path / "o2"), check=True)
+    again = iobench("run", "--mount", str(tmp_path), "--files", "200", "--engine", "threads", "--threads", "2",
+                    "--cache", "warm", "--out", str(tmp_path / "o2"), check=True)
     assert "using the dataset iobench made earlier" in again.stderr
     assert "reusing the existing dataset" in again.stderr
 
@@ -202,8 +202,9 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
         assert {(b.concurrency, b.cache) for b in r.baseline.fio} == {(1, "cold"), (1, "warm"), (2, "cold"),
                                                                         (2, "warm")}
     dec = tmp_path / "dec"
-    iobench("run", "--mount", str(tmp_path), "--engine", "dataloader", "--workers", "1", "--batch-size", "16",
-            "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(dec), check=True)
+    iobench("run", "--mount", str(tmp_path), "--files", "160", "--engine", "dataloader", "--workers", "1",
+            "--batch-size", "16", "--decode", "--cache", "warm", "--no-fio", "--no-metadata", "--out", str(dec),
+            check=True)
     d = Result.load(dec / "result.json").runs[0]
     # decoding a JPEG costs more than reading it warm
     assert d.decode and d.decode_ms is not None and d.decode_ms.p50 > d.latency_ms.p50

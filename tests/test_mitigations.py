@@ -66,8 +66,8 @@ def test_read_ahead_kb_is_restored_after_a_run_and_after_an_interruption(xfs_mou
 
 def test_pack_command_makes_and_reuses_packs(tmp_path):
     iobench("gen", "--mount", str(tmp_path), "--files", "60", "--size-dist", "fixed:8kB", "--quiet", check=True)
-    first = iobench("pack", "--mount", str(tmp_path), "--quiet", check=True).stdout
+    first = iobench("pack", "--mount", str(tmp_path), "--files", "60", "--quiet", check=True).stdout
     assert "lmdb:" in first and "tar:" in first and "made in" in first
-    again = iobench("pack", "--mount", str(tmp_path), "--quiet", check=True).stdout
+    again = iobench("pack", "--mount", str(tmp_path), "--files", "60", "--quiet", check=True).stdout
     assert again.count("reused") == 2
     assert any(Path(tmp_path).glob("iobench-data/*/packed/lmdb/data.mdb"))

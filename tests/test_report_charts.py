@@ -7,8 +7,10 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from iobench.report import render_html
-from iobench.report.charts import MIN_TREND_POINTS, main_timeline, shows_trend, throughput_charts
+from iobench.report.charts import MIN_TREND_POINTS, _rates, main_timeline, shows_trend, throughput_charts
 from iobench.report.facts import facts
 from iobench.report.svg import TICK_CHAR_PX, Series, bar_chart, line_chart
 from iobench.result import Result
@@ -45,6 +47,16 @@ def test_the_timeline_is_drawn_only_with_enough_points_for_a_trend():
     short = dataclasses.replace(f, main=f.main.model_copy(update={"timeline": steps[:3]}))
     assert shows_trend(long.main) and main_timeline(long) is not None
     assert not shows_trend(short.main) and main_timeline(short) is None
+
+
+def test_the_last_partial_interval_of_a_timeline_is_dropped():
+    """Ticks every 0.2 s at 1,000 samples/s, then the epoch ends 8 ms after the last tick with a batch of 256: that
+    interval's 32,000/s is an artefact, not a spike the storage made (issue 24)."""
+    steps = [(round(0.2 * i, 3), 200 * i) for i in range(8)]
+    end = [*steps, (steps[-1][0] + 0.008, steps[-1][1] + 256)]
+    assert max(rate for _, rate in _rates(end)) == pytest.approx(1000) and _rates(end) == _rates(steps)
+    full = [*steps, (steps[-1][0] + 0.15, steps[-1][1] + 150)]  # most of an interval: kept, it is a measurement
+    assert _rates(full)[-1] == (steps[-1][0] + 0.15, pytest.approx(1000))
 
 
 def test_no_text_on_the_plot_area():

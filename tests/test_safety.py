@@ -165,12 +165,12 @@ def test_clean_removes_only_marked_folders_and_follows_no_link(tmp_path):
     assert f"kept {data / 'theirs'}" in dry.stdout and f"kept {data / 'linked'}" in dry.stdout
     assert (m.root / MARKER).is_file() and len(list(m.root.rglob("*.JPEG"))) == 30
 
-    done = iobench("clean", "--mount", str(mnt), check=True)
+    done = iobench("clean", "--mount", str(mnt), "--yes", check=True)
     assert f"removed dataset {m.root}" in done.stdout
     assert not m.root.exists() and not os.path.lexists(m.root)
     assert tree(outside) == before
     assert (data / "linked").is_symlink() and (data / "theirs" / "notes.txt").read_text() == "no marker here"
-    again = iobench("clean", "--mount", str(mnt), check=True)
+    again = iobench("clean", "--mount", str(mnt), "--yes", check=True)
     assert "removed" not in again.stdout
 
 
@@ -179,7 +179,7 @@ def test_clean_keeps_a_dataset_being_written(tmp_path):
     fd = os.open(m.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with dataset.writer_lock(fd, m.root):
-            proc = iobench("clean", "--mount", str(tmp_path), check=True)
+            proc = iobench("clean", "--mount", str(tmp_path), "--yes", check=True)
             assert "another iobench is writing it" in proc.stdout
             assert (m.root / MARKER).is_file()
     finally:
@@ -197,7 +197,7 @@ def test_clean_does_not_enter_a_mount_point_inside(tmp_path):
     if subprocess.run(["mount", "--bind", str(other), str(inside)], capture_output=True).returncode != 0:
         pytest.skip("cannot bind-mount here")
     try:
-        proc = iobench("clean", "--mount", str(tmp_path), check=True)
+        proc = iobench("clean", "--mount", str(tmp_path), "--yes", check=True)
         assert "another file system" in proc.stdout
         assert (other / "keep.txt").read_text() == "mine"
         assert not any(m.root.rglob("*.JPEG"))

@@ -91,7 +91,12 @@ def test_listing_commands_write_json(json_run, tmp_path):
     assert (plan["gpu"], plan["gpus"], plan["model"], plan["nodes"]) == ("h200", 16, "resnet50", 2)
     assert plan["demand_samples_per_s"] == pytest.approx(16 * plan["rate_per_gpu"])
     assert plan["measured"]["samples_per_s"] > 0 and plan["measured"]["gpus_supported"] >= 0
-    cmp_proc = iobench("compare", str(out), str(out / "result.json"), "--name", "a", "--name", "b",
+    same = iobench("compare", str(out), str(out / "result.json"), "--json", "-")
+    assert same.returncode == 2 and "the same result" in same.stderr and same.stdout == ""
+    raw = json.loads((out / "result.json").read_text())
+    other = tmp_path / "other.json"  # another run of the same (its start a year earlier)
+    other.write_text(json.dumps({**raw, "created": str(int(raw["created"][:4]) - 1) + raw["created"][4:]}))
+    cmp_proc = iobench("compare", str(out), str(other), "--name", "a", "--name", "b",
                        "--html", str(tmp_path / "c.html"), "--json", "-", check=True)
     cmp = json.loads(cmp_proc.stdout)
     assert [s["label"] for s in cmp["systems"]] == ["a", "b"] and cmp["headline"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,14 @@ from rich.table import Table
 from iobench import report as reporting
 from iobench import store
 from iobench.answer.plan import format_plan, plan
-from iobench.cli.options import DEFAULT_FILES, choices, gen_options, shape_of, spec
+from iobench.cli.options import DEFAULT_FILES, FORMAT, GPU, Renamed, gen_options, shape_of, spec
 from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.output import STDOUT, check_json_target, dump, write_json
 from iobench.result import Result
-from iobench.safefs import write_file
+from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
 from iobench.ui import UI
@@ -62,14 +63,14 @@ def gen(mount: Path, files: int, size_dist: str | None, classes: int | None, see
               help=f"Files of the dataset under --mount: with the three below, its shape (as gen made it) "
                    f"[default: {DEFAULT_FILES:,}].")
 @gen_options("  [default: imagenet]")
-@click.option("--format", "formats", default="lmdb,tar", show_default=True, help="lmdb | tar | lmdb,tar")
+@click.option("--format", "formats", type=FORMAT, default="lmdb,tar", show_default=True,
+              help="The packs to make: lmdb, tar, or a comma list.")
 @click.option("--shard-size", default="256MiB", show_default=True, help="Tar shard size.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None,
-         seed: int | None, formats: str, shard_size: str, quiet: bool) -> None:
-    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, beside it."""
+         seed: int | None, formats: tuple[str, ...], shard_size: str, quiet: bool) -> None:
+    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/)."""
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
-    chosen = choices(formats, ("lmdb", "tar"), "--format", ("lmdb", "tar"))
     try:
         shard_bytes = parse_size(shard_size)
     except UserError as exc:
@@ -82,22 +83,41 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | 
     if dataset is not None and shaped:
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
-    packing(mount, dataset, shape, chosen, shard_bytes, UI(quiet))
+    packing(mount, dataset, shape, formats, shard_bytes, UI(quiet))
 
 
 @click.command()
 @click.option("--mount", type=Path, default=Path("."), show_default=True,
               help="The mount whose MOUNT/iobench-data/ to clean.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
-def clean(mount: Path, dry_run: bool) -> None:
-    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker)."""
+@click.option("--yes", "-y", is_flag=True,
+              help="Remove without asking (where stdin is not a terminal, clean removes nothing without it).")
+def clean(mount: Path, dry_run: bool, yes: bool) -> None:
+    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker): what
+    would go is listed, with its size, and asked about first (unless --yes)."""
     probe(mount)
     where = store.open(mount)
-    done = where.clean(dry_run=dry_run)
-    if not done:
+    listed = where.clean(dry_run=True)
+    if not listed:
         click.echo(f"nothing to clean under {where.root()}")
-    for entry in done:
-        click.echo(entry.line(dry_run))
+    for entry in listed:
+        click.echo(entry.line(dry_run=True))
+    doomed = [e for e in listed if e.removed]
+    if dry_run or not doomed:
+        return
+    what = (f"{len(doomed)} folder{'s' if len(doomed) > 1 else ''} "
+            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} files)")
+    if not yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise UserError(f"nothing removed: clean asks before it removes {what}, and stdin is not a terminal; "
+                            "give --yes to remove them")
+        if not click.confirm(f"remove {what}?", default=False):
+            click.echo("nothing removed")
+            return
+    asked = {e.path for e in doomed}
+    for entry in where.clean(dry_run=False):
+        if entry.path in asked:  # what was listed as kept is not listed again
+            click.echo(entry.line(dry_run=False))
 
 
 @click.command()
@@ -123,14 +143,14 @@ def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | No
 @click.command()
 @click.argument("results", nargs=-1, required=True, type=Path)
 @click.option("--html", "html_path", type=Path, default=None,
-              help="HTML comparison [default: reports/<timestamp>-compare/compare.html].")
-@click.option("--md", "md_path", type=Path, default=None, help="Markdown comparison [default: beside the HTML].")
+              help="HTML comparison  [default: reports/<timestamp>-compare/compare.html; none with --json -]")
+@click.option("--md", "md_path", type=Path, default=None, help="Markdown comparison  [default: beside the HTML]")
 @click.option("--csv", "csv_path", type=Path, default=None,
-              help="CSV, one row per run [default: beside the default HTML].")
-@click.option("--name", "names", multiple=True, help="A name per result, in order [default: FSTYPE at MOUNT].")
+              help="CSV, one row per run  [default: beside the default HTML]")
+@click.option("--name", "names", multiple=True, help="A name per result, in order  [default: FSTYPE at MOUNT]")
 @click.option("--json", "json_path", default=None,
-              help="Also write the comparison as JSON here (- for stdout): the headline and, per system, its label, "
-                   "verdict and best runs.")
+              help="Also write the comparison as JSON here (- for stdout, and then no other file): the headline and, "
+                   "per system, its label, verdict and best runs.")
 def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
             names: tuple[str, ...], json_path: str | None) -> None:
     """Pre-purchase view: several mounts or systems side by side on the same workload, the winner per metric."""
@@ -138,16 +158,20 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
         raise UserError("compare needs two or more result files (for one, use `iobench report`)")
     check_json_target(json_path)
     loaded = reporting.load_results(results)
-    if html_path is None and md_path is None:
+    _refuse_the_same_twice(results, loaded)
+    to_stdout = json_path == STDOUT
+    if html_path is None and md_path is None and not to_stdout:
         folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
-    ui = UI(stdout_free=json_path == STDOUT)
-    for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
-        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
+    written = reporting.write(loaded, html_path, md_path, csv_path, names=names or None)
+    ui = UI(stdout_free=to_stdout)
     fs = [reporting.facts(r, n) for r, n in zip(loaded, reporting.labels(loaded, names or None), strict=True)]
     headline = reporting.compare_headline(loaded, fs, [f.label for f in fs])
     ui.out.print(headline, highlight=False)
+    ui.table(reporting.compare_table(loaded, fs)[0])
+    for path in written:
+        ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
     if json_path is not None:
         systems = [{"label": f.label, "result": str(path), "fstype": r.mount.fstype, "mount": r.mount.path,
                     "complete": r.complete, "provisional": f.provisional,
@@ -155,6 +179,18 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
                     "best_cold": _run_figures(f.best_cold), "best_warm": _run_figures(f.best_warm)}
                    for path, r, f in zip(results, loaded, fs, strict=True)]
         write_json(dump({"headline": headline, "systems": systems}), json_path)
+
+
+def _refuse_the_same_twice(paths: tuple[Path, ...], loaded: list[Result]) -> None:
+    """A result compared with itself (the same file twice, or a copy of it: the same run's start, host and mount)
+    names no winner: it is refused."""
+    seen: dict[tuple[str, ...], Path] = {}
+    for path, r in zip(paths, loaded, strict=True):
+        key = (str(r.created), r.host.hostname, r.mount.path, r.dataset.path)
+        if key in seen:
+            raise UserError(f"{seen[key]} and {path} are the same result (the run of {r.created} on "
+                            f"{r.host.hostname}): compare two different results")
+        seen[key] = path
 
 
 def _run_figures(run: Any) -> dict[str, Any] | None:
@@ -167,18 +203,20 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
 
 
 @click.command("plan")
-@click.option("--gpu", required=True, help="Kind of GPU: v100, a100, h100, h200, b200, mi355 (see `iobench gpus`).")
+@click.option("--gpu", type=GPU, required=True, help="Kind of GPU (see `iobench gpus`).")
 @click.option("--gpus", "gpus_", type=int, required=True, help="How many GPUs train at once.")
 @click.option("--model", required=True, help="Model they train: resnet50, vit_b_16, unet3d, retinanet, ... (see "
                                               "`iobench gpus`).")
-@click.option("--dataset-files", type=int, default=1_281_167, show_default=True,
+@click.option("--files", "dataset_files", cls=Renamed, old=("--dataset-files",), type=int, default=1_281_167,
+              show_default=True,
               help="Samples in the dataset (ImageNet-1k train's count, whatever the model; MLPerf Storage v3.0's "
                    "retinanet has 1,170,301 by default).")
-@click.option("--mean-kb", type=float, default=None,
-              help="Mean sample size in kB (1,000 B) [default: the result's dataset mean where it ran this model "
-                   "or the model trains on ImageNet-sized images, else the model's own (MLPerf Storage v3.0's "
-                   "unet3d 146,600.6, cosmoflow 2,828.5, retinanet 323.0), else ImageNet's 110]; the plan says "
-                   "which.")
+@click.option("--mean-size", default=None,
+              help="Mean sample size, as --size-dist writes sizes (110kB, 97KiB, 2MiB); the plan says which it "
+                   "took.  [default: the result's dataset mean where it ran this model or the model trains on "
+                   "ImageNet-sized images, else the model's own (MLPerf Storage v3.0's unet3d 146,600.6kB, "
+                   "cosmoflow 2,828.5kB, retinanet 323.0kB), else ImageNet's 110kB]")
+@click.option("--mean-kb", type=float, default=None, hidden=True)  # the old spelling of --mean-size, in kB
 @click.option("--au-target", type=float, default=0.9, show_default=True,
               help="AU a GPU must reach to count as fed (MLPerf Storage: 0.90 for resnet50 and unet3d, 0.85 for "
                    "retinanet, 0.70 for cosmoflow).")
@@ -193,11 +231,20 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
                    "1, 2, ... nodes: how the storage scaled with clients.")
 @click.option("--json", "json_path", default=None,
               help="Also write the plan as JSON here (- for stdout): its fields, nodes, and `measured` with --result.")
-def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_kb: float | None, au_target: float,
-             rate: float | None, rate_kind: str | None, gpus_per_node: int, result_paths: tuple[Path, ...],
-             json_path: str | None) -> None:
+def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: str | None, mean_kb: float | None,
+             au_target: float, rate: float | None, rate_kind: str | None, gpus_per_node: int,
+             result_paths: tuple[Path, ...], json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     check_json_target(json_path)
+    if mean_size is not None:
+        if mean_kb is not None:
+            raise UserError("--mean-kb is the old spelling of --mean-size: give one")
+        try:
+            mean_kb = parse_size(mean_size) / 1000
+        except UserError as exc:
+            raise UserError(f"--mean-size: {exc}") from None
+        if not mean_kb > 0:
+            raise UserError(f"--mean-size must be more than 0, got {mean_size!r}")
     results = reporting.load_results(result_paths) if result_paths else []
     if len(results) > 1 and any(r.distributed is None for r in results):
         raise UserError("several --result are read as a scaling series: each must be a distributed run (--ranks or "
@@ -248,7 +295,8 @@ def gpus(rate_kind: str | None, json_path: str | None) -> None:
 
 @click.command("gpu-rate")
 @click.option("--model", default="resnet50", show_default=True, help="A torchvision.models name.")
-@click.option("--batch", type=int, default=256, show_default=True, help="Samples per step.")
+@click.option("--batch-size", "batch", cls=Renamed, old=("--batch",), type=int, default=256, show_default=True,
+              help="Samples per step.")
 @click.option("--steps", type=int, default=30, show_default=True, help="Timed steps (after 10 warm-up steps).")
 @click.option("--device", default="cuda", show_default=True, help="Where to train (cuda, cuda:1, ...).")
 @click.option("--quiet", is_flag=True, help="Print the rate alone (for `iobench run --rate $(...)`).")

@@ -3,25 +3,29 @@ as one typed value, built from click's parameters in one function.
 
 A value an option was not given is None in RunOptions (its default, or the workload's, is taken where the value is
 used), so that whether an option applies is judged on its value alone (iobench.cli.refusals): the defaults are
-said in the help texts."""
+said in the help texts (tests/test_help_defaults.py compares each with the one used)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from iobench.dataset import GenSpec, default_classes
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
+from iobench.gpu.rates import canonical_gpu, rates
 from iobench.record.order import ORDERS
 from iobench.session import Shape
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
+DEFAULT_THREADS = (1, 4, 16, 64)  # the default workload's thread sweep, said in `run --threads`' help
+FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not given
 SOURCES = ("files", "lmdb", "tar")
 CACHES = ("cold", "warm")
 
@@ -39,13 +43,83 @@ def int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     return values
 
 
-def choices(text: str, allowed: tuple[str, ...], what: str, both: tuple[str, ...]) -> tuple[str, ...]:
-    """A comma list of names out of `allowed`; "both" stands for `both`."""
-    values = both if text == "both" else tuple(v.strip() for v in text.split(","))
+def choices(text: str, allowed: tuple[str, ...], what: str, every: str = "both") -> tuple[str, ...]:
+    """A comma list of names out of `allowed`; `every` ("both", or "all" of three) stands for them all."""
+    values = allowed if text == every else tuple(v.strip() for v in text.split(","))
     bad = [v for v in values if v not in allowed]
     if bad:
-        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or both)")
+        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or {every})")
     return values
+
+
+class Listed(click.ParamType):
+    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all): help and shell
+    completion list the names; the value is the tuple (`choices` judges it, one line for a bad name)."""
+
+    name = "list"
+
+    def __init__(self, allowed: tuple[str, ...], what: str, every: str = "both"):
+        self.allowed, self.what, self.every = allowed, what, every
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join((*self.allowed, self.every)) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        return choices(str(value), self.allowed, self.what, self.every)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[CompletionItem]:
+        done, _, last = incomplete.rpartition(",")  # `cold,w<TAB>`: the names after the last comma
+        head = f"{done}," if done else ""
+        names = self.allowed if done else (*self.allowed, self.every)
+        return [CompletionItem(head + n) for n in names if n.startswith(last) and n not in done.split(",")]
+
+
+class Named(click.ParamType):
+    """A name out of a table (the GPUs of iobench.gpu.rates) that help and shell completion list; an alias is
+    put as the table's name (`normalise`), any other name is passed on as given, to be judged where it is used
+    (a GPU the table lacks is fine with --rate)."""
+
+    name = "name"
+
+    def __init__(self, names: tuple[str, ...], normalise: Callable[[str], str | None]):
+        self.names, self.normalise = names, normalise
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(self.names) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return self.normalise(str(value)) or str(value)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[CompletionItem]:
+        return [CompletionItem(n) for n in self.names if n.startswith(incomplete.lower())]
+
+
+class Renamed(click.Option):
+    """An option whose old spellings (`old`) still work, kept out of the help (one name per idea across
+    commands: `--batch-size`, `--files`)."""
+
+    def __init__(self, param_decls: Sequence[str], old: tuple[str, ...] = (), **attrs: Any):
+        super().__init__([*param_decls, *old], **attrs)
+        self.old = old
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = self.opts
+        self.opts = [o for o in shown if o not in self.old]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+GPU = Named(tuple(sorted({r.gpu for r in rates()})), canonical_gpu)
+CACHE = Listed(CACHES, "--cache")
+ORDER = Listed(ORDERS, "--order")
+SOURCE = Listed(SOURCES, "--source", every="all")
+FORMAT = Listed(("lmdb", "tar"), "--format")
 
 
 def spec(files: int, size_dist: str | None, classes: int | None, seed: int | None) -> GenSpec:
@@ -74,38 +148,50 @@ def gen_options(size_dist: str) -> Callable[[F], F]:
         f = click.option("--seed", type=click.IntRange(min=0), default=None,
                          help="Seed of sizes, content and shuffles (>= 0).  [default: 0]")(f)
         f = click.option("--classes", type=int, default=None,
-                         help="Class folders (default: ~1,281 files per folder, as ImageNet).")(f)
+                         help="Class folders.  [default: ~1,281 files per folder, as ImageNet]")(f)
         return click.option("--size-dist", default=None,
-                            help=f"imagenet | fixed:110KiB | uniform:4KiB-256KiB{size_dist}")(f)
+                            help=f"File sizes: imagenet, fixed:SIZE (fixed:110KiB), uniform:LO-HI "
+                                 f"(uniform:4KiB-256KiB){size_dist}")(f)
     return add
 
 
-def measure_options(f: F) -> F:
-    """Options shared by `run` and `fio`: where, what, how concurrent, which cache states, where to."""
-    for opt in reversed([
-        click.option("--mount", type=Path, default=None,
-                     help="File system to measure; the dataset lives under MOUNT/iobench-data/.  [default: .]"),
-        click.option("--dataset", type=Path, default=None,
-                     help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
-        click.option("--files", type=int, default=None,
-                     help=f"Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape (the "
-                          f"dataset of that shape is used, or made) [default: the workload's; {DEFAULT_FILES:,} for "
-                          "the default]."),
-        gen_options(" [default: the workload's]"),
-        click.option("--threads", default=None,
-                     help="Reader threads (fio jobs); a comma list is a sweep [default: the workload's; fio: "
-                          "1,4,16,64]."),
-        click.option("--cache", default="both", show_default=True, help="cold | warm | both"),
-        click.option("--json", "json_path", default=None,
-                     help="Also write the result JSON here; - writes it to stdout, alone (every other line goes to "
-                          "stderr)."),
-        click.option("--out", type=Path, default=None,
-                     help="Result folder [default: reports/<timestamp>-<fstype>-<mount>/]."),
-        click.option("--quiet", is_flag=True,
-                     help="Print only the verdict line (nothing at all with --json -); errors still go to stderr."),
-    ]):
-        f = opt(f)
-    return f
+def measure_options(fio: bool) -> Callable[[F], F]:
+    """Options shared by `run` and `fio` (`fio`: the defaults said are fio's, with no workload): where, what, how
+    concurrent, which cache states, where to."""
+    workload = "" if fio else "the workload's: "
+    threads = (f"fio jobs; a comma list is a sweep  [default: {_commas(FIO_THREADS)}]" if fio else
+               "Reader threads of the thread engine; a comma list is a sweep (the fio baseline runs the same sweep)  "
+               f"[default: the workload's: {_commas(DEFAULT_THREADS)}]")
+
+    def add(f: F) -> F:
+        for opt in reversed([
+            click.option("--mount", type=Path, default=None,
+                         help="File system to measure; the dataset lives under MOUNT/iobench-data/.  [default: .]"),
+            click.option("--dataset", type=Path, default=None,
+                         help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
+            click.option("--files", type=int, default=None,
+                         help="Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape "
+                              f"(the dataset of that shape is used, or made)  [default: {workload}{DEFAULT_FILES:,}]"),
+            gen_options(f"  [default: {workload}imagenet]"),
+            click.option("--threads", default=None, help=threads),
+            click.option("--cache", type=CACHE, default="both", show_default=True,
+                         help="Cache states to measure: cold, warm, or both."),
+            click.option("--json", "json_path", default=None,
+                         help="Also write the result JSON here; - writes it to stdout, alone (every other line goes "
+                              "to stderr)."),
+            click.option("--out", type=Path, default=None,
+                         help="Result folder  [default: reports/<timestamp>-<fstype>-<mount>/]"),
+            click.option("--quiet", is_flag=True,
+                         help="Print only the verdict line (nothing at all with --json -); errors still go to "
+                              "stderr."),
+        ]):
+            f = opt(f)
+        return f
+    return add
+
+
+def _commas(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,9 +261,10 @@ class RunOptions:
             v["workers"] = int_list(v["workers"], "--workers", minimum=0)
         if v.get("threads") is not None:
             v["threads"] = int_list(v["threads"], "--threads")
+        # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
         if "source" in v:
-            v["source"] = choices(v["source"], SOURCES, "--source", SOURCES)
+            v["source"] = SOURCE.convert(v["source"], None, None)
         if v.get("order") is not None:
-            v["order"] = choices(v["order"], ORDERS, "--order", ORDERS)
-        v["cache"] = choices(v["cache"], CACHES, "--cache", CACHES)
+            v["order"] = ORDER.convert(v["order"], None, None)
+        v["cache"] = CACHE.convert(v["cache"], None, None)
         return cls(**v)

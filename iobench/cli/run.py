@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from iobench.cli.options import RunOptions, measure_options, shape_of
+from iobench.cli.options import FIO_THREADS, GPU, ORDER, SOURCE, RunOptions, measure_options, shape_of
 from iobench.cli.refusals import Case, refuse
 from iobench.distributed import launch, workers_per_rank, world
 from iobench.errors import EXIT_NOT_FED, UserError
@@ -26,20 +26,22 @@ from iobench.workload import DEFAULT, Workload, load
 DEFAULT_RANK_TIMEOUT_S = 300.0
 PREFETCH_FACTOR = 2  # DataLoader batches each worker keeps ready, where --prefetch-factor is not given
 SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset, where --scale-files is not given
-FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not given
 
 
 @click.command()
-@measure_options
+@measure_options(fio=False)
 @click.option("--workload", default=None,
-              help="Named workload or a .toml file: dataset shape, read pattern, GPU consumer "
-                   "[default: imagenet-resnet50]; options given here override it. See `iobench workloads`.")
-@click.option("--order", default=None, help="sequential | shuffled | both [default: the workload's]")
-@click.option("--source", default="files", show_default=True,
-              help="files | lmdb | tar, or a list: the same sweep on each layout (packed beside the dataset once).")
+              help="Named workload or a .toml file: dataset shape, read pattern, GPU consumer; options given here "
+                   f"override it. See `iobench workloads`.  [default: {DEFAULT}]")
+@click.option("--order", type=ORDER, default=None,
+              help="Read order: sequential, shuffled, or both  [default: the workload's: shuffled]")
+@click.option("--source", type=SOURCE, default="files", show_default=True,
+              help="Layout read: files, lmdb, tar, a comma list, or all: the same sweep on each (a pack is made "
+                   "once, inside the dataset, under packed/).")
 @click.option("--epochs", type=int, default=None,
               help="Epochs per (order, concurrency, cache state) and per training run; with several, each figure is "
-                   "the mean of the epochs after the first (steady state), never the best.")
+                   "the mean of the epochs after the first (steady state), never the best.  "
+                   "[default: the workload's: 1]")
 @click.option("--repeat", type=int, default=1, show_default=True,
               help="Measure the replay sweep N times: each figure is the mean over them, with its standard deviation "
                    "and spread (over 5% is flagged unstable).")
@@ -48,31 +50,38 @@ FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not gi
 @click.option("--metadata/--no-metadata", default=None, help="Metadata phase: list, stat, open+close.  "
                                                                "[default: metadata]")
 @click.option("--scale-files", type=int, default=None,
-              help=f"Dataset size for start-up projections (ImageNet-1k train).  [default: {SCALE_FILES}]")
+              help=f"Dataset size for start-up projections (ImageNet-1k train).  [default: {SCALE_FILES:,}]")
 @click.option("--engine", type=click.Choice(["threads", "dataloader"]), default=None,
-              help="Thread pool, or a torch DataLoader with worker processes [default: the workload's; "
-                   "threads when torch is not installed].")
+              help="Thread pool, or a torch DataLoader with worker processes  [default: the workload's: dataloader; "
+                   "threads when torch is not installed]")
 @click.option("--workers", default=None,
-              help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.")
-@click.option("--batch-size", type=int, default=None, help="DataLoader batch size (per GPU).")
+              help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.  "
+                   "[default: the workload's: 2,4,8]")
+@click.option("--batch-size", type=int, default=None,
+              help="DataLoader batch size (per GPU).  [default: the workload's: 256]")
 @click.option("--prefetch-factor", type=int, default=None,
               help=f"DataLoader batches each worker keeps ready.  [default: {PREFETCH_FACTOR}]")
-@click.option("--decode/--no-decode", default=None, help="Also decode + RandomResizedCrop + flip each sample (CPU).")
-@click.option("--model", default=None, help="Model the GPUs train (see `iobench gpus`).")
-@click.option("--gpu", default=None, help="Kind of GPU: v100, a100, h100, h200 (see `iobench gpus`).")
+@click.option("--decode/--no-decode", default=None,
+              help="Also decode + RandomResizedCrop + flip each sample (CPU).  [default: the workload's: no-decode]")
+@click.option("--model", default=None,
+              help="Model the GPUs train (see `iobench gpus`).  [default: the workload's: resnet50]")
+@click.option("--gpu", type=GPU, default=None,
+              help="Kind of GPU (see `iobench gpus`).  [default: the workload's: h200]")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
 @click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
-              help="Kind of table rate (see `iobench gpus`) [default: the workload's, else the first kind the GPU and "
-                   "model have: measured, published, mlperf-storage]; not with --rate.")
+              help="Kind of table rate (see `iobench gpus`); not with --rate.  [default: the workload's: measured; "
+                   "a workload without a kind takes the first its GPU and model have, in the order measured, "
+                   "published, mlperf-storage]")
 @click.option("--gpus", type=int, default=None,
               help="GPUs to ask about: does the storage feed them (and did this client)? Answered first, Yes, No or "
                    "Borderline, with a training run at exactly N.")
-@click.option("--au-target", type=float, default=None, help="AU a GPU must reach to count as fed [default: 0.90].")
+@click.option("--au-target", type=float, default=None,
+              help="AU a GPU must reach to count as fed.  [default: the workload's: 0.90]")
 @click.option("--consumer", type=click.Choice(["sleep", "cuda"]), default="sleep", show_default=True,
               help="How a GPU is stood for: a sleep of batch / rate, or a real training step on a local GPU.")
 @click.option("--mitigations", is_flag=True,
               help="Also measure what LMDB, tar shards, fadvise, readahead and more readers buy (packs the dataset "
-                   "beside it once).")
+                   "once, inside it, under packed/).")
 @click.option("--check", is_flag=True,
               help="Exit 1 (after a complete run) unless the storage feeds the GPUs asked about with --gpus N (its "
                    "figure covers their demand; without a cold run, this client's training run at N); 0 when it does.")
@@ -84,7 +93,7 @@ FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not gi
                    "GPU with its own DataLoader, a per-step allreduce. Across nodes: torchrun (docs/distributed.md).")
 @click.option("--timeout", type=float, default=None,
               help="Distributed runs: seconds after which a rank that stopped answering ends the run (exit 3, what "
-                   f"was gathered kept) [default: {DEFAULT_RANK_TIMEOUT_S:.0f}].")
+                   f"was gathered kept).  [default: {DEFAULT_RANK_TIMEOUT_S:.0f}]")
 def run(**params: Any) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     o = RunOptions.from_params(params)
@@ -182,7 +191,7 @@ def _check_cuda(engine: str) -> None:
 
 
 @click.command("fio")
-@measure_options
+@measure_options(fio=True)
 def fio_cmd(**params: Any) -> None:
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
     require_fio()

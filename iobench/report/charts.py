@@ -176,20 +176,21 @@ def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
 
 
 def _rates(timeline: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
-    """Samples/s between timeline points, as (time, rate) steps; intervals under 10 ms merge into the next."""
-    out: list[tuple[float, float]] = []
+    """Samples/s between timeline points, as (time, rate) steps; intervals under 10 ms merge into the next. The
+    last interval, from the last tick to the epoch's end, is dropped when it is under half the one before it: a
+    partial interval that caught a batch or two is a spike of no meaning (a DataLoader's 256 samples in 8 ms)."""
+    spans: list[tuple[float, float, float]] = []  # (start, end, samples/s)
     if len(timeline) < 2:
-        return out
+        return []
     t0, n0 = timeline[0]
     for t, n in timeline[1:]:
         if t - t0 < 0.01:
             continue
-        rate = (n - n0) / (t - t0)
-        if not out:
-            out.append((t0, rate))
-        out.append((t, rate))
+        spans.append((t0, t, (n - n0) / (t - t0)))
         t0, n0 = t, n
-    return out
+    if len(spans) >= 2 and spans[-1][1] - spans[-1][0] < 0.5 * (spans[-2][1] - spans[-2][0]):
+        spans.pop()
+    return [(spans[0][0], spans[0][2]), *((end, rate) for _, end, rate in spans)] if spans else []
 
 
 def shows_trend(r: Run | None) -> bool:

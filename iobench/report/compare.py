@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from iobench.answer.plan import mixed_kinds, rate_kind_of
 from iobench.report.facts import Facts, Table, fio_best_run
-from iobench.report.format import gpu_name, model_name, ms, num, readers
+from iobench.report.format import gpu_name, model_name, ms, num, readers, when
 from iobench.result import Result
 
 
@@ -88,8 +88,25 @@ METRICS: tuple[Metric, ...] = (
     Metric("mount options", lambda r, f: r.mount.options),
     Metric("dataset", lambda r, f: f"{r.dataset.files:,} files, mean {r.dataset.mean_bytes / 1000:,.0f} kB"),
     Metric("client", lambda r, f: f"{r.host.hostname}, {r.host.cpus or '?'} CPUs, {r.host.ram_bytes / 1e9:,.0f} GB"),
+    Metric("mount", lambda r, f: r.mount.path),
+    Metric("run on", lambda r, f: when(r.created)),
+    Metric("iobench version", lambda r, f: r.host.iobench),
     Metric("finished", lambda r, f: "yes" if r.complete else "NO (partial)"),
 )
+
+
+def _setting(value: object) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "-"
+    return "-" if value is None else str(value)
+
+
+def differing_settings(results: Sequence[Result]) -> list[tuple[str, ...]]:
+    """A row per setting (result.json's `settings`) whose value is not the same in every result: "setting NAME"
+    and each one's value."""
+    dumped = [r.settings.model_dump(mode="json") for r in results]
+    return [(f"setting {key}", *(_setting(d.get(key)) for d in dumped))
+            for key in dumped[0] if len({_setting(d.get(key)) for d in dumped}) > 1]
 
 
 def compare_table(results: Sequence[Result], fs: Sequence[Facts]) -> tuple[Table, dict[str, list[int]]]:
@@ -107,6 +124,7 @@ def compare_table(results: Sequence[Result], fs: Sequence[Facts]) -> tuple[Table
             best = [j for j, v in nums if v == target]
             winners[m.name] = best
             wins |= {(i, j + 1) for j in best}
+    rows += differing_settings(results)
     names = [f.label for f in fs]
     return Table("side by side", ("metric", *names), tuple(rows), left=1 + len(names), wins=frozenset(wins)), winners
 

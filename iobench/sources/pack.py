@@ -3,7 +3,7 @@ Here: finding a made pack; the LMDB writer is in pack_lmdb.py, the tar writer in
 (the pack folder's marker, its writer lock, its resumable writes and its checks) in pack_folder.py; this module
 names what callers use of them.
 
-Both packs are written beside the dataset by default (`<dataset root>/packed/lmdb/`,
+Both packs are written inside the dataset by default (`<dataset root>/packed/lmdb/`,
 `<dataset root>/packed/tar-<shard size>/`), from the manifest, in manifest order, so sample `i` of the
 pack is sample `i` of the manifest and every pattern reads the same samples from every source.
 

@@ -1,0 +1,253 @@
+"""Options agree across commands (issue 24): every default the help says is the default the command uses, one name
+per idea (old spellings still work, out of the help), and the choices listed in help and completion. In process:
+each command runs with its defaults up to the call that would do the work, which is caught with what it was given."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.shell_completion import ShellComplete
+from click.testing import CliRunner
+
+from iobench.cli import cli
+from iobench.cli import commands as cmds
+from iobench.dataset import default_classes
+from iobench.dataset.gen import FILES_PER_CLASS
+from iobench.dataset.sizes import parse_size
+
+runs = importlib.import_module("iobench.cli.run")  # the module: iobench.cli names the command `run`
+
+TORCH = importlib.util.find_spec("torch") is not None
+
+
+class Seen(Exception):
+    """Raised by a stand-in for the call that would do the work, with what it was given."""
+
+    def __init__(self, args: tuple, kw: dict):
+        super().__init__("seen")
+        self.args_, self.kw = args, kw
+
+
+def _stand_in(*args: Any, **kw: Any) -> None:
+    raise Seen(args, kw)
+
+
+def _seen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], *where: tuple[object, ...]) -> Seen:
+    """`iobench ARGV` in `tmp_path`, stopped at the first of `where` (module, name) it calls."""
+    for module, name, *passes in where:  # (module, name, "pass"): a check that lets the command on
+        monkeypatch.setattr(module, name, (lambda *a, **k: None) if passes else _stand_in)
+    monkeypatch.chdir(tmp_path)
+    got = CliRunner().invoke(cli, argv, catch_exceptions=True)
+    assert isinstance(got.exception, Seen), (argv, got.output, got.exception)
+    return got.exception
+
+
+def _flag(on: bool, name: str) -> str:
+    return name if on else f"no-{name}"
+
+
+def _list(values: Any) -> str:
+    return ",".join(map(str, values))
+
+
+# (command, option) -> (the arguments it runs with, where it is stopped, what it used)
+Real = tuple[list[str], tuple[tuple[object, ...], ...], Callable[[Seen], object]]
+MEASURE = ((runs, "measure"),)
+FIO = ((runs, "require_fio", "pass"),)
+
+
+def _settings(s: Seen) -> Any:
+    return s.args_[0]
+
+
+REAL: dict[tuple[str, str], Real] = {
+    ("run", "--mount"): ([], MEASURE, lambda s: str(s.args_[1])),
+    ("run", "--files"): ([], MEASURE, lambda s: s.args_[3].spec.files),
+    ("run", "--size-dist"): ([], MEASURE, lambda s: s.args_[3].spec.dist.spec),
+    ("run", "--seed"): ([], MEASURE, lambda s: _settings(s).seed),
+    ("run", "--threads"): (["--engine", "threads"], MEASURE, lambda s: _list(_settings(s).concurrency)),
+    ("run", "--cache"): ([], MEASURE, lambda s: "both" if _settings(s).cache == ["cold", "warm"] else s),
+    ("run", "--workload"): ([], MEASURE, lambda s: Path(_settings(s).workload).stem),
+    ("run", "--order"): ([], MEASURE, lambda s: _list(_settings(s).orders)),
+    ("run", "--source"): ([], MEASURE, lambda s: _list(_settings(s).sources)),
+    ("run", "--epochs"): ([], MEASURE, lambda s: _settings(s).epochs),
+    ("run", "--repeat"): ([], MEASURE, lambda s: _settings(s).repeat),
+    ("run", "--fio"): ([], MEASURE, lambda s: _flag(_settings(s).fio, "fio")),
+    ("run", "--metadata"): ([], MEASURE, lambda s: _flag(_settings(s).metadata, "metadata")),
+    ("run", "--scale-files"): ([], MEASURE, lambda s: _settings(s).scale_files),
+    ("run", "--engine"): ([], MEASURE, lambda s: _settings(s).engine),
+    ("run", "--workers"): (["--engine", "dataloader"], MEASURE, lambda s: _list(_settings(s).concurrency)),
+    ("run", "--batch-size"): ([], MEASURE, lambda s: _settings(s).batch_size),
+    ("run", "--prefetch-factor"): ([], MEASURE, lambda s: _settings(s).prefetch_factor),
+    ("run", "--decode"): ([], MEASURE, lambda s: _flag(_settings(s).decode, "decode")),
+    ("run", "--model"): ([], MEASURE, lambda s: _settings(s).model),
+    ("run", "--gpu"): ([], MEASURE, lambda s: _settings(s).gpu),
+    ("run", "--rate-kind"): ([], MEASURE, lambda s: _settings(s).rate_kind),
+    ("run", "--au-target"): ([], MEASURE, lambda s: _settings(s).au_target),
+    ("run", "--consumer"): ([], MEASURE, lambda s: _settings(s).consumer),
+    ("run", "--io-timeout"): ([], MEASURE, lambda s: _settings(s).io_timeout_s),
+    ("run", "--timeout"): (["--ranks", "2"], ((runs, "launch"),), lambda s: s.args_[2]),
+    ("fio", "--mount"): ([], (*FIO, (runs, "measure")), lambda s: str(s.args_[1])),
+    ("fio", "--files"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.files),
+    ("fio", "--size-dist"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.dist.spec),
+    ("fio", "--seed"): ([], (*FIO, (runs, "measure")), lambda s: _settings(s).seed),
+    ("fio", "--threads"): ([], (*FIO, (runs, "measure")), lambda s: _list(_settings(s).concurrency)),
+    ("fio", "--cache"): ([], (*FIO, (runs, "measure")), lambda s: "both" if _settings(s).cache == ["cold", "warm"]
+                         else s),
+    ("gen", "--mount"): ([], ((cmds, "probe"),), lambda s: str(s.args_[0])),
+    ("gen", "--files"): ([], ((cmds, "make"),), lambda s: s.args_[1].files),
+    ("gen", "--size-dist"): ([], ((cmds, "make"),), lambda s: s.args_[1].dist.spec),
+    ("gen", "--seed"): ([], ((cmds, "make"),), lambda s: s.args_[1].seed),
+    ("pack", "--mount"): ([], ((cmds, "packing"),), lambda s: str(s.args_[0])),
+    ("pack", "--files"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.files),
+    ("pack", "--size-dist"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.dist.spec),
+    ("pack", "--seed"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.seed),
+    ("pack", "--format"): ([], ((cmds, "packing"),), lambda s: _list(s.args_[3])),
+    ("pack", "--shard-size"): ([], ((cmds, "packing"),),
+                               lambda s: "256MiB" if s.args_[4] == parse_size("256MiB") else s.args_[4]),
+    ("clean", "--mount"): ([], ((cmds, "probe"),), lambda s: str(s.args_[0])),
+    ("plan", "--files"): (["--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ((cmds, "plan"),),
+                          lambda s: s.kw["dataset_files"]),
+    ("plan", "--au-target"): (["--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ((cmds, "plan"),),
+                              lambda s: s.kw["au_target"]),
+    ("plan", "--gpus-per-node"): (["--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ((cmds, "plan"),),
+                                  lambda s: s.kw["gpus_per_node"]),
+    ("gpus", "--rate-kind"): ([], ((cmds, "rates"),), lambda s: "all" if s.args_[0] is None else s.args_[0]),
+    ("gpu-rate", "--model"): ([], ((cmds.benchmark, "measure"),), lambda s: s.args_[0]),
+    ("gpu-rate", "--batch-size"): ([], ((cmds.benchmark, "measure"),), lambda s: s.kw["batch"]),
+    ("gpu-rate", "--steps"): ([], ((cmds.benchmark, "measure"),), lambda s: s.kw["steps"]),
+    ("gpu-rate", "--device"): ([], ((cmds.benchmark, "measure"),), lambda s: s.kw["device"]),
+}
+
+# defaults said as a rule or a place, not a value: each checked apart (or by the test that owns it)
+DESCRIBED = {
+    ("run", "--classes"), ("fio", "--classes"), ("gen", "--classes"), ("pack", "--classes"),  # ~1,281 a folder
+    ("run", "--out"), ("fio", "--out"),  # reports/<timestamp>-<fstype>-<mount>/
+    ("gen", "--threads"),  # the store's writers: 32 on a network or FUSE file system, else 2 per core up to 8
+    ("report", "--html"), ("report", "--md"), ("report", "--name"),
+    ("compare", "--html"), ("compare", "--md"), ("compare", "--csv"), ("compare", "--name"),
+    ("plan", "--mean-size"), ("plan", "--rate-kind"),  # the result's or the model's; the pair's first kind
+}
+
+NEEDS_TORCH = {("run", "--engine"), ("run", "--workers")}  # without torch a run falls back to the thread engine
+
+
+def _help_defaults() -> dict[tuple[str, str], str]:
+    """(command, option) -> what its help says after `[default: `, for every option shown."""
+    out = {}
+    for name, command in cli.commands.items():
+        ctx = click.Context(command, info_name=name)
+        for p in command.params:
+            if not isinstance(p, click.Option) or p.hidden:
+                continue
+            record = p.get_help_record(ctx)
+            m = re.search(r"\[default: ([^\]]*)\]", record[1]) if record else None
+            if m:
+                out[(name, p.opts[0])] = m.group(1)
+    return out
+
+
+def _value_said(text: str) -> str:
+    """"the workload's: 2,4,8; ..." says 2,4,8."""
+    return text.removeprefix("the workload's: ").split(";")[0].strip()
+
+
+def _same(said: str, real: object) -> bool:
+    if isinstance(real, bool) or not isinstance(real, int | float):
+        return said == str(real)
+    try:
+        return float(said.replace(",", "")) == float(real)
+    except ValueError:
+        return False
+
+
+def test_every_default_in_the_help_is_checked_or_described() -> None:
+    said = _help_defaults()
+    unknown = sorted(set(said) - set(REAL) - DESCRIBED)
+    assert not unknown, f"a default in the help no test compares with the real one: {unknown}"
+    missing = sorted(set(REAL) - set(said))
+    assert not missing, f"REAL names options whose help says no default: {missing}"
+
+
+@pytest.mark.parametrize("key", sorted(REAL), ids=lambda k: f"{k[0]} {k[1]}")
+def test_the_default_the_help_says_is_the_one_used(key: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    if key in NEEDS_TORCH and not TORCH:
+        pytest.skip("the DataLoader engine needs torch")
+    args, where, used = REAL[key]
+    real = used(_seen(monkeypatch, tmp_path, [key[0], *args], *where))
+    said = _value_said(_help_defaults()[key])
+    assert _same(said, real), f"iobench {key[0]} {key[1]}: the help says {said!r}, the command uses {real!r}"
+
+
+def test_a_dataset_shape_default_is_imagenet_folder_sizes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert f"{FILES_PER_CLASS:,}" in _help_defaults()[("run", "--classes")]
+    spec = _seen(monkeypatch, tmp_path, ["gen"], (cmds, "make")).args_[1]
+    assert spec.classes == default_classes(spec.files)
+
+
+@pytest.mark.parametrize(("argv", "old", "new", "field", "value"), [
+    (["gpu-rate"], ["--batch", "8"], ["--batch-size", "8"], "batch", 8),
+    (["plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ["--dataset-files", "5000"],
+     ["--files", "5000"], "dataset_files", 5000),
+    (["plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ["--mean-kb", "150"],
+     ["--mean-size", "150kB"], "mean_kb", 150.0),
+])
+def test_an_old_spelling_works_and_is_out_of_the_help(argv: list[str], old: list[str], new: list[str], field: str,
+                                                     value: object, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    where = (cmds.benchmark, "measure") if argv[0] == "gpu-rate" else (cmds, "plan")
+    for spelling in (old, new):
+        assert _seen(monkeypatch, tmp_path, [*argv, *spelling], where).kw[field] == value
+    shown = CliRunner().invoke(cli, [argv[0], "--help"]).output
+    assert new[0] in shown and not re.search(rf"{old[0]}\b(?!-)", shown), shown
+
+
+def test_an_old_and_a_new_spelling_of_the_mean_size_together_are_refused() -> None:
+    got = CliRunner().invoke(cli, ["plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--mean-kb", "1",
+                                   "--mean-size", "1kB"])
+    assert "old spelling of --mean-size" in str(got.exception)
+
+
+def test_the_choices_are_in_the_help() -> None:
+    shown = re.sub(r"\s+", " ", CliRunner().invoke(cli, ["run", "--help"], terminal_width=200).output)
+    for choices in ("[cold|warm|both]", "[sequential|shuffled|both]", "[files|lmdb|tar|all]",
+                    "[measured|published|mlperf-storage]", "[threads|dataloader]"):
+        assert choices in shown, choices
+    gpus = re.search(r"--gpu \[([^\]]*)\]", shown)
+    assert gpus and {"v100", "a100", "h100", "h200", "b200", "mi355"} <= set(gpus.group(1).split("|"))
+
+
+def _completions(args: list[str], incomplete: str) -> list[str]:
+    return [c.value for c in ShellComplete(cli, {}, "iobench", "_IOBENCH_COMPLETE").get_completions(args,
+                                                                                                     incomplete)]
+
+
+def test_the_choices_complete() -> None:
+    assert _completions(["run", "--cache"], "") == ["cold", "warm", "both"]
+    assert _completions(["run", "--cache"], "cold,") == ["cold,warm"]
+    assert _completions(["fio", "--cache"], "w") == ["warm"]
+    assert _completions(["run", "--order"], "s") == ["sequential", "shuffled"]
+    assert _completions(["run", "--source"], "files,") == ["files,lmdb", "files,tar"]
+    assert _completions(["run", "--rate-kind"], "m") == ["measured", "mlperf-storage"]
+    assert _completions(["plan", "--gpu"], "") and "mi355" in _completions(["run", "--gpu"], "m")
+
+
+@pytest.mark.parametrize(("argv", "parsed"), [
+    (["--cache", "warm"], ("warm",)), (["--cache", "both"], ("cold", "warm")),
+    (["--order", "both"], ("sequential", "shuffled")), (["--source", "all"], ("files", "lmdb", "tar")),
+    (["--gpu", "H100-SXM"], "h100"),
+])
+def test_a_choice_given_is_the_value_run_uses(argv: list[str], parsed: object, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    settings = _settings(_seen(monkeypatch, tmp_path, ["run", "--engine", "threads", *argv], *MEASURE))
+    got = {"--cache": settings.cache, "--order": settings.orders, "--source": settings.sources,
+           "--gpu": settings.gpu}[argv[0]]
+    assert (tuple(got) if isinstance(got, list) else got) == parsed
