@@ -228,7 +228,8 @@ class Mitigation(Model):
     source: str = Field(description="files, lmdb or tar")
     samples_per_s: Rate = Field(description="cold samples/s with the mitigation, same pattern and readers")
     speedup: Ratio = Field(description="samples_per_s over the baseline's (same run, same cache state)")
-    extra_bytes: Count = Field(description="extra space it takes on the storage (a pack inside the dataset, under packed/), bytes")
+    extra_bytes: Count = Field(description="extra space it takes on the storage (a pack inside the dataset, under "
+                                           "packed/), bytes")
     pack_s: Seconds | None = Field(description="time making the pack took (once), seconds")
     gpus_fed: Count | None = Field(description="predicted GPUs fed at this rate (rate / (AU target x per-GPU rate))")
     note: str | None = Field(None, description="what a reader should know (e.g. a weaker shuffle)")
