@@ -223,7 +223,9 @@ def test_plan_and_compare_warn_about_an_unfinished_result(tmp_path):
     out = tmp_path / "done"
     iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out), "--quiet", check=True)
     r = Result.load(out / "result.json")
+    # another run, stopped before its end (a copy of the same run would be refused by compare as the same result)
     r.complete, r.verdict, r.finished = False, None, None
+    r.created = "2026-01-01T00:00:00+0000"
     partial = tmp_path / "partial" / "result.json"
     partial.parent.mkdir()
     partial.write_text(r.model_dump_json(indent=1, by_alias=True))
