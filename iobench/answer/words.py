@@ -9,10 +9,15 @@ LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "inp
                "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 thread', '4 threads': a count and its noun, plural but at 1."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def loader_words(run: Run) -> str:
     """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
     if run.reader == "threads":
-        return f"{run.concurrency} thread{'' if run.concurrency == 1 else 's'}"
+        return counted(run.concurrency, "thread")
     return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
 
 

@@ -30,6 +30,7 @@ from iobench.answer.rules import (
     stats,
     supply_run,
 )
+from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.errors import Interrupted, explain_oserror
@@ -121,11 +122,11 @@ def plan_of(files: int, settings: Settings) -> Plan:
 
 
 def _readers(settings: Settings, conc: int) -> str:
-    return f"{conc} {'thread' if settings.engine == 'threads' else 'worker'}{'s' * (conc != 1)}"
+    return counted(conc, "thread" if settings.engine == "threads" else "worker")
 
 
 def _jobs(conc: int) -> str:
-    return f"{conc} job{'s' * (conc != 1)}"
+    return counted(conc, "job")
 
 
 def finish(result: Result, result_path: Path) -> Result:

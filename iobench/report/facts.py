@@ -24,6 +24,7 @@ from iobench.answer.rules import (
     storage_runs,
     supply_run,
 )
+from iobench.answer.words import counted
 from iobench.errors import UserError
 from iobench.report.format import engine, gb, ms, num, readers, when
 from iobench.result import FioBaseline, Result, Run, Verdict
@@ -286,9 +287,7 @@ def runs_table(result: Result) -> Table:
 def _readers_cell(r: Run) -> str:
     """The runs table's readers: '4 workers' (its engine column says DataLoader, its GPUs column the GPUs), '16
     threads'."""
-    if r.reader == "threads":
-        return readers(r)
-    return f"{r.workers} worker{'' if r.workers == 1 else 's'}"
+    return readers(r) if r.reader == "threads" else counted(r.workers or 0, "worker")
 
 
 def metadata_table(result: Result) -> Table | None:
