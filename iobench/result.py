@@ -49,9 +49,10 @@ class Mount(Model):
     source: str = Field(description="what is mounted: device, server:/export, or FUSE source")
     fstype: str = Field(description="file system type as in /proc/mounts (ext4, xfs, nfs4, fuse.sshfs, ...)")
     options: str = Field(description="mount options as in /proc/mounts")
-    family: Literal["local", "nfs", "lustre", "fuse", "network"] = Field(
+    family: Literal["local", "nfs", "lustre", "fuse", "network", "object"] = Field(
         description="kind of file system: local block device, NFS (nfs, nfs4), Lustre, FUSE (sshfs, GlusterFS, "
-                    "...), or another network file system")
+                    "...), another network file system, or object storage (fstype s3: path is the s3:// URL, "
+                    "source the endpoint)")
     device: str | None = Field(description="block device (vda, loop0, nvme0n1, dm-0); null for network/FUSE")
     read_ahead_kb: Count | None = Field(description="readahead of the backing device info (/sys/class/bdi)")
     bdi: str = Field(description="major:minor of the file system's backing device info")
@@ -59,7 +60,9 @@ class Mount(Model):
         description="settings that matter for small-file reads, by family. NFS: server, vers, proto, rsize, "
                     "wsize, nconnect, timeo, retrans, hard/soft, actimeo/ac/noac and acregmin..acdirmax, "
                     "lookupcache; Lustre: stripe_count, stripe_size (lfs getstripe), max_read_ahead_mb, "
-                    "max_read_ahead_per_file_mb, statahead_max (lctl get_param); FUSE: subtype, max_read")
+                    "max_read_ahead_per_file_mb, statahead_max (lctl get_param); FUSE: subtype, max_read; object "
+                    "storage: endpoint, bucket, prefix, client (crt or boto3), profile, path_style and the client "
+                    "libraries' version_* (never a credential)")
     unread: list[str] = Field(description="settings that could not be read, each with why (never guessed)")
 
 

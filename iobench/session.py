@@ -50,8 +50,9 @@ from iobench.phases.mitigations import restore_left_settings
 from iobench.phases.pipeline import execute, now_iso
 from iobench.report import write_reports
 from iobench.result import Dataset, Host, Mount, Result, Settings
+from iobench.s3 import S3Location
 from iobench.sources import pack as packing
-from iobench.store import lock
+from iobench.store import Location, lock
 from iobench.ui import UI
 
 
@@ -68,9 +69,13 @@ class Shape:
         return all(params.get(k) == want[k] for k in self.asked)
 
 
-def probe(path: Path, timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
+def probe(path: Location, timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
     """Ask the storage something it must answer itself (statvfs, stat, a listing) in a watched child, before any
-    work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang."""
+    work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang. A bucket
+    is asked by its store's check (a HEAD of it, its requests bounded by the same time-out)."""
+    if isinstance(path, S3Location):
+        store.open(path, timeout_s=timeout_s or DEFAULT_IO_TIMEOUT_S).check(writable=False)
+        return
     def ask(beat: np.ndarray) -> None:
         with contextlib.suppress(OSError):  # a missing or unreadable path is said later, in words of its own
             os.statvfs(path)
@@ -90,7 +95,7 @@ def require_fio() -> None:
         raise FioMissing()
 
 
-def make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
+def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
     """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar)."""
     where = store.open(mount)
     where.check(writable=False)
@@ -101,12 +106,13 @@ def make(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> Mani
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
     else:
         rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
-        ui.info(f"wrote {rep.written:,} files, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
-                f"({rate:,.0f} MB/s, synced) to {rep.manifest.root}")
+        what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
+        ui.info(f"wrote {rep.written:,} {what}, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
+                f"({rate:,.0f} MB/s{'' if what == 'objects' else ', synced'}) to {rep.manifest.root}")
     return rep.manifest
 
 
-def pick(mount: Path, shape: Shape, ui: UI) -> GenSpec:
+def pick(mount: Location, shape: Shape, ui: UI) -> GenSpec:
     """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone, and
     never refused for what else is there: the one of the full shape (the workload's own, with the options given),
     made or reused; where that one is not there but some match every part the user chose (--files N, ...), the one
@@ -187,7 +193,7 @@ def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
-def pack(mount: Path, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
+def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
          ui: UI) -> None:
     """`iobench pack`: the dataset (named, or picked by its shape and made when missing) packed in each format inside
     it (packed/lmdb, packed/tar-SIZE), under its lock (not while a run reads it)."""
@@ -232,7 +238,7 @@ def _label(fstype: str, path: str) -> str:
     return f"{fstype.replace('.', '-')}-{name}"
 
 
-def measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape, json_path: str | None,
+def measure(settings: Settings, mount: Location, dataset: Path | None, shape: Shape, json_path: str | None,
             out: Path | None, ui: UI, notes: list[str] | None = None, job: Job | None = None) -> Result:
     """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
@@ -276,7 +282,7 @@ def measure(settings: Settings, mount: Path, dataset: Path | None, shape: Shape,
     return result
 
 
-def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Path, dataset: Path | None, shape: Shape,
+def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Location, dataset: Path | None, shape: Shape,
                  json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
     """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
     the job's epochs; the others follow it (None). A rank that fails tells the others why before it leaves."""
@@ -293,7 +299,7 @@ def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Path, da
         job.close()
 
 
-def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: GenSpec | None, out: Path | None,
+def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spec: GenSpec | None, out: Path | None,
                   ui: UI, notes: list[str] | None, job: Job | None = None) -> tuple[Result, Exception | None]:
     """Pick or make the dataset, describe where it lives, run the settings' phases, print the outcome.
     `notes` are caveats the command found before measuring; they go into the result's warnings.
@@ -301,7 +307,7 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
     JSON is out."""
     if dataset is not None:
         manifest, made, params = scan_dataset(dataset, ui), False, None
-        marker = read_marker(manifest.root)
+        marker = read_marker(manifest.folder)
         if marker:
             made, params = True, marker.get("params")
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
@@ -312,7 +318,8 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
     _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
-    fits = manifest.total_bytes < host["ram_bytes"]
+    objects = mount_info.family == "object"  # no client cache: nothing of it fits in this host's RAM
+    fits = not objects and manifest.total_bytes < host["ram_bytes"]
     result = Result(
         created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host), mount=mount_info,
         dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
@@ -326,7 +333,11 @@ def _measure_here(settings: Settings, mount: Path, dataset: Path | None, spec: G
             f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
             f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
             "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
-    if result.remote:
+    if objects:
+        result.warnings.append(
+            "object storage has no client cache to drop: a cold epoch is the first read of each key in this run, a "
+            "warm one the second; what the server caches (its RAM, flash tiers) is its own and stays.")
+    elif result.remote:
         result.warnings.append(
             f"{mount_info.fstype} is a network/FUSE file system: cold runs evict this client's cache only; "
             "the server's cache may still hold the data.")

@@ -84,7 +84,7 @@ LAYERS = [
     {"iobench", "errors"},
     {"safefs"},
     {"result_fields", "result_runs", "result"},
-    {"host", "record"},
+    {"host", "record", "s3"},
     {"dataset"},
     {"sources"},
     {"store", "engines"},

@@ -25,7 +25,7 @@ from iobench.answer.rules import (
     times,
     usable_cores,
 )
-from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, reader_unit, readers
+from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, reader_unit, readers, server_cache_note
 from iobench.gpu.rates import rates
 from iobench.result import Result, Run, Settings
 
@@ -200,7 +200,7 @@ def note_lines(result: Result, invalid: list[Run]) -> list[str]:
     """Lines after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
     out = []
     if result.remote:
-        out.append("Network file system: the server's cache was not evicted.")
+        out.append(server_cache_note(result))
     warm = [r for r in replay_runs(result) if r.cache == "warm"]
     if warm:
         w = max(warm, key=lambda r: r.samples_per_s)

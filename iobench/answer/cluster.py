@@ -21,7 +21,7 @@ from iobench.answer.rules import (
     round_files,
     steady_rate,
 )
-from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short
+from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, server_cache_note
 from iobench.result import Cpu, Result, Run, Verdict
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
@@ -220,7 +220,7 @@ def _notes(result: Result, invalid: list[Run]) -> list[str]:
     assert d is not None
     out = []
     if result.remote:
-        out.append("Network file system: the server's cache was not evicted.")
+        out.append(server_cache_note(result))
     if d.shared_page_cache:
         out.append("Ranks shared a host's page cache.")
     if invalid:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from iobench.result import Run, Settings, Verdict
+from iobench.result import Result, Run, Settings, Verdict
 
 LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
                "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
@@ -52,3 +52,10 @@ def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
     if s.gpu and s.rate_kind != "given":
         return f"{count} {s.gpu.upper()} on {s.model}"
     return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
+
+
+def server_cache_note(result: Result) -> str:
+    """What a cold figure of a remote store may hold of the server's cache, in the verdict's notes."""
+    if result.mount.family == "object":
+        return "Object storage: no client cache to drop; the server's own cache stays."
+    return "Network file system: the server's cache was not evicted."

@@ -16,13 +16,14 @@ from rich.table import Table
 from iobench import report as reporting
 from iobench import store
 from iobench.answer.plan import format_plan, plan
-from iobench.cli.options import DEFAULT_FILES, FORMAT, GPU, Renamed, gen_options, shape_of, spec
+from iobench.cli.options import DEFAULT_FILES, FORMAT, GPU, Renamed, gen_options, place, s3_options, shape_of, spec
 from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.output import STDOUT, check_json_target, dump, write_json
 from iobench.result import Result
+from iobench.s3 import S3Location
 from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
@@ -39,20 +40,24 @@ def result_schema() -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--mount", type=Path, default=Path("."), show_default=True,
-              help="Where to write the dataset (under MOUNT/iobench-data/).")
+@click.option("--mount", type=Path, default=None,
+              help="Where to write the dataset (under MOUNT/iobench-data/).  [default: .]")
 @click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
+@s3_options
 @gen_options("  [default: imagenet]")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Writer threads (>= 1) [default: 32 on a network or FUSE file system, else 2 per core up to 8].")
+              help="Writer threads (>= 1) [default: 32 on a network or FUSE file system or object storage, else 2 "
+                   "per core up to 8].")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def gen(mount: Path, files: int, size_dist: str | None, classes: int | None, seed: int | None, threads: int | None,
+def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: str | None, s3_client: str | None,
+        files: int, size_dist: str | None, classes: int | None, seed: int | None, threads: int | None,
         quiet: bool) -> None:
-    """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes."""
+    """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
     ui = UI(quiet)
-    probe(mount)
-    store.open(mount).check(writable=True)
-    manifest = make(mount, spec(files, size_dist, classes, seed), ui, threads)
+    where = place(mount, url, endpoint_url, profile, s3_client)
+    probe(where)
+    store.open(where).check(writable=True)
+    manifest = make(where, spec(files, size_dist, classes, seed), ui, threads)
     click.echo(str(manifest.root))
 
 
@@ -87,16 +92,20 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | 
 
 
 @click.command()
-@click.option("--mount", type=Path, default=Path("."), show_default=True,
-              help="The mount whose MOUNT/iobench-data/ to clean.")
+@click.option("--mount", type=Path, default=None,
+              help="The mount whose MOUNT/iobench-data/ to clean.  [default: .]")
+@s3_options
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.option("--yes", "-y", is_flag=True,
               help="Remove without asking (where stdin is not a terminal, clean removes nothing without it).")
-def clean(mount: Path, dry_run: bool, yes: bool) -> None:
-    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker): what
-    would go is listed, with its size, and asked about first (unless --yes)."""
-    probe(mount)
-    where = store.open(mount)
+def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile: str | None, s3_client: str | None,
+          dry_run: bool, yes: bool) -> None:
+    """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker), or
+    under --url's prefix (only the objects iobench wrote): what would go is listed, with its size, and asked about
+    first (unless --yes)."""
+    at = place(mount, url, endpoint_url, profile, s3_client)
+    probe(at)
+    where = store.open(at)
     listed = where.clean(dry_run=True)
     if not listed:
         click.echo(f"nothing to clean under {where.root()}")
@@ -105,8 +114,9 @@ def clean(mount: Path, dry_run: bool, yes: bool) -> None:
     doomed = [e for e in listed if e.removed]
     if dry_run or not doomed:
         return
-    what = (f"{len(doomed)} folder{'s' if len(doomed) > 1 else ''} "
-            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} files)")
+    kind, unit = ("dataset", "objects") if isinstance(at, S3Location) else ("folder", "files")
+    what = (f"{len(doomed)} {kind}{'s' if len(doomed) > 1 else ''} "
+            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} {unit})")
     if not yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise UserError(f"nothing removed: clean asks before it removes {what}, and stdin is not a terminal; "

@@ -21,6 +21,8 @@ from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 from iobench.gpu.rates import canonical_gpu, rates
 from iobench.record.order import ORDERS
+from iobench.s3 import CLIENTS, S3Location
+from iobench.s3.url import parse_url
 from iobench.session import Shape
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
@@ -155,6 +157,41 @@ def gen_options(size_dist: str) -> Callable[[F], F]:
     return add
 
 
+def s3_options(f: F) -> F:
+    """Where a bucket is: `--url s3://BUCKET/PREFIX` instead of --mount, and how to reach it (the AWS SDKs'
+    conventions: credentials and region from the standard chain)."""
+    for opt in reversed([
+        click.option("--url", default=None,
+                     help="Object storage instead of a mount: s3://BUCKET/PREFIX (the datasets live under it)."),
+        click.option("--endpoint-url", default=None,
+                     help="The S3 endpoint (http(s)://HOST[:PORT]) for --url.  [default: $AWS_ENDPOINT_URL_S3, "
+                          "$AWS_ENDPOINT_URL, else AWS's]"),
+        click.option("--profile", default=None,
+                     help="The AWS profile (~/.aws/config, credentials) for --url.  [default: $AWS_PROFILE, else "
+                          "the default chain]"),
+        click.option("--s3-client", type=click.Choice(CLIENTS), default=None,
+                     help="The client that reads objects for --url: crt (AWS CRT, s3torchconnector) or boto3.  "
+                          "[default: crt]"),
+    ]):
+        f = opt(f)
+    return f
+
+
+def place(mount: Path | None, url: str | None, endpoint_url: str | None = None, profile: str | None = None,
+          s3_client: str | None = None) -> Path | S3Location:
+    """Where the datasets are: the bucket's prefix for --url, else the mount (the current folder by default).
+    The S3 options without --url, or --url with --mount, are one line."""
+    if url is None:
+        given = [flag for flag, v in (("--endpoint-url", endpoint_url), ("--profile", profile),
+                                      ("--s3-client", s3_client)) if v is not None]
+        if given:
+            raise UserError(f"{given[0]} applies to object storage: give --url s3://BUCKET/PREFIX with it")
+        return Path(".") if mount is None else mount
+    if mount is not None:
+        raise UserError("--url and --mount each name where the datasets are: give one or the other")
+    return parse_url(url, endpoint=endpoint_url, profile=profile, client=s3_client or "crt")
+
+
 def measure_options(fio: bool) -> Callable[[F], F]:
     """Options shared by `run` and `fio` (`fio`: the defaults said are fio's, with no workload): where, what, how
     concurrent, which cache states, where to."""
@@ -184,6 +221,7 @@ def measure_options(fio: bool) -> Callable[[F], F]:
             click.option("--quiet", is_flag=True,
                          help="Print only the verdict line (nothing at all with --json -); errors still go to "
                               "stderr."),
+            s3_options,
         ]):
             f = opt(f)
         return f
@@ -212,6 +250,10 @@ class RunOptions:
     json_path: str | None
     out: Path | None
     quiet: bool
+    url: str | None = None  # object storage (s3_options), instead of --mount
+    endpoint_url: str | None = None
+    profile: str | None = None
+    s3_client: str | None = None
     # `run` alone
     workload: str | None = None
     order: tuple[str, ...] | None = None
@@ -240,9 +282,9 @@ class RunOptions:
     timeout: float | None = None
 
     @property
-    def where(self) -> Path:
-        """The mount: the one given, else the current folder."""
-        return Path(".") if self.mount is None else self.mount
+    def where(self) -> Path | S3Location:
+        """The bucket's prefix for --url, else the mount: the one given, else the current folder."""
+        return place(self.mount, self.url, self.endpoint_url, self.profile, self.s3_client)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunOptions:

@@ -56,6 +56,17 @@ REFUSALS = (
             "{opt} applies to the DataLoader engine; the thread engine takes --threads{why}"),
     Refusal(("mount", "files", "size_dist", "classes"), lambda v, o, c: v is not None and o.dataset is not None,
             "{opt} shapes or places a generated dataset; --dataset reads an existing one: give one or the other"),
+    Refusal(("url",), lambda v, o, c: v is not None and o.dataset is not None,
+            "--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give one or the "
+            "other"),
+    # object storage: the phases that read files through the kernel (fio, the metadata phase's stat and open) and
+    # the packs have no object-storage form yet
+    Refusal(("fio", "metadata", "mitigations", "scale_files"), lambda v, o, c: o.url is not None and _asks(v),
+            "{opt} does not apply to object storage (--url) yet: the raw baseline, the metadata phase and the "
+            "mitigations read files; the run measures the loaders' GETs"),
+    Refusal(("source",), lambda v, o, c: o.url is not None and v != ("files",),
+            "--source lmdb and tar read packs, which are not made in object storage yet: --url reads one object per "
+            "sample (--source files)"),
     Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,
             "--scale-files projects the metadata phase's listing; it does not apply with --no-metadata"),
     Refusal(("rate",), lambda v, o, c: v is not None and o.consumer == "cuda",

@@ -27,6 +27,7 @@ import numpy as np
 from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.host.mounts import fs_family, mount_of
+from iobench.s3 import S3Location
 from iobench.safefs import (
     _DIR_FLAGS,
     _open_rel,
@@ -55,6 +56,19 @@ def _inside(rel: str) -> bool:
     return bool(rel) and "\0" not in rel and all(p not in ("", ".", "..") for p in rel.split("/"))
 
 
+def entry_line(manifest: bytes, index: int) -> int:
+    """The line number in manifest.tsv's bytes of its index-th entry (comment lines skipped), for an error naming
+    it."""
+    lines = manifest.decode("utf-8").split("\n")
+    k = -1
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("#"):
+            k += 1
+            if k == index:
+                return n
+    return len(lines)
+
+
 def parse_manifest(path: Path, *, dir_fd: int | None = None) -> tuple[list[str], np.ndarray]:
     """Relative paths and sizes of a manifest; a line that is not PATH<TAB>SIZE is a one-line error naming it."""
     blocks, offsets, sizes = parse_tsv(read_regular(path, dir_fd=dir_fd), path)
@@ -68,7 +82,7 @@ class Manifest:
     PathTable (one block of bytes, no Python object per path; see iobench/dataset/paths.py); a list of str given here
     is turned into one."""
 
-    root: Path
+    root: Path | S3Location  # the dataset's folder, or its bucket's prefix (paths are then its objects' keys)
     paths: PathTable
     sizes: np.ndarray  # int64 bytes, from the manifest or from stat when scanned
 
@@ -83,6 +97,13 @@ class Manifest:
     @property
     def total_bytes(self) -> int:
         return int(self.sizes.sum())
+
+    @property
+    def folder(self) -> Path:
+        """The dataset's folder (a dataset on a mount: packing and scanning work on folders)."""
+        if not isinstance(self.root, Path):
+            raise UserError(f"{self.root} is in object storage: this works on a dataset in a folder")
+        return self.root
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -305,7 +326,7 @@ def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
     return found
 
 
-def describe_damage(root: Path, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
+def describe_damage(root: Path | S3Location, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
                     source: str = "its manifest says") -> str:
     """`a/b.JPEG has 100 B, its manifest says 8,000 B; c.JPEG is missing (and 3 more)`."""
     said = []

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Protocol
 
 from iobench.errors import UserError
+from iobench.s3 import S3Location
 
 if TYPE_CHECKING:
     from iobench.dataset import Manifest
@@ -34,7 +35,7 @@ class Reader(Protocol):
 
 
 class Source(Protocol):
-    name: str  # "files", "lmdb", "tar": the value of runs[].source
+    name: str  # "files", "lmdb", "tar", "objects" (files in a bucket): the value of runs[].source
     max_size: int  # bytes of the biggest sample (readers size their buffers by it)
 
     def __len__(self) -> int: ...
@@ -63,6 +64,13 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
     """The source `name` over the manifest's samples. A pack (lmdb, tar) that is missing is made first, beside the
     dataset, and found there by later runs. `advice`: files, posix_fadvise per file; `readahead`: lmdb, the env's."""
     # The modules are imported on use: the protocols stay light to import (engines and fio import them).
+    if isinstance(manifest.root, S3Location):
+        if name not in ("files", "objects"):  # a run's source (objects) names it again in the training phase
+            raise UserError(f"--source {name} reads a pack of the dataset: packs in object storage are not made yet "
+                            "(use --source files: one object per sample)")
+        from iobench.sources.s3 import ObjectSource
+
+        return ObjectSource(manifest)
     if name == "files":
         from iobench.sources.files import FileSource
 

@@ -70,9 +70,9 @@ def shard_label(shard_size: int) -> str:
 def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path:
     """Where a pack of `manifest` goes by default: `<root>/packed/lmdb` or `<root>/packed/tar-256MiB`."""
     if fmt == "lmdb":
-        return Path(manifest.root) / PACKED / "lmdb"
+        return manifest.folder / PACKED / "lmdb"
     if fmt == "tar":
-        return Path(manifest.root) / PACKED / f"tar-{shard_label(shard_size)}"
+        return manifest.folder / PACKED / f"tar-{shard_label(shard_size)}"
     raise ValueError(f"unknown pack format {fmt!r}")
 
 

@@ -63,7 +63,7 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
     params = {"format": "lmdb", "samples": len(manifest), "data_bytes": int(sizes.sum()),
               "manifest": fingerprint(manifest), "key": "index, 8-byte big-endian", "value": "file bytes"}
     made = [LMDB_DATA, "lock.mdb", LMDB_SIZES]
-    got = begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), stat_check, manifest.root)
+    got = begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), stat_check, manifest.folder)
     if isinstance(got, dict):
         return reused(dest, got)
     with got as dfd:

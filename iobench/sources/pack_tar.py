@@ -93,7 +93,7 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
               "members": "<index:08d>.<ext>"}
     made = [*shards, TAR_INDEX]
     index_bytes = 128 + 24 * len(manifest)
-    got = begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, stat_check, manifest.root)
+    got = begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, stat_check, manifest.folder)
     if isinstance(got, dict):
         return reused(dest, got)
     with got as dfd:

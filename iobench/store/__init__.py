@@ -1,16 +1,22 @@
 """A dataset's home behind one interface: the `Store` protocol (base.py) and its implementations, one per kind of
 storage; `open` gives the one for a place. Today a folder under a mount (folder.py), with its lock (lock.py) and
-its clean (clean.py); an object store's bucket is the next (issue 22)."""
+its clean (clean.py); a bucket's prefix in object storage (s3.py)."""
 
 from pathlib import Path
 
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
+from iobench.s3 import S3Location
 from iobench.store.base import Cleaned, Content, Home, Location, Progress, Store
 from iobench.store.folder import Folder, FolderHome
+from iobench.store.s3 import S3Store
 
 
-def open(where: Path) -> Store:
-    """The store at `where`: a mount (iobench's datasets under MOUNT/iobench-data), or the folder of a dataset read
-    where it is. Touches nothing: `Store.check` says whether it can be read or written."""
+def open(where: Path | S3Location, *, timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> Store:
+    """The store at `where`: a mount (iobench's datasets under MOUNT/iobench-data), the folder of a dataset read
+    where it is, or a bucket's prefix (its datasets under it; requests bounded by `timeout_s`). Touches nothing:
+    `Store.check` says whether it can be read or written."""
+    if isinstance(where, S3Location):
+        return S3Store(where, timeout_s=timeout_s)
     return Folder(where)
 
 
@@ -24,5 +30,5 @@ def dataset_location(where: Store, dataset: Path | None, name: str | None) -> Lo
     return where.location(name)
 
 
-__all__ = ["Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress", "Store", "dataset_location",
-           "open"]
+__all__ = ["Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress", "S3Store", "Store",
+           "dataset_location", "open"]

@@ -11,7 +11,8 @@ layer above it (gen, the commands, the phases) names a dataset by its name or it
 - lock: one process per dataset (`lock(location)`, store/lock.py for a folder);
 - clean: only what carries iobench's marker (`clean()`, store/clean.py for a folder);
 - evict: drop the client's cache of the dataset's files before a cold epoch, and say how much of them is still
-  cached (`evict`, `resident`; a folder: host/cache.py; an object store has no client cache: nothing to do, None);
+  cached (`evict`, `resident`; a folder: host/cache.py; an object store has no client cache: nothing to evict
+  (None), nothing cached (0.0));
 - describe: what the result records about where the data lives (`describe(location)`, the `mount` object; `place`,
   the short name of a result folder).
 
@@ -31,9 +32,10 @@ from typing import Protocol
 import numpy as np
 
 from iobench.dataset.folder import Manifest
+from iobench.s3 import S3Location
 from iobench.safefs import fmt_bytes
 
-Location = Path  # where one dataset lives: a folder (an object store's URL joins it with the S3 store, issue 22)
+Location = Path | S3Location  # where one dataset lives: a folder, or a bucket's prefix
 Content = Callable[[int], Sequence[bytes | memoryview]]  # the bytes of the k-th sample written, in parts
 Progress = Callable[[int, int], None]  # (samples done, bytes done) so far in this write
 
@@ -42,21 +44,22 @@ Progress = Callable[[int, int], None]  # (samples done, bytes done) so far in th
 class Cleaned:
     """One entry where iobench's datasets live and what clean did (or would do) with it."""
 
-    path: Path
+    path: Path | S3Location
     kind: str  # "dataset", "pack", or "" (kept: not iobench's)
     removed: bool  # removed (with --dry-run: would be)
     why: str = ""  # why it was kept
     files: int = 0
     bytes: int = 0
     packs: list[str] = field(default_factory=list)  # packs inside a dataset (relative paths)
-    left: list[str] = field(default_factory=list)  # what was left inside (mount points)
+    left: list[str] = field(default_factory=list)  # what was left inside (mount points; objects not iobench's)
+    left_why: str = "a mount point: another file system"  # what the left entries are
 
     def line(self, dry_run: bool) -> str:
         if not self.removed:
             return f"kept {self.path}: {self.why}"
         verb = "would remove" if dry_run else "removed"
         packs = f"; with its pack(s) {', '.join(self.packs)}" if self.packs else ""
-        left = f"; left {', '.join(self.left)} (a mount point: another file system)" if self.left else ""
+        left = f"; left {', '.join(self.left)} ({self.left_why})" if self.left else ""
         return f"{verb} {self.kind} {self.path} ({self.files:,} files, {fmt_bytes(self.bytes)}){packs}{left}"
 
 
@@ -64,7 +67,10 @@ class Home(Protocol):
     """One dataset's place in a store, open (for gen: made, checked, completed). Keys are relative paths
     (`train/n00000000/n00000000_00000000.JPEG`), the same in a folder and under a prefix."""
 
-    where: Location  # names the dataset in messages
+    @property
+    def where(self) -> Location:
+        """Where the dataset is (a folder, or a bucket's prefix): what messages name it by."""
+        ...
 
     def marker(self) -> dict | None:
         """The dataset's marker (checked: a one-line error when it is not one), or None where there is none."""

@@ -27,6 +27,7 @@ from iobench.dataset.folder import (
     _runs,
     _write_manifest,
     check_mount,
+    entry_line,
     inspect_files,
     parse_manifest,
     read_marker,
@@ -103,7 +104,7 @@ class Folder:
         return default_threads(self.mount)
 
     def lock(self, dataset: Location) -> AbstractContextManager[object]:
-        return lock.hold(Path(dataset))
+        return lock.hold(dataset)
 
     def clean(self, *, dry_run: bool) -> list[Cleaned]:
         return clean.clean(self.mount, dry_run=dry_run)
@@ -115,11 +116,16 @@ class Folder:
         return cache.resident_sample(files, seed=seed, timeout_s=timeout_s)
 
     def describe(self, dataset: Location) -> dict:
-        return mounts.describe(Path(dataset))
+        return mounts.describe(_path(dataset))
 
     def place(self, dataset: Location) -> tuple[str, str]:
-        entry = mounts.mount_of(Path(dataset))
+        entry = mounts.mount_of(_path(dataset))
         return entry.fstype, entry.path
+
+
+def _path(dataset: Location) -> Path:
+    assert isinstance(dataset, Path), dataset  # a folder store's datasets are folders
+    return dataset
 
 
 class FolderHome:
@@ -139,15 +145,7 @@ class FolderHome:
         return parse_manifest(self.where / MANIFEST, dir_fd=self.fd)
 
     def entry_line(self, index: int) -> int:
-        """The line number of the index-th entry of the manifest (comment lines skipped)."""
-        lines = read_regular(self.where / MANIFEST, dir_fd=self.fd).decode("utf-8").split("\n")
-        k = -1
-        for n, line in enumerate(lines, 1):
-            if not line.startswith("#"):
-                k += 1
-                if k == index:
-                    return n
-        return len(lines)
+        return entry_line(read_regular(self.where / MANIFEST, dir_fd=self.fd), index)
 
     def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
         return inspect_files(self.fd, self.where, keys, threads, stop)

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from iobench.dataset.folder import DATA_ROOT, MARKER
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
+from iobench.s3 import S3Location
+from iobench.store.base import Location
 
 STATE_ENV = "IOBENCH_STATE_DIR"  # overrides where the journal and this host's locks live (tests)
 LOCK_SUFFIX = ".lock"
@@ -46,8 +48,12 @@ def state_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iobench"
 
 
-def lock_path(folder: Path) -> Path:
-    """Where the lock of the dataset in `folder` lives (see the module's docstring)."""
+def lock_path(folder: Location) -> Path:
+    """Where the lock of the dataset in `folder` lives (see the module's docstring); a dataset in object storage
+    is locked in this host's state folder (S3 has no lock that a client could hold and lose when it dies)."""
+    if isinstance(folder, S3Location):
+        digest = hashlib.sha1(f"{folder.endpoint} {folder}".encode()).hexdigest()[:16]
+        return state_dir() / "locks" / f"s3-{folder.name}-{digest}{LOCK_SUFFIX}"
     folder = Path(os.path.realpath(folder))
     ours = folder.parent.name == DATA_ROOT or (folder / MARKER).is_file()
     if ours:
@@ -74,7 +80,7 @@ def _holder(fd: int) -> dict:
     return {}
 
 
-def _busy(folder: Path, fd: int) -> DatasetBusy:
+def _busy(folder: Location, fd: int) -> DatasetBusy:
     h = _holder(fd)
     who = f"pid {h.get('pid', '?')}"
     if h.get("host") and h["host"] != platform.node():
@@ -86,7 +92,7 @@ def _busy(folder: Path, fd: int) -> DatasetBusy:
 
 
 @contextmanager
-def hold(folder: Path, command: list[str] | None = None) -> Iterator[Path]:
+def hold(folder: Location, command: list[str] | None = None) -> Iterator[Path]:
     """Hold the dataset's lock for the duration; DatasetBusy (one line naming the holder) when another process
     holds it. Yields the lock file, removed on release."""
     path = lock_path(folder)

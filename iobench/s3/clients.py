@@ -1,0 +1,141 @@
+"""The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
+
+boto3 lists, heads, writes and deletes (the store), and reads where `--s3-client boto3` is chosen; the AWS CRT
+through s3torchconnector (made for ML reads: its own connection pool and event loop in native code) reads by
+default. Both take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and
+credentials, --profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are
+bounded by --io-timeout: a server that stops answering ends a request, not the run's patience."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from iobench.errors import EnvironmentRefused, UserError
+
+if TYPE_CHECKING:
+    from iobench.s3.url import S3Location
+
+DEFAULT_REGION = "us-east-1"  # what the SDKs sign with where nothing names a region (on-premises stores ignore it)
+CONTROL_ATTEMPTS = 3  # listing, heads and writes: a retry there measures nothing
+
+
+def region(loc: S3Location) -> str:
+    """The region requests are signed for: the location's, else the profile's or AWS_REGION's, else us-east-1."""
+    if loc.region:
+        return loc.region
+    import boto3
+
+    try:
+        return boto3.session.Session(profile_name=loc.profile).region_name or DEFAULT_REGION
+    except Exception as exc:  # a profile that is not there
+        raise explain(exc, loc, "reading the AWS configuration") from None
+
+
+def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 60.0,
+                 attempts: int = CONTROL_ATTEMPTS) -> Any:
+    """A boto3 S3 client for the location (thread-safe: one is shared by `connections` threads)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(region_name=region(loc), max_pool_connections=max(10, connections),
+                    connect_timeout=min(timeout_s, 10.0), read_timeout=timeout_s,
+                    retries={"max_attempts": attempts, "mode": "standard"},
+                    s3={"addressing_style": "path" if loc.path_style else "auto"},
+                    # on-premises stores differ in what they accept of the newest checksum headers
+                    request_checksum_calculation="when_required", response_checksum_validation="when_required")
+    try:
+        session = boto3.session.Session(profile_name=loc.profile)
+        return session.client("s3", endpoint_url=loc.endpoint, config=config)
+    except Exception as exc:
+        raise explain(exc, loc, "making an S3 client") from None
+
+
+def crt_client(loc: S3Location, *, attempts: int = 1) -> Any:
+    """An s3torchconnector S3Client (the AWS CRT) for the location; one per process (made after fork)."""
+    from s3torchconnector._s3client import S3Client, S3ClientConfig
+
+    config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)
+    try:
+        return S3Client(region(loc), endpoint=loc.endpoint, s3client_config=config)
+    except Exception as exc:
+        raise explain(exc, loc, "making an S3 client") from None
+
+
+def versions() -> dict[str, str]:
+    """The client libraries' versions, as a result records them."""
+    found = {}
+    for name in ("boto3", "botocore", "s3torchconnector", "s3torchconnectorclient"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def has_credentials(loc: S3Location) -> bool:
+    """Whether the standard chain finds credentials for the location's profile (no request is made)."""
+    import boto3
+
+    try:
+        return boto3.session.Session(profile_name=loc.profile).get_credentials() is not None
+    except Exception:
+        return False
+
+
+THROTTLED = frozenset({"SlowDown", "503", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+                       "TooManyRequests", "429"})
+
+
+def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
+    """A client's failure as one line naming what iobench was doing at which endpoint and bucket: the environment
+    refusing (exit 3) for an endpoint that does not answer, no credentials, a missing bucket, access denied; a
+    usage error (exit 2) for a profile that is not there."""
+    from botocore import exceptions as bx
+
+    at = f"{loc} at {loc.endpoint or 'AWS S3'}"
+    if isinstance(exc, bx.ProfileNotFound):
+        return UserError(f"{doing}: the AWS profile {loc.profile!r} is not in ~/.aws/config or credentials")
+    if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
+        return EnvironmentRefused(f"{doing} {at}: no S3 credentials found (set AWS_ACCESS_KEY_ID and "
+                                  "AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials with --profile)")
+    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError
+                  | bx.ConnectionClosedError):
+        return EnvironmentRefused(f"{doing} {at}: the endpoint does not answer ({_first_line(exc)})")
+    if isinstance(exc, bx.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("NoSuchBucket",) or (code == "404" and "bucket" in doing):
+            return EnvironmentRefused(f"{doing} {at}: the bucket {loc.bucket!r} does not exist")
+        if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"):
+            why = {"InvalidAccessKeyId": "the access key is not known there",
+                   "SignatureDoesNotMatch": "the secret key does not match the access key"}.get(code, "access denied")
+            return EnvironmentRefused(f"{doing} {at}: {why}")
+        if code in THROTTLED:
+            return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({code}) past "
+                                      f"{CONTROL_ATTEMPTS} attempts")
+        return EnvironmentRefused(f"{doing} {at}: {code or status}: {error.get('Message') or _first_line(exc)}")
+    if isinstance(exc, bx.BotoCoreError):
+        return EnvironmentRefused(f"{doing} {at}: {_first_line(exc)}")
+    text = _first_line(exc)
+    # the CRT's errors carry no types: their words say what failed
+    lowered = text.lower()
+    if "no such bucket" in lowered or "nosuchbucket" in lowered:
+        return EnvironmentRefused(f"{doing} {at}: the bucket {loc.bucket!r} does not exist")
+    if "access denied" in lowered or "forbidden" in lowered or "403" in lowered:
+        return EnvironmentRefused(f"{doing} {at}: access denied")
+    if "credentials" in lowered:
+        return EnvironmentRefused(f"{doing} {at}: no S3 credentials found ({text})")
+    return EnvironmentRefused(f"{doing} {at}: {text}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def quiet_metadata_service() -> None:
+    """No EC2 instance-metadata lookups for credentials on hosts that are not in EC2: each costs seconds of
+    time-outs before the 'no credentials' answer."""
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")

@@ -1,0 +1,313 @@
+"""The second Store: a bucket's prefix in object storage. iobench's datasets are s3://BUCKET/PREFIX/<name>/, each
+the same keys as a folder's files (`train/n00000000/n00000000_00000000.JPEG`), its `manifest.tsv` and the marker
+`iobench-dataset.json` as objects beside them.
+
+What differs from a folder, and why:
+- a PUT is atomic (a reader never sees half an object), so markers need no rename; it also overwrites: gen writes
+  only under a prefix that is empty or carries iobench's marker;
+- listing is the one way to know what is there: a dataset's keys and sizes come from pages of 1,000 keys;
+- there is no client cache to drop: `evict` and `resident` say so (None), and "warm" means the second read of the
+  same keys (what the server caches is the server's);
+- S3 has no lock a client holds and loses when it dies: one process per dataset is kept on this host (the state
+  folder's lock, store/lock.py);
+- clean deletes a dataset's manifest keys, manifest and marker (the marker last), never a key it did not write.
+
+Control requests (list, head, put, delete) go through boto3 with a few retries; the reading is the source's
+(iobench/sources/s3.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_marker, entry_line
+from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
+from iobench.errors import UserError
+from iobench.s3 import S3Location
+from iobench.s3.clients import boto3_client, explain, quiet_metadata_service, versions
+from iobench.store import lock
+from iobench.store.base import Cleaned, Content, Location, Progress
+
+PAGE = 1000  # keys per listing page (S3's most)
+WRITERS = 32  # gen's writers where --threads is not given: a PUT mostly waits for its round trip
+DELETE_BATCH = 1000  # keys per DeleteObjects request (S3's most)
+
+
+class S3Store:
+    """The datasets under s3://BUCKET/PREFIX (see the module); a Store."""
+
+    def __init__(self, loc: S3Location, *, timeout_s: float = 60.0):
+        quiet_metadata_service()
+        self.loc = loc
+        self.timeout_s = timeout_s
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = boto3_client(self.loc, connections=WRITERS, timeout_s=self.timeout_s)
+        return self._client
+
+    @property
+    def url(self) -> str:
+        return str(self.loc)
+
+    def check(self, *, writable: bool) -> None:
+        """The bucket answers to these credentials (a HEAD of it, bounded by the time-out): no endpoint, no
+        credentials, no bucket and no access are each one line (exit 3). Writing is known at the first PUT."""
+        try:
+            self.client.head_bucket(Bucket=self.loc.bucket)
+        except Exception as exc:
+            raise explain(exc, self.loc, "checking the bucket of") from None
+
+    def root(self) -> S3Location:
+        return self.loc
+
+    def location(self, name: str) -> S3Location:
+        return self.loc / name
+
+    def names(self) -> list[str]:
+        """The prefixes directly under PREFIX/ that hold iobench's marker."""
+        top = self.loc.key("")
+        found = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.loc.bucket, Prefix=top, Delimiter="/"):
+                for common in page.get("CommonPrefixes", []):
+                    name = common["Prefix"][len(top):].rstrip("/")
+                    if name and self._exists(self.location(name).key(MARKER)):
+                        found.append(name)
+        except Exception as exc:
+            raise explain(exc, self.loc, "listing the datasets under") from None
+        return sorted(found)
+
+    def _exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.loc.bucket, Key=key)
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def marker(self, name: str) -> dict | None:
+        return S3Home(self, self.location(name)).marker()
+
+    def open(self, name: str, *, create: bool) -> S3Home | None:
+        home = S3Home(self, self.location(name))
+        return home if create or home.listed(limit=1) else None
+
+    def free_bytes(self) -> int:
+        return sys.maxsize  # a bucket has no free space to ask for: a full one refuses a PUT, said then
+
+    def writers(self) -> int:
+        return WRITERS
+
+    def lock(self, dataset: Location) -> AbstractContextManager[object]:
+        return lock.hold(dataset)
+
+    def clean(self, *, dry_run: bool) -> list[Cleaned]:
+        """Each dataset that carries iobench's marker: its manifest's keys, the manifest and the marker (last)
+        deleted; a key under it that iobench did not write is left and named. A dataset a run on this host
+        holds is kept."""
+        done = []
+        for name in self.names():
+            home = S3Home(self, self.location(name))
+            try:
+                with lock.hold(home.where):
+                    done.append(home.clean(dry_run))
+            except lock.DatasetBusy as exc:
+                done.append(Cleaned(home.where, "", False, why=str(exc)))
+        return done
+
+    def evict(self, files: Sequence[str], *, timeout_s: float | None) -> str | None:
+        return None  # no client cache: there is nothing of the bucket in this host's page cache
+
+    def resident(self, files: Sequence[str], *, seed: int = 0, timeout_s: float | None) -> float | None:
+        return 0.0  # none of it: every read goes to the server (an epoch's figures are the storage's)
+
+    def describe(self, dataset: Location) -> dict:
+        """The result's `mount` object for a bucket: the endpoint and bucket (no credential), the client and the
+        settings that matter."""
+        assert isinstance(dataset, S3Location)
+        details: dict[str, str | int | None] = {
+            "endpoint": dataset.endpoint or "AWS S3", "bucket": dataset.bucket, "prefix": dataset.prefix,
+            "client": dataset.client, "profile": dataset.profile, "path_style": str(dataset.path_style).lower(),
+            **{f"version_{k}": v for k, v in versions().items()}}
+        return {"path": str(self.loc), "source": dataset.endpoint or "AWS S3", "fstype": "s3", "options": "",
+                "family": "object", "device": None, "read_ahead_kb": None, "bdi": "", "details": details,
+                "unread": []}
+
+    def place(self, dataset: Location) -> tuple[str, str]:
+        return "s3", str(self.loc)
+
+
+class S3Home:
+    """One dataset's prefix; a Home."""
+
+    def __init__(self, store: S3Store, where: S3Location):
+        self.store = store
+        self.where = where
+
+    def _get(self, rel: str, limit: int | None = None) -> bytes | None:
+        """The object's bytes (None: no such key); one bigger than `limit` is a one-line error."""
+        from botocore.exceptions import ClientError
+
+        key = self.where.key(rel)
+        try:
+            got = self.store.client.get_object(Bucket=self.where.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise explain(exc, self.where, f"reading {rel} of") from None
+        except Exception as exc:
+            raise explain(exc, self.where, f"reading {rel} of") from None
+        if limit is not None and got["ContentLength"] > limit:
+            raise UserError(f"{self.where}/{rel} is {got['ContentLength']:,} bytes: not an iobench marker; move "
+                            "it away")
+        return bytes(got["Body"].read())
+
+    def _put(self, rel: str, body: bytes) -> None:
+        try:
+            self.store.client.put_object(Bucket=self.where.bucket, Key=self.where.key(rel), Body=body)
+        except Exception as exc:
+            raise explain(exc, self.where, f"writing {rel} to") from None
+
+    def listed(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
+        """(relative key, size) of the objects under the dataset's prefix, page by page."""
+        top = self.where.key("")
+        n = 0
+        try:
+            for page in self.store.client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.where.bucket, Prefix=top, PaginationConfig={"PageSize": PAGE}):
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][len(top):], int(obj["Size"])
+                    n += 1
+                    if limit is not None and n >= limit:
+                        return
+        except Exception as exc:
+            raise explain(exc, self.where, "listing") from None
+
+    def marker(self) -> dict | None:
+        data = self._get(MARKER, MARKER_LIMIT)
+        if data is None:
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = data.decode(errors="replace")
+        return check_marker(obj, Path(f"{self.where}/{MARKER}"))
+
+    def only_leftovers(self) -> bool:
+        return not any(True for _ in self.listed(limit=1))
+
+    def entries(self) -> tuple[list[str], np.ndarray]:
+        data = self._get(MANIFEST)
+        if data is None:
+            raise FileNotFoundError(f"{self.where}/{MANIFEST}")
+        blocks, offsets, sizes = parse_tsv(data, Path(f"{self.where}/{MANIFEST}"))
+        table = PathTable(b"", b"".join(blocks), offsets)
+        return [table.rel(i) for i in range(len(table))], sizes
+
+    def entry_line(self, index: int) -> int:
+        return entry_line(self._get(MANIFEST) or b"", index)
+
+    def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
+        """Each key's size from the listing (-1: not there): 1,000 keys a request, not a HEAD per key."""
+        there = dict(self.listed())
+        return np.fromiter((there.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+
+    def writing(self) -> AbstractContextManager[None]:
+        return _held(lock.hold(self.where / ".writer"))  # a lock of its own: a run's lock is the dataset's
+
+    def put_marker(self, marker: dict) -> None:
+        self._put(MARKER, json.dumps(marker, indent=1).encode())
+
+    def put_manifest(self, keys: list[str], sizes: np.ndarray) -> None:
+        self._put(MANIFEST, b"".join(tsv_bytes(keys, sizes)))
+
+    def put_samples(self, keys: list[str], ids: list[int], lengths: list[int], content: Content, threads: int,
+                    progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
+        """`threads` PUTs in flight (one boto3 client, thread-safe), progress every CHUNK objects."""
+        client, bucket = self.store.client, self.where.bucket
+        lock_ = threading.Lock()
+        done = [0, 0]
+        failed: list[BaseException] = []
+
+        def write(lo: int, hi: int) -> None:
+            n = nbytes = 0
+            for k in range(lo, hi):
+                if stop.is_set() or failed:
+                    break
+                body = b"".join(content(k))
+                try:
+                    client.put_object(Bucket=bucket, Key=self.where.key(keys[ids[k]]), Body=body)
+                except Exception as exc:
+                    failed.append(exc)
+                    stop.set()
+                    break
+                n += 1
+                nbytes += len(body)
+            with lock_:
+                done[0] += n
+                done[1] += nbytes
+                if progress:
+                    progress(done[0], done[1])
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-put") as pool:
+            for f in [pool.submit(write, lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)]:
+                f.result()
+        if failed:
+            raise explain(failed[0], self.where, f"gen stopped after {done[0]} of {len(ids)} objects: writing to")
+        return done[0], done[1]
+
+    def sync(self) -> None:
+        """Nothing: a PUT that returned is stored."""
+
+    def manifest(self, expect: tuple[Sequence[str], np.ndarray] | None = None) -> Manifest:
+        """The samples' keys (prefix + relative key, as a PathTable) and sizes, from the manifest object, or from
+        `expect` where it was just checked."""
+        rel, sizes = expect if expect is not None else self.entries()
+        return Manifest(self.where, PathTable.relative(self.where.prefix, list(rel)), np.asarray(sizes))
+
+    def close(self) -> None:
+        """Nothing is held open."""
+
+    def clean(self, dry_run: bool) -> Cleaned:
+        """Delete what gen wrote here (see S3Store.clean); what else is under the prefix is named, left."""
+        ours: set[str] = {MANIFEST}
+        with suppress(FileNotFoundError):
+            ours.update(self.entries()[0])
+        found = list(self.listed())
+        gone = [(k, s) for k, s in found if k in ours]
+        left = [k for k, _ in found if k not in ours and k != MARKER]
+        if not dry_run:
+            client = self.store.client
+            keys = [self.where.key(k) for k, _ in gone]
+            try:
+                for i in range(0, len(keys), DELETE_BATCH):
+                    client.delete_objects(Bucket=self.where.bucket, Delete={
+                        "Objects": [{"Key": k} for k in keys[i:i + DELETE_BATCH]], "Quiet": True})
+                if not left:
+                    client.delete_object(Bucket=self.where.bucket, Key=self.where.key(MARKER))
+            except Exception as exc:
+                raise explain(exc, self.where, "cleaning") from None
+        return Cleaned(self.where, "dataset", True, files=len(gone), bytes=sum(s for _, s in gone),
+                       left=left[:3] + ([f"{len(left) - 3:,} more"] if len(left) > 3 else []),
+                       left_why="objects iobench did not write: the marker is kept with them")
+
+
+@contextmanager
+def _held(held: AbstractContextManager[object]) -> Iterator[None]:
+    with held:
+        yield
