@@ -1,0 +1,150 @@
+"""Object storage on a real S3 server (the SeaweedFS bed: scripts/testbed up s3): gen uploads the dataset, run
+reads every object once per epoch through both engines and both clients, clean removes only what iobench wrote,
+and each bad input or fault is one line with its exit code. No mock: the objects are on the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from conftest import iobench
+from iobench.result import Result
+
+pytestmark = pytest.mark.testbed
+
+FILES = 2_000  # enough for a 16-thread epoch and 32-sample batches on 2 workers to count (answer/rules)
+SHAPE = ["--files", str(FILES), "--size-dist", "uniform:4KiB-24KiB", "--classes", "4"]
+
+
+def _client(bed, key: str | None = None, secret: str | None = None):
+    return boto3.client("s3", endpoint_url=bed.endpoint, aws_access_key_id=key or bed.access_key,
+                        aws_secret_access_key=secret or bed.secret_key, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}))
+
+
+def _keys(bed, prefix: str) -> dict[str, int]:
+    found = {}
+    for page in _client(bed).get_paginator("list_objects_v2").paginate(Bucket=bed.bucket, Prefix=prefix):
+        found.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    return found
+
+
+@pytest.fixture(scope="module")
+def prefix(s3_bed) -> str:
+    """A prefix of this module's own in the bed's bucket, with the dataset uploaded by `gen --url`."""
+    p = f"t-{uuid.uuid4().hex[:8]}"
+    proc = iobench("gen", "--url", f"s3://{s3_bed.bucket}/{p}", *SHAPE, env=s3_bed.env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return p
+
+
+def _dataset(bed, prefix: str) -> tuple[str, dict[str, int]]:
+    """The dataset's prefix and its sample objects (key: size), as listed on the server."""
+    keys = _keys(bed, f"{prefix}/")
+    (marker,) = [k for k in keys if k.endswith("/iobench-dataset.json")]
+    top = marker.rsplit("/", 1)[0]
+    return top, {k: s for k, s in keys.items() if k.endswith(".JPEG")}
+
+
+def test_gen_uploads_the_dataset_as_objects_and_reuses_it(s3_bed, prefix: str) -> None:
+    top, samples = _dataset(s3_bed, prefix)
+    assert len(samples) == FILES
+    manifest = _client(s3_bed).get_object(Bucket=s3_bed.bucket, Key=f"{top}/manifest.tsv")["Body"].read().decode()
+    listed = dict(line.split("\t") for line in manifest.splitlines() if line and not line.startswith("#"))
+    assert {f"{top}/{k}": int(v) for k, v in listed.items()} == samples  # keys and sizes as the manifest says
+    marker = json.loads(_client(s3_bed).get_object(Bucket=s3_bed.bucket, Key=f"{top}/iobench-dataset.json")
+                        ["Body"].read())
+    assert marker["status"] == "complete" and marker["files"] == FILES
+    first = next(iter(sorted(samples)))
+    assert _client(s3_bed).get_object(Bucket=s3_bed.bucket, Key=first)["Body"].read()[:3] == b"\xff\xd8\xff"  # JPEG
+    again = iobench("gen", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, env=s3_bed.env())
+    assert again.returncode == 0 and "reusing the existing dataset" in again.stderr, again.stderr
+
+
+def _run(bed, prefix: str, tmp: Path, *args: str) -> Result:
+    out = tmp / "r"
+    proc = iobench("run", "--url", f"s3://{bed.bucket}/{prefix}", *SHAPE, "--cache", "cold", "--epochs", "1",
+                   "--out", str(out), "--quiet", *args, env=bed.env(), cwd=tmp, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return Result.load(out / "result.json")
+
+
+@pytest.mark.parametrize("client", ["crt", "boto3"])
+def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str, tmp_path: Path,
+                                                             client: str) -> None:
+    _, samples = _dataset(s3_bed, prefix)
+    r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", "1,16", "--s3-client", client)
+    assert [run.concurrency for run in r.runs] == [1, 16]
+    for run in r.runs:
+        assert run.source == "objects" and run.complete
+        assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
+        assert run.measures == "storage" and run.resident_before == 0.0
+        assert run.open_ms.p50 is not None and 0 < run.open_ms.p50 <= run.latency_ms.p50  # first byte, then all
+    assert r.mount.family == "object" and r.mount.fstype == "s3" and r.mount.details["client"] == client
+    assert r.mount.details["endpoint"] == s3_bed.endpoint
+    assert r.baseline is None or not r.baseline.fio  # fio reads files: not run on objects
+    text = (tmp_path / "r" / "result.json").read_text() + (tmp_path / "r" / "report.html").read_text()
+    assert s3_bed.secret_key not in text and s3_bed.access_key not in text
+
+
+def test_dataloader_workers_read_every_object_with_a_client_each(s3_bed, prefix: str, tmp_path: Path) -> None:
+    _, samples = _dataset(s3_bed, prefix)
+    r = _run(s3_bed, prefix, tmp_path, "--engine", "dataloader", "--workers", "2", "--batch-size", "32")
+    (run,) = [x for x in r.runs if x.kind == "replay"]
+    assert run.engine == "dataloader" and run.workers == 2 and run.source == "objects"
+    assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
+
+
+def _fails(bed, *args: str, env: dict | None = None) -> tuple[int, str]:
+    proc = iobench("run", *args, "--quiet", env=env or bed.env(), timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
+    return proc.returncode, lines[0]
+
+
+def test_bad_input_and_refusals_are_one_line_each(s3_bed, prefix: str, tmp_path: Path) -> None:
+    url = f"s3://{s3_bed.bucket}/{prefix}"
+    cases = [
+        ((["--url", "s3:/x"]), 2, "is not an s3://BUCKET/PREFIX URL"),
+        ((["--url", f"s3://no-such-bucket-{uuid.uuid4().hex[:6]}/p"]), 3, "does not exist"),
+        ((["--url", url, "--endpoint-url", "http://127.0.0.1:9"]), 3, "the endpoint does not answer"),
+        ((["--url", url, "--fio"]), 2, "--fio does not apply to object storage"),
+        ((["--url", url, "--source", "lmdb"]), 2, "--source lmdb and tar read packs"),
+        ((["--url", url, "--mount", str(tmp_path)]), 2, "give one or the other"),
+        ((["--endpoint-url", s3_bed.endpoint, "--mount", str(tmp_path)]), 2, "--endpoint-url applies to object"),
+    ]
+    for args, code, words in cases:
+        rc, line = _fails(s3_bed, *args)
+        assert rc == code and words in line, (args, rc, line)
+    nobody = {**s3_bed.env(), "AWS_ACCESS_KEY_ID": s3_bed.nobody_access_key,
+              "AWS_SECRET_ACCESS_KEY": s3_bed.nobody_secret_key}
+    rc, line = _fails(s3_bed, "--url", url, *SHAPE, env=nobody)
+    assert rc == 3 and "access denied" in line, line
+    bare = {k: v for k, v in s3_bed.env().items() if not k.startswith("AWS_ACCESS") and not k.startswith("AWS_SECRET")}
+    rc, line = _fails(s3_bed, "--url", url, *SHAPE, env={**bare, "PATH": os.environ["PATH"]})
+    assert rc == 3 and "no S3 credentials" in line, line
+
+
+def test_clean_removes_what_iobench_wrote_and_leaves_the_rest(s3_bed, tmp_path: Path) -> None:
+    p = f"c-{uuid.uuid4().hex[:8]}"
+    url = f"s3://{s3_bed.bucket}/{p}"
+    made = iobench("gen", "--url", url, "--files", "40", "--size-dist", "fixed:4KiB", env=s3_bed.env())
+    assert made.returncode == 0, made.stderr
+    top, _ = _dataset(s3_bed, p)
+    c = _client(s3_bed)
+    c.put_object(Bucket=s3_bed.bucket, Key=f"{top}/notes/mine.txt", Body=b"a user's object")
+    c.put_object(Bucket=s3_bed.bucket, Key=f"{p}/elsewhere.bin", Body=b"another")
+    asked = iobench("clean", "--url", url, env=s3_bed.env(), stdin=open(os.devnull))
+    assert asked.returncode == 2 and "nothing removed" in asked.stderr
+    assert len(_keys(s3_bed, f"{p}/")) == 40 + 4  # samples, manifest, marker, the user's two
+    done = iobench("clean", "--url", url, "--yes", env=s3_bed.env())
+    assert done.returncode == 0, done.stderr
+    assert "removed dataset" in done.stdout and "notes/mine.txt" in done.stdout, done.stdout
+    left = _keys(s3_bed, f"{p}/")
+    assert set(left) == {f"{top}/notes/mine.txt", f"{p}/elsewhere.bin", f"{top}/iobench-dataset.json"}, left
