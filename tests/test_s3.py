@@ -148,3 +148,18 @@ def test_clean_removes_what_iobench_wrote_and_leaves_the_rest(s3_bed, tmp_path: 
     assert "removed dataset" in done.stdout and "notes/mine.txt" in done.stdout, done.stdout
     left = _keys(s3_bed, f"{p}/")
     assert set(left) == {f"{top}/notes/mine.txt", f"{p}/elsewhere.bin", f"{top}/iobench-dataset.json"}, left
+
+
+def test_two_ranks_read_the_bucket_each_object_once_per_epoch(s3_bed, prefix: str, tmp_path: Path) -> None:
+    _, samples = _dataset(s3_bed, prefix)
+    out = tmp_path / "d"
+    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--ranks", "2", "--workers", "1",
+                   "--batch-size", "32", "--epochs", "1", "--cache", "cold", "--gpu", "h200", "--model", "resnet50",
+                   "--out", str(out), "--quiet", env=s3_bed.env(), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = Result.load(out / "result.json")
+    assert r.distributed is not None and r.distributed.world_size == 2
+    assert not r.distributed.shared_page_cache  # objects are in no host's page cache
+    (run,) = [x for x in r.runs if x.cache == "cold"]
+    assert run.read_once and (run.samples, run.bytes) == (FILES, sum(samples.values()))
+    assert r.mount.family == "object"

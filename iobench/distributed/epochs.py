@@ -7,8 +7,9 @@ of the storage (a host, a mount namespace) but rank 0's stats the dataset's file
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import math
-import os
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from hdrh.histogram import HdrHistogram
 from iobench import engines, sources, store
 from iobench.answer.cluster import host_cpu
 from iobench.answer.rules import consumed
-from iobench.dataset import Manifest, default_threads, describe_damage, inspect_files, scan
+from iobench.dataset import describe_damage, scan
 from iobench.distributed.job import Job, RankLost, first_line
 from iobench.distributed.launch import COMPLETE, RESULT, note
 from iobench.engines import Loader
@@ -34,6 +35,7 @@ from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
 from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Settings
+from iobench.s3 import S3Location
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -294,7 +296,7 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     """Rank 0, once the dataset is made or checked: tell the other ranks what to read and how (its settings are the
     job's), meet their mounts, and record the job's shape in the result."""
 
-    job.publish("dataset", {"root": str(manifest.root), "files": len(manifest), "bytes": manifest.total_bytes,
+    job.publish("dataset", {"root": _located(manifest.root), "files": len(manifest), "bytes": manifest.total_bytes,
                             "made": result.dataset.made_by_iobench, "settings": settings.model_dump_json()})
     if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
         job.wait_all("scanned", "listing the dataset on every host")
@@ -305,7 +307,9 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     result.distributed = Distributed(
         world_size=job.w.world_size, nodes=len(hosts), ranks_per_node=per_host, backend="gloo",
         rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s,
-        workers=settings.concurrency[0], mounts=mounts, shared_page_cache=any(n > 1 for n in per_host.values()))
+        workers=settings.concurrency[0], mounts=mounts,
+        # objects are not in a host's page cache: ranks on one host share nothing of what they read
+        shared_page_cache=any(n > 1 for n in per_host.values()) and not isinstance(manifest.root, S3Location))
     result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
                                cpus_usable=p.cpus_usable) for p in job.peers]
     notes = []
@@ -349,7 +353,7 @@ def follow(job: Job, ui) -> None:
 
     info = job.receive("dataset", "waiting for rank 0 to make or check the dataset")
     settings = Settings.model_validate_json(info["settings"])
-    root = Path(info["root"])
+    root = _location(info["root"])
     try:
         manifest = _same_dataset(job, info, root)
     except DatasetDiffers as exc:
@@ -360,15 +364,30 @@ def follow(job: Job, ui) -> None:
     execute(job, manifest, settings, ui)
 
 
-def _same_dataset(job: Job, info: dict, root: Path):
+def _located(root: Path | S3Location) -> str | dict:
+    """Where the dataset is, as rank 0 publishes it: a path, or a bucket's location (no credential: each rank
+    takes its own from its host's chain)."""
+    return dataclasses.asdict(root) if isinstance(root, S3Location) else str(root)
+
+
+def _location(published: str | dict) -> Path | S3Location:
+    return S3Location(**published) if isinstance(published, dict) else Path(published)
+
+
+def _same_dataset(job: Job, info: dict, root: Path | S3Location):
     """The manifest of the dataset rank 0 published, as this host sees it; DatasetDiffers when it is not the same
     (another file count or size, or files that differ from the manifest where `job.checks_files`)."""
 
     here = job.where(job.w.rank)
     try:
         if info["made"]:
-            manifest = Manifest.load(root)
+            home = store.home_of(root)
+            try:
+                manifest = home.manifest()
+            finally:
+                home.close()
         else:  # one rank per host lists the tree and caches the listing; the others of that host read the cache
+            assert isinstance(root, Path)  # a tree read in place (--dataset) is a folder
             if job.evictor:
                 manifest = scan(root, cache=True)
             job.wait_all("scanned", "listing the dataset on every host")
@@ -377,6 +396,8 @@ def _same_dataset(job: Job, info: dict, root: Path):
     except OSError as exc:
         raise DatasetDiffers(f"{here} cannot read the dataset at {root} that rank 0 reads: {exc.strerror or exc} "
                              "(every node must mount the same storage at the same path)") from None
+    except EnvironmentRefused as exc:  # a bucket this host cannot reach, or its credentials cannot read
+        raise DatasetDiffers(f"{here}: {exc}") from None
     if (len(manifest), manifest.total_bytes) != (info["files"], info["bytes"]):
         raise DatasetDiffers(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
                              f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same dataset "
@@ -395,20 +416,24 @@ def _differing_files(manifest) -> str:
 
     root = manifest.root
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    home = store.home_of(root)
     try:
-        found = inspect_files(fd, root, rel, default_threads(root))
+        found = home.sizes(rel, store.open(root).writers(), threading.Event())
     finally:
-        os.close(fd)
+        home.close()
     bad = np.flatnonzero(found != manifest.sizes)
     return describe_damage(root, rel, manifest.sizes, found, bad) if len(bad) else ""
 
 
-def _mounts(job: Job, root: Path) -> dict[str, str]:
-    """Every host's mount of the dataset (fstype, source, options), met by all ranks; by host name."""
+def _mounts(job: Job, root: Path | S3Location) -> dict[str, str]:
+    """Every host's mount of the dataset (fstype, source, options; a bucket: s3, its endpoint), met by all ranks;
+    by host name."""
 
-    entry = mount_of(root)
-    line = f"{entry.fstype} {entry.source} {entry.options}"
+    if isinstance(root, S3Location):
+        line = f"s3 {root.endpoint or 'AWS S3'} {root}"
+    else:
+        entry = mount_of(root)
+        line = f"{entry.fstype} {entry.source} {entry.options}"
     gathered: list[Any] = [None] * job.w.world_size
     job.collective(lambda: job.dist.all_gather_object(gathered, (job.w.host, line)), "meeting the mounts")
     return dict(gathered)
