@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS test beds as fixtures)
+from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS, S3 test beds as fixtures)
 
 from iobench import store
 from iobench.dataset import GenSpec, Manifest, generate
@@ -52,7 +52,7 @@ def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProces
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """After every fixture is down: no test-bed mount, loop device or daemon may be left behind."""
     leftovers = [line for line in Path("/proc/mounts").read_text().splitlines()
-                 if "testbed" in line or line.split()[2] in ("fuse.sshfs", "fuse.glusterfs")]
+                 if "testbed" in line or line.split()[2] in ("fuse.sshfs", "fuse.glusterfs", "fuse.seaweedfs")]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout if os.geteuid() == 0 else ""
     leftovers += [line for line in loops.splitlines() if "testbed" in line]
     if leftovers:

