@@ -17,8 +17,9 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
-
 from conftest import iobench
+from testbed_fixtures import s3_testbed
+
 from iobench.result import Result
 
 pytestmark = pytest.mark.testbed
@@ -144,7 +145,7 @@ def test_clean_removes_what_iobench_wrote_and_leaves_the_rest(s3_bed, tmp_path: 
     c = _client(s3_bed)
     c.put_object(Bucket=s3_bed.bucket, Key=f"{top}/notes/mine.txt", Body=b"a user's object")
     c.put_object(Bucket=s3_bed.bucket, Key=f"{p}/elsewhere.bin", Body=b"another")
-    asked = iobench("clean", "--url", url, env=s3_bed.env(), stdin=open(os.devnull))
+    asked = iobench("clean", "--url", url, env=s3_bed.env(), stdin=subprocess.DEVNULL)
     assert asked.returncode == 2 and "nothing removed" in asked.stderr
     assert len(_keys(s3_bed, f"{p}/")) == 40 + 4  # samples, manifest, marker, the user's two
     done = iobench("clean", "--url", url, "--yes", env=s3_bed.env())
@@ -200,3 +201,28 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
     assert took < 4 + 10, took  # the time-out, and the partial result written
     r = Result.load(out / "result.json")
     assert not r.complete and r.runs and r.runs[0].samples == FILES
+
+
+def test_with_a_known_round_trip_more_requests_in_flight_give_more(tmp_path: Path) -> None:
+    """A bed of known latency (its delay proxy adds 10 ms each way: >= 20 ms a request, far above what the S3
+    server's own CPU takes here): one request in flight is bound by it (a GET's first byte >= 20 ms, at most
+    50/s), four in flight read more than 2.5x as fast, and the answer says the storage's own limit was not
+    reached (still rising: more requests in flight), or, where the host's CPU was saturated, says that."""
+    with s3_testbed(tmp_path / "bed", delay_ms=10) as bed:
+        p = "latency"
+        shape = ["--files", "200", "--size-dist", "fixed:8KiB", "--classes", "2"]
+        made = iobench("gen", "--url", f"s3://{bed.bucket}/{p}", *shape, env=bed.env(), timeout=600)
+        assert made.returncode == 0, made.stderr
+        out = tmp_path / "r"
+        proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1,4",
+                       "--cache", "cold", "--epochs", "1", "--out", str(out), "--quiet", env=bed.env(),
+                       cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = Result.load(out / "result.json")
+    one, four = r.runs
+    assert one.open_ms.p50 is not None and one.open_ms.p50 >= 20.0  # the first byte waits a round trip
+    assert one.samples_per_s <= 1000 / 20.0
+    assert four.samples_per_s > 2.5 * one.samples_per_s, (one.samples_per_s, four.samples_per_s)
+    v = r.verdict
+    assert v is not None and v.still_rising and v.limit in ("input-pipeline", "client-cpu"), v.text
+    assert ("other processes took the rest" in v.text if v.limit == "client-cpu" else "try more" in v.text), v.text

@@ -32,6 +32,14 @@ def _client(loc: S3Location, connections: int) -> Any:
         return _clients[key]
 
 
+def preload(client: str) -> None:
+    """Import the client's library in this process (no client is made: one made before fork is not the child's)."""
+    if client == "crt":
+        import s3torchconnector._s3client  # noqa: F401
+    else:
+        import boto3  # noqa: F401
+
+
 class ObjectSource:
     """The samples of a dataset in a bucket (the manifest's keys); a Source."""
 
@@ -43,6 +51,9 @@ class ObjectSource:
         self.keys = manifest.paths  # prefix + relative key: the object's key
         self.max_size = int(manifest.sizes.max()) if len(manifest) else 0
         self.connections = connections  # the most requests in flight a process's boto3 pool keeps open
+        # the client's library imported here, once: a forked epoch or DataLoader worker that imports it itself
+        # pays seconds of CPU (s3torchconnector imports torch) inside its measured epoch
+        preload(self.loc.client)
 
     def __len__(self) -> int:
         return len(self.keys)
