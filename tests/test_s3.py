@@ -226,3 +226,30 @@ def test_with_a_known_round_trip_more_requests_in_flight_give_more(tmp_path: Pat
     v = r.verdict
     assert v is not None and v.still_rising and v.limit in ("input-pipeline", "client-cpu"), v.text
     assert ("other processes took the rest" in v.text if v.limit == "client-cpu" else "try more" in v.text), v.text
+
+
+def test_gen_stops_within_an_object_on_ctrl_c_and_resumes_where_it_stopped(s3_bed) -> None:
+    p = f"g-{uuid.uuid4().hex[:8]}"
+    args = ["gen", "--url", f"s3://{s3_bed.bucket}/{p}", "--files", "1500", "--size-dist", "fixed:8KiB",
+            "--threads", "4"]
+    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", *args], env=s3_bed.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_keys(s3_bed, f"{p}/")) < 50:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    there = [k for k in _keys(s3_bed, f"{p}/") if k.endswith(".JPEG")]
+    assert 48 <= len(there) < 1500  # stopped, not run to the end
+    marker = json.loads(_client(s3_bed).get_object(Bucket=s3_bed.bucket, Key=next(
+        k for k in _keys(s3_bed, f"{p}/") if k.endswith("iobench-dataset.json")))["Body"].read())
+    assert marker["status"] == "incomplete"
+    again = iobench(*args, env=s3_bed.env(), timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"wrote {1500 - len(there):,} objects" in again.stderr, again.stderr

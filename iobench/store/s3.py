@@ -21,14 +21,13 @@ import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_marker, entry_line
+from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_marker, entry_line, run_bounded
 from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
 from iobench.s3 import S3Location
@@ -238,13 +237,15 @@ class S3Home:
 
     def put_samples(self, keys: list[str], ids: list[int], lengths: list[int], content: Content, threads: int,
                     progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
-        """`threads` PUTs in flight (one boto3 client, thread-safe), progress every CHUNK objects."""
+        """`threads` PUTs in flight (one boto3 client, thread-safe), progress every CHUNK objects, stopping within
+        an object when `stop` is set."""
         client, bucket = self.store.client, self.where.bucket
         lock_ = threading.Lock()
         done = [0, 0]
         failed: list[BaseException] = []
 
-        def write(lo: int, hi: int) -> None:
+        def write(item: tuple[int, int]) -> None:
+            lo, hi = item
             n = nbytes = 0
             for k in range(lo, hi):
                 if stop.is_set() or failed:
@@ -264,9 +265,8 @@ class S3Home:
                 if progress:
                     progress(done[0], done[1])
 
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-put") as pool:
-            for f in [pool.submit(write, lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)]:
-                f.result()
+        # Ctrl-C or SIGTERM sets `stop`: each writer ends after its PUT in flight; the marker still says incomplete
+        run_bounded(write, ((lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)), threads, stop)
         if failed:
             raise explain(failed[0], self.where, f"gen stopped after {done[0]} of {len(ids)} objects: writing to")
         return done[0], done[1]
