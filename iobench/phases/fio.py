@@ -184,6 +184,9 @@ def _caveats(seconds: float, foreign_drops: int | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+# run_fio's `status`: percent done, (files/s, MB/s) or None while fio sets up, (run k, of n), seconds left
+FioStatus = Callable[[float, tuple[float, float] | None, tuple[int, int], float | None], None]
+
 FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
 FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
 
@@ -305,14 +308,14 @@ def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
     return tuple(_group(proc.pid))
 
 
-def _status_of(status: Callable[[float, str, float | None], None], k: int, repeats: int, nbytes: int, files: int,
-               t0: float, setup_bytes: int) -> Callable[[int], None]:
+def _status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
+               setup_bytes: int) -> Callable[[int], None]:
     """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
-    done of all the runs, files/s and MB/s, seconds left. `setup_bytes`: its job file and iologs, which it reads
-    before the files (counted twice: a job's own, and the main process's parse)."""
+    done of all the runs, (files/s, MB/s) or None while it sets up, (k + 1, repeats), seconds left. `setup_bytes`:
+    its job file and iologs, which it reads before the files (counted twice: a job's own, and the main process's
+    parse)."""
     per_file = nbytes / max(files, 1)
     last = [t0, 0]
-    run = f", run {k + 1}/{repeats}" if repeats > 1 else ""
 
     def tick(done: int) -> None:
         # The rate over the last tick: fio first reads its iologs and stat()s its files (a slow start that an
@@ -321,8 +324,8 @@ def _status_of(status: Callable[[float, str, float | None], None], k: int, repea
         rate = (done - last[1]) / max(now - last[0], 1e-9)
         last[0], last[1] = now, done
         left = ((nbytes - done) + (repeats - k - 1) * nbytes) / rate if rate > 0 and done >= 0.02 * nbytes else None
-        words = f"{rate / per_file:,.0f} files/s {rate / 1e6:,.1f} MB/s" if left is not None else "setting up"
-        status(100.0 * (k * nbytes + done) / (repeats * nbytes), words + run, left)
+        figures = (rate / per_file, rate / 1e6) if left is not None else None
+        status(100.0 * (k * nbytes + done) / (repeats * nbytes), figures, (k + 1, repeats), left)
 
     return tick
 
@@ -343,7 +346,7 @@ def run_fio(
     name: str = "iobench",
     save_to: str | os.PathLike[str] | None = None,
     io_timeout_s: float | None = None,
-    status: Callable[[float, str, float | None], None] | None = None,
+    status: FioStatus | None = None,
 ) -> FioResult:
     """Read *files* with fio (see ``build_job``) and return its measurement.
 
@@ -369,8 +372,9 @@ def run_fio(
     ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
     ``_run``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
 
-    ``status``: called about every second with the percent done of all the repeats, the rate and the seconds left
-    (from the bytes fio's processes have read: fio itself gives no percent for a replayed iolog).
+    ``status``: called about every second with the percent done of all the repeats, (files/s, MB/s) or None while
+    fio sets up, (the run, of ``repeats``) and the seconds left (from the bytes fio's processes have read: fio
+    itself gives no percent for a replayed iolog).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
