@@ -25,6 +25,7 @@ from iobench.progress import Plan, clock
 from iobench.result import Result, Verdict
 
 BAR = 12  # a bar's columns in the live display
+VS_FIO = "vs fio"  # the runs table's comparison with fio's baseline (its efficiency)
 
 # A bar's figures, in the order shown: (separator before it, its text, how much it is needed). A terminal too narrow
 # for them all drops the least needed first (the rightmost of equals); CORE ones stay.
@@ -255,6 +256,7 @@ class UI:
         if self.quiet:
             return
         from iobench.report.facts import (
+            efficiency_table,
             fio_table,
             metadata_table,
             mitigations_table,
@@ -265,7 +267,8 @@ class UI:
 
         for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
                        ("stats", stats_table(result)), ("fio", fio_table(result)),
-                       ("mitigations", mitigations_table(result)), ("ranks", ranks_table(result))):
+                       ("efficiency", efficiency_table(result)), ("mitigations", mitigations_table(result)),
+                       ("ranks", ranks_table(result))):
             shown = self._shown.get(key, 0)
             if t is None or len(t.rows) <= shown:
                 continue
@@ -273,6 +276,14 @@ class UI:
             if shown:
                 t = replace(t, title=f"{t.title} (continued)", rows=t.rows[shown:],
                             wins=frozenset((r - shown, c) for r, c in t.wins if r >= shown))
+            if key == "runs" and VS_FIO in t.head and all(row[t.head.index(VS_FIO)] == "-" for row in t.rows):
+                # fio has not run yet (or will not): its column would be all dashes, its figures come later in
+                # the efficiency table, printed once fio has run (rather than the whole runs table again)
+                t = replace(t, wide=(*t.wide, t.head.index(VS_FIO)))
+                self.table(t)
+                if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
+                    self._screen().print(Text(f"  {VS_FIO}: in the efficiency table, once fio has run", style="dim"))
+                continue
             self.table(t)
 
     def table(self, t: ReportTable) -> None:

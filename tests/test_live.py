@@ -22,7 +22,7 @@ from conftest import make_dataset
 from rich.console import Console
 
 from iobench.progress import Plan, Step, clock
-from iobench.report.facts import runs_table
+from iobench.report.facts import efficiency_table, runs_table
 from iobench.report.format import ms, num
 from iobench.result import Result
 from iobench.ui import CORE, EXTRA, UI, fit_parts
@@ -209,3 +209,34 @@ def test_iobench_fio_shows_its_live_bar_within_80_columns(tmp_path):
     live = "\n".join(_live_lines_fit(text, 80))
     assert re.search(r"fio 1/1: cold, 2 jobs \(step 1 of 1\)", live), live[-2000:]
     assert re.search(r"fio, cold: 20,000 files, 2 jobs +\S+ [\d,]+ files/s.*, ETA \d", live), live[-2000:]
+
+
+def test_the_runs_table_before_fio_leaves_vs_fio_to_the_efficiency_table_printed_after_it():
+    """Printed as the replay ends, the runs table has no fio to compare with: no column of dashes, a line saying
+    where the comparison comes; once fio has run, only the comparison is printed (not the whole table again)."""
+    done = Result.load(GOLDEN / "local.json")
+    ratios = [r.efficiency for r in done.runs]
+    assert any(x is not None for x in ratios)
+    early = done.model_copy(deep=True)
+    early.baseline = None
+    for r in early.runs:
+        r.efficiency = None
+    ui, buf = _terminal(120)
+    ui.plan = Plan([Step("replay", "cold, 1 thread", 1000, "replay cold"), Step("fio", "cold, 1 job", 1000, "fio")])
+    ui.plan.start("replay", "cold, 1 thread", 1000, "replay cold")
+    ui.plan.end()
+    ui.tables(early)
+    first = buf.getvalue()
+    assert "samples/s" in first and "vs fio" not in first.split("\n  vs fio:")[0], first
+    assert "  vs fio: in the efficiency table, once fio has run" in first
+    assert not re.search(r"\s-\s*$", first.split("\n")[4]), first  # no trailing column of dashes
+    ui.plan.start("fio", "cold, 1 job", 1000, "fio")
+    ui.plan.end()
+    ui.tables(done)
+    later = buf.getvalue()[len(first):]
+    assert "efficiency" in later and "(continued)" not in later, later
+    eff = efficiency_table(done)
+    assert eff is not None and eff.rows
+    for row in eff.rows:
+        assert re.search(rf"{re.escape(row[2])} +{re.escape(row[3])}\n", later), (row, later)
+    assert later.count(num(done.runs[0].samples_per_s)) <= 1  # the runs are not printed again
