@@ -230,21 +230,6 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float
     raise FioError(f"fio timed out after {timeout_s} s")
 
 
-def _group(pgid: int) -> list[int]:
-    """The pids of process group `pgid` (fio and its job processes), from /proc."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 3 and int(fields[2]) == pgid and fields[0] != b"Z":
-                pids.append(int(name))
-    return pids
-
-
 def _descendants(pid: int) -> list[int]:
     """`pid` and its descendants, from /proc (fio's job processes each call setsid: they leave its group)."""
     parent: dict[int, int] = {}
@@ -271,17 +256,21 @@ def _bytes_read(fio_pid: int) -> int:
     return total
 
 
-def _progress(pgid: int) -> tuple:
-    """What fio's processes have done so far: per process, bytes and read calls (/proc/PID/io) and, but for the
-    main process (which wakes up every 100 ms whatever the jobs do), context switches and CPU time (a job parsing
-    its iolog or stat()ing its files before the timed reads is busy, not stalled). Unchanged: nothing moved."""
+def _progress(fio_pid: int) -> tuple:
+    """What fio's job processes have done so far: per process, bytes and read calls (/proc/PID/io), context
+    switches and CPU time (a job parsing its iolog or stat()ing its files before the timed reads is busy, not
+    stalled). The main process counts only before its jobs start and after they end: it wakes up every 100 ms and
+    reads a little whatever they do (a stalled job under it would look busy). Unchanged: nothing moved. The jobs
+    each call setsid: they are found as the main process's descendants, not in its process group."""
+    pids = _descendants(fio_pid)
+    jobs = [pid for pid in pids if pid != fio_pid]
     out = []
-    for pid in sorted(_group(pgid)):
+    for pid in sorted(jobs) or [fio_pid]:
         item: list[int | str] = [pid]
         try:
             with open(f"/proc/{pid}/io", encoding="ascii") as f:
                 item += [line.split()[1] for line in f if line.startswith(("rchar", "syscr"))]
-            if pid != pgid:
+            if pid != fio_pid:
                 with open(f"/proc/{pid}/status", encoding="ascii") as f:
                     item += [line.split()[1] for line in f if "ctxt_switches" in line]
                 with open(f"/proc/{pid}/stat", encoding="ascii") as f:
@@ -292,20 +281,33 @@ def _progress(pgid: int) -> tuple:
     return tuple(out)
 
 
+def _alive(pids: Sequence[int]) -> tuple[int, ...]:
+    """Those of `pids` still running (a zombie has gone: only its exit status is left)."""
+    left = []
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                left.append(pid)
+    return tuple(left)
+
+
 def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
-    """SIGTERM then SIGKILL fio's process group, a few seconds each at most; returns the pids still there (stuck
-    in uninterruptible IO), not waited for."""
+    """SIGTERM then SIGKILL fio and its job processes (each in a session of its own: signalled one by one, listed
+    before the main process goes), a few seconds each at most; returns the pids still there (stuck in
+    uninterruptible IO), not waited for."""
+    pids = _descendants(proc.pid)
     for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, FIO_KILL_WAIT_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+        for pid in _alive(pids):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=wait_s)
+        deadline = time.monotonic() + wait_s
+        while _alive(pids) and time.monotonic() < deadline:  # the jobs, no longer fio's children once it went
+            time.sleep(0.05)
+        if not _alive(pids):
             break
-    if proc.poll() is None:
-        return tuple(_group(proc.pid)) or (proc.pid,)
-    return tuple(_group(proc.pid))
+    return _alive(pids)
 
 
 def _status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
