@@ -213,7 +213,7 @@ class UI:
             yield update
 
     @contextmanager
-    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[[int], None]]:
+    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[..., None]]:
         """Samples done of the epoch's, the live samples/s (over the last ~second) and the epoch's ETA (`counts`:
         as `_bar`)."""
         t0 = time.perf_counter()
@@ -227,8 +227,9 @@ class UI:
                     (", ", f"ETA {clock(left)}", CORE), (", ", _took(t0), EXTRA)]
 
         with self._bar(label, samples, info, counts) as bar:
-            def update(done: int) -> None:
-                now = time.perf_counter()
+            def update(done: int, at: float | None = None) -> None:
+                """`at`: when `done` was counted (a distributed job's count, once a second), else now."""
+                now = time.perf_counter() if at is None else at
                 if now - live["t"] >= 0.5 or done == samples:
                     live["rate"] = (done - live["at"]) / max(now - live["t"], 1e-9)
                     live["t"], live["at"] = now, done

@@ -240,3 +240,24 @@ def test_the_runs_table_before_fio_leaves_vs_fio_to_the_efficiency_table_printed
     for row in eff.rows:
         assert re.search(rf"{re.escape(row[2])} +{re.escape(row[3])}\n", later), (row, later)
     assert later.count(num(done.runs[0].samples_per_s)) <= 1  # the runs are not printed again
+
+
+def test_rank_0_of_a_distributed_run_shows_the_jobs_progress(tmp_path):
+    """`run --ranks 2` in a terminal: rank 0's bar counts every rank's samples of the epoch's total (past its own
+    share of 600), with the job's rate and an ETA; the other rank shows nothing (its stderr is not the terminal's
+    display); nothing wider than the terminal."""
+    mount = tmp_path / "m"
+    mount.mkdir()
+    make_dataset(mount, 1200)
+    argv = [sys.executable, "-m", "iobench.cli", "run", "--ranks", "2", "--mount", str(mount), "--files", "1200",
+            "--batch-size", "16", "--workers", "1", "--cache", "cold", "--rate", "100", "--epochs", "1", "--no-fio",
+            "--no-metadata", "--out", str(tmp_path / "out")]
+    rc, chunks = _pty_run(argv, 80, timeout_s=300)
+    text = "".join(c for _, c in chunks)
+    assert rc == 0, ANSI.sub("", text)[-3000:]
+    live = _live_lines_fit(text, 80)
+    counts = [int(m.group(1).replace(",", "")) for line in live
+              if (m := re.search(r"epoch 1 cold, 2 ranks +\S+ ([\d,]+)/1,200 [\d,]+ samples/s, ETA \d", line))]
+    assert counts and max(counts) > 600, live  # the job's samples, not rank 0's share alone
+    assert counts == sorted(counts)
+    assert not any("rank 1" in line for line in live)
