@@ -162,10 +162,12 @@ class Job:
                 self.store.add(f"{KEY}beat/{self.w.rank}", due - self._beats)
                 self._beats = due
                 self.store.set(f"{KEY}steps/{self.w.rank}", str(self.steps))
-                if self._watch is not None and due % 2 == 0:  # once a second: one exchange, off the sample path
-                    self._count_cluster(self._watch)
             except Exception:  # the store is gone: the job is over; the main thread finds out on its next call
                 return
+            watch = self._watch
+            if watch is not None and due % 2 == 0:  # once a second: one exchange, off the sample path
+                with contextlib.suppress(Exception):  # only the display's count: never the heartbeat's end
+                    self._count_cluster(watch)
             self._watch_loader()
 
     def watch(self, shares: list[int] | None, batch: int = 1) -> None:
