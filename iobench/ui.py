@@ -394,8 +394,8 @@ def _joined(parts: list[Part]) -> str:
 
 class _Display(Progress):
     """The live display: per bar, its words, its bar and its figures on one line, never wrapped. The words line up
-    while the terminal is wide enough; a narrower one drops figures (`fit_parts`), then that line's padding, then
-    cuts the words (an ellipsis)."""
+    while the terminal is wide enough for all but the EXTRA figures; a narrower one loses that line's padding, then
+    its least needed figures (`fit_parts`), then the end of its words (an ellipsis)."""
 
     def get_renderables(self) -> Iterable[Table]:
         if not hasattr(self, "live"):  # rich asks once before the display starts
@@ -407,8 +407,9 @@ class _Display(Progress):
         for words, task, info in rows:
             parts: list[Part] = info() if callable(info) else []
             least = cell_len(_joined([p for p in parts if p[2] >= CORE]))
+            wanted = cell_len(_joined([p for p in parts if p[2] > EXTRA]))  # a rate is worth more than lining up
             room = width - BAR - 2  # the words and the figures, a space either side of the bar
-            own = pad if pad + least <= room else min(words.cell_len, max(room - least, 8))
+            own = pad if pad + wanted <= room else min(words.cell_len, max(room - least, 8))
             words = words.copy()
             words.truncate(own, overflow="ellipsis", pad=True)
             figures = Text(fit_parts(parts, room - own), no_wrap=True, overflow="crop")

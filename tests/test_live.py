@@ -135,6 +135,22 @@ def test_the_live_display_never_wraps(width):
         assert "9,876.5 MB/s" in text and "run 2/3" in text
 
 
+def test_at_80_columns_an_epoch_keeps_its_rate_under_a_long_step_line():
+    """A run's usual display at 80 columns: the epoch's line gives up lining up with the step's words before it
+    gives up its rate."""
+    ui = UI()
+    buf = io.StringIO()
+    ui.err = Console(file=buf, width=80, force_terminal=True, color_system="standard")
+    plan = Plan([Step("replay", "cold, 2 threads", 20_000, "r")] * 5)
+    with ui.run_plan(plan), ui.step("replay", "cold, 2 threads", 20_000), \
+            ui.epoch_progress("shuffled cold   2 threads", 20_000) as epoch:
+        epoch(2_794)
+        assert ui._prog is not None
+        ui._prog.refresh()
+    live = _live_lines_fit(buf.getvalue(), 80)
+    assert any(re.search(r"2,794/20,000 [\d,]+ samples/s, ETA \S+", line) for line in live), live
+
+
 def _pty_run(argv: list[str], width: int, timeout_s: float) -> tuple[int, list[tuple[float, str]]]:
     """Run argv with its stdout and stderr on a pseudo-terminal `width` columns wide; each chunk read, timed."""
     master, slave = pty.openpty()
