@@ -5,6 +5,7 @@ line (and errors)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -15,13 +16,21 @@ from rich import box
 from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.progress import BarColumn, Progress, TaskID
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from iobench.progress import Plan, clock
 from iobench.result import Result, Verdict
+
+BAR = 12  # a bar's columns in the live display
+VS_FIO = "vs fio"  # the runs table's comparison with fio's baseline (its efficiency)
+
+# A bar's figures, in the order shown: (separator before it, its text, how much it is needed). A terminal too narrow
+# for them all drops the least needed first (the rightmost of equals); CORE ones stay.
+Part = tuple[str, str, int]
+CORE, RATE, PLACE, EXTRA = 3, 2, 1, 0
 
 if TYPE_CHECKING:  # the report's tables are imported where printed: `iobench gpus` and friends start faster
     from iobench.report.facts import Table as ReportTable
@@ -69,6 +78,15 @@ class UI:
             for line in lines[1:]:
                 self.out.print(Text("  " + line), soft_wrap=True)
 
+    def _screen(self) -> Console:
+        """Where a table goes while the live display runs: rich writes stdout past the display (the display's own
+        redirect is undone for a Console's output), leaving a stale frame above the table and the table's first
+        line on it; so when stdout and stderr are the same terminal, through the display's console, which redraws
+        the display below it."""
+        if self._prog is not None and self._prog.live.is_started and _same_terminal(self.out, self.err):
+            return self.err
+        return self.out
+
     # ------------------------------------------------------------------ the live display (stderr)
 
     @contextmanager
@@ -77,8 +95,8 @@ class UI:
         if self._prog is not None:
             yield self._prog
             return
-        prog = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12), _Figures(), console=self.err,
-                        disable=self.quiet or not self.err.is_terminal, transient=True, refresh_per_second=4)
+        prog = _Display(BarColumn(bar_width=BAR), console=self.err, disable=self.quiet or not self.err.is_terminal,
+                        transient=True, refresh_per_second=4)
         self._prog = prog
         try:
             with prog:
@@ -87,7 +105,7 @@ class UI:
             self._prog = None
 
     @contextmanager
-    def _bar(self, label: str, total: float | None, info: Callable[[], str],
+    def _bar(self, label: str, total: float | None, info: Callable[[], list[Part]],
              counts: bool = True) -> Iterator[Callable[[float], None]]:
         """A bar of the live display, gone when done; its callback takes the work done so far, which the run's
         ETA follows too (`counts`: the bar is the running step's measure, not its warming)."""
@@ -111,8 +129,8 @@ class UI:
         with self._live() as prog:
             t0 = time.perf_counter()
 
-            def info() -> str:
-                return f"run ETA {clock(plan.run_left())}, {clock(time.perf_counter() - t0)} in"
+            def info() -> list[Part]:
+                return [("", f"run ETA {clock(plan.run_left())}", CORE), (", ", _took(t0), PLACE)]
 
             self._run_task = prog.add_task(self._run_words(), total=None, info=info)
             try:
@@ -148,22 +166,29 @@ class UI:
     def status(self, msg: str) -> Iterator[None]:
         """A part of a step without a count (metadata, eviction): its words and the time it has taken."""
         t0 = time.perf_counter()
-        with self._bar(msg, None, lambda: f"{clock(time.perf_counter() - t0)} in"):
+        with self._bar(msg, None, lambda: [("", _took(t0), CORE)]):
             yield
 
     @contextmanager
-    def fio_progress(self, msg: str) -> Iterator[Callable[[float, str, float | None], None]]:
-        """fio's own status line (its percent done, rate and ETA): update(percent, rate, eta seconds)."""
+    def fio_progress(self, msg: str) -> Iterator[Callable[[float, tuple[float, float] | None, tuple[int, int],
+                                                                  float | None], None]]:
+        """fio's progress (iobench.phases.fio's `status`): update(percent done, (files/s, MB/s) or None while it sets
+        up, (run k, of n), seconds left)."""
         t0 = time.perf_counter()
-        live: dict = {"rate": "", "eta": None}
+        live: dict = {"rate": None, "run": (1, 1), "eta": None}
 
-        def info() -> str:
-            took = clock(time.perf_counter() - t0)
-            return f"{live['rate']}, ETA {clock(live['eta'])}, {took} in" if live["rate"] else f"{took} in"
+        def info() -> list[Part]:
+            k, n = live["run"]
+            run: list[Part] = [(", ", f"run {k}/{n}", PLACE)] if n > 1 else []
+            if live["rate"] is None:
+                return [("", "setting up", CORE), *run, (", ", _took(t0), CORE)]
+            files_s, mb_s = live["rate"]
+            return [("", f"{files_s:,.0f} files/s", CORE), (" ", f"{mb_s:,.1f} MB/s", EXTRA), *run,
+                    (", ", f"ETA {clock(live['eta'])}", CORE), (", ", _took(t0), EXTRA)]
 
         with self._bar(msg, 100.0, info) as bar:
-            def update(pct: float, rate: str, eta_s: float | None) -> None:
-                live["rate"], live["eta"] = rate, eta_s
+            def update(pct: float, rate: tuple[float, float] | None, run: tuple[int, int], eta_s: float | None) -> None:
+                live["rate"], live["run"], live["eta"] = rate, run, eta_s
                 bar(pct)
 
             yield update
@@ -174,11 +199,11 @@ class UI:
         t0 = time.perf_counter()
         live = [0, 0]
 
-        def info() -> str:
+        def info() -> list[Part]:
             dt = max(time.perf_counter() - t0, 1e-9)
             left = (files - live[0]) * dt / live[0] if live[0] else None
-            return (f"{live[0]:,}/{files:,} {live[0] / dt:,.0f} files/s {live[1] / dt / 1e6:,.0f} MB/s, "
-                    f"ETA {clock(left)}")
+            return [("", f"{live[0]:,}/{files:,}", CORE), (" ", f"{live[0] / dt:,.0f} files/s", RATE),
+                    (" ", f"{live[1] / dt / 1e6:,.0f} MB/s", EXTRA), (", ", f"ETA {clock(left)}", CORE)]
 
         with self._bar(label, files, info) as bar:
             def update(done: int, nbytes: int) -> None:
@@ -188,22 +213,23 @@ class UI:
             yield update
 
     @contextmanager
-    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[[int], None]]:
+    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[..., None]]:
         """Samples done of the epoch's, the live samples/s (over the last ~second) and the epoch's ETA (`counts`:
         as `_bar`)."""
         t0 = time.perf_counter()
         live = {"done": 0.0, "rate": 0.0, "t": t0, "at": 0.0}
 
-        def info() -> str:
+        def info() -> list[Part]:
             done = int(live["done"])  # until the first interval's rate: the mean since the start
             rate = live["rate"] or done / max(time.perf_counter() - t0, 1e-9)
             left = (samples - done) / rate if rate > 0 else None
-            return (f"{done:,}/{samples:,} {rate:,.0f} samples/s, ETA {clock(left)}, "
-                    f"{clock(time.perf_counter() - t0)} in")
+            return [("", f"{done:,}/{samples:,}", CORE), (" ", f"{rate:,.0f} samples/s", RATE),
+                    (", ", f"ETA {clock(left)}", CORE), (", ", _took(t0), EXTRA)]
 
         with self._bar(label, samples, info, counts) as bar:
-            def update(done: int) -> None:
-                now = time.perf_counter()
+            def update(done: int, at: float | None = None) -> None:
+                """`at`: when `done` was counted (a distributed job's count, once a second), else now."""
+                now = time.perf_counter() if at is None else at
                 if now - live["t"] >= 0.5 or done == samples:
                     live["rate"] = (done - live["at"]) / max(now - live["t"], 1e-9)
                     live["t"], live["at"] = now, done
@@ -231,6 +257,7 @@ class UI:
         if self.quiet:
             return
         from iobench.report.facts import (
+            efficiency_table,
             fio_table,
             metadata_table,
             mitigations_table,
@@ -241,7 +268,8 @@ class UI:
 
         for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
                        ("stats", stats_table(result)), ("fio", fio_table(result)),
-                       ("mitigations", mitigations_table(result)), ("ranks", ranks_table(result))):
+                       ("efficiency", efficiency_table(result)), ("mitigations", mitigations_table(result)),
+                       ("ranks", ranks_table(result))):
             shown = self._shown.get(key, 0)
             if t is None or len(t.rows) <= shown:
                 continue
@@ -249,6 +277,14 @@ class UI:
             if shown:
                 t = replace(t, title=f"{t.title} (continued)", rows=t.rows[shown:],
                             wins=frozenset((r - shown, c) for r, c in t.wins if r >= shown))
+            if key == "runs" and VS_FIO in t.head and all(row[t.head.index(VS_FIO)] == "-" for row in t.rows):
+                # fio has not run yet (or will not): its column would be all dashes, its figures come later in
+                # the efficiency table, printed once fio has run (rather than the whole runs table again)
+                t = replace(t, wide=(*t.wide, t.head.index(VS_FIO)))
+                self.table(t)
+                if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
+                    self._screen().print(Text(f"  {VS_FIO}: in the efficiency table, once fio has run", style="dim"))
+                continue
             self.table(t)
 
     def table(self, t: ReportTable) -> None:
@@ -267,9 +303,10 @@ class UI:
             Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)
             return
         table, hidden = fit(t, self.out, self.out.width)
-        self.out.print(table)
+        screen = self._screen()
+        screen.print(table)
         if hidden:
-            self.out.print(Text(f"  not shown at {self.out.width} columns (see the report): {', '.join(hidden)}",
+            screen.print(Text(f"  not shown at {self.out.width} columns (see the report): {', '.join(hidden)}",
                                 style="dim"))
 
 
@@ -328,9 +365,57 @@ def _width(console: Console, table: Table) -> int:
         table.title = title
     return max((Segment.get_line_length(line) for line in lines), default=0)
 
-class _Figures(ProgressColumn):
-    """A bar's figures, worked out each time the display is drawn (the ETAs move on between ticks)."""
+def _same_terminal(a: Console, b: Console) -> bool:
+    try:
+        return (a.is_terminal and b.is_terminal
+                and os.path.samestat(os.fstat(a.file.fileno()), os.fstat(b.file.fileno())))
+    except (OSError, ValueError, AttributeError):  # a file without a descriptor (a test's StringIO)
+        return False
 
-    def render(self, task: Task) -> Text:
-        info = task.fields.get("info")
-        return Text(info() if callable(info) else str(info or ""))
+
+def _took(t0: float) -> str:
+    return f"{clock(time.perf_counter() - t0)} in"
+
+
+def fit_parts(parts: list[Part], width: int) -> str:
+    """A bar's figures within `width` columns: the least needed parts left out first (CORE ones never)."""
+    keep = list(parts)
+    while cell_len(_joined(keep)) > width:
+        drop = [i for i, p in enumerate(keep) if p[2] < CORE]
+        if not drop:
+            break
+        keep.pop(min(drop, key=lambda i: (keep[i][2], -i)))
+    return _joined(keep)
+
+
+def _joined(parts: list[Part]) -> str:
+    return "".join(sep + text for sep, text, _ in parts).lstrip(", ")
+
+
+class _Display(Progress):
+    """The live display: per bar, its words, its bar and its figures on one line, never wrapped. The words line up
+    while the terminal is wide enough for all but the EXTRA figures; a narrower one loses that line's padding, then
+    its least needed figures (`fit_parts`), then the end of its words (an ellipsis)."""
+
+    def get_renderables(self) -> Iterable[Table]:
+        if not hasattr(self, "live"):  # rich asks once before the display starts
+            return
+        width = self.console.width
+        rows = [(Text.from_markup(t.description), t, t.fields.get("info")) for t in self.tasks if t.visible]
+        pad = max((d.cell_len for d, _, _ in rows), default=0)
+        bar = self.columns[0]
+        for words, task, info in rows:
+            parts: list[Part] = info() if callable(info) else []
+            least = cell_len(_joined([p for p in parts if p[2] >= CORE]))
+            wanted = cell_len(_joined([p for p in parts if p[2] > EXTRA]))  # a rate is worth more than lining up
+            room = width - BAR - 2  # the words and the figures, a space either side of the bar
+            own = pad if pad + wanted <= room else min(words.cell_len, max(room - least, 8))
+            words = words.copy()
+            words.truncate(own, overflow="ellipsis", pad=True)
+            figures = Text(fit_parts(parts, room - own), no_wrap=True, overflow="crop")
+            figures.truncate(max(room - own, 0))
+            line = Table.grid(padding=(0, 1))
+            for _ in range(3):
+                line.add_column(no_wrap=True)
+            line.add_row(words, bar(task) if isinstance(bar, BarColumn) else "", figures)
+            yield line

@@ -113,3 +113,31 @@ def test_clean_in_a_terminal_asks_first(mount: Path) -> None:
     assert "remove 1 folder (" in said and "nothing removed" in said and root.is_dir()
     said = _in_a_terminal(mount, b"y\n")
     assert f"removed dataset {root}" in said and not root.exists()
+
+
+def _on(path: Path, tmp_path: Path, mount: str, created: str) -> Path:
+    raw = json.loads(path.read_text())
+    out = tmp_path / f"{len(list(tmp_path.glob('*.json')))}.json"
+    out.write_text(json.dumps({**raw, "created": created, "mount": {**raw["mount"], "path": mount}}))
+    return out
+
+
+def test_compare_labels_are_short_and_distinct(tmp_path: Path) -> None:
+    """Without --name: each result by its mount's last folder and file system, not its whole scratch path; two on
+    other mounts with the same last folder by their paths shortened in the middle; two on the same mount by date."""
+    long_a = "/var/tmp/iobench-scratch-of-someone/testbed-sshfs/mnt"
+    a = _on(SSHFS, tmp_path, long_a, "2026-11-30T18:08:19+0000")
+    b = _on(LOCAL, tmp_path, "/", "2026-11-30T18:07:34+0000")
+    proc = iobench("compare", str(a), str(b), "--json", "-", cwd=tmp_path, check=True)
+    got = [s["label"] for s in json.loads(proc.stdout)["systems"]]
+    assert got == ["mnt (fuse.sshfs)", "/ (ext4)"]
+    c = _on(SSHFS, tmp_path, "/srv/other-scratch/nfs/mnt", "2026-11-30T18:08:19+0000")
+    got = [s["label"] for s in json.loads(iobench("compare", str(a), str(c), "--json", "-", cwd=tmp_path,
+                                                  check=True).stdout)["systems"]]
+    assert got == ["/var/tmp/io…ed-sshfs/mnt (fuse.sshfs)", "/srv/other-…atch/nfs/mnt (fuse.sshfs)"], got
+    assert all(len(x.split(" (")[0]) <= 24 for x in got)
+    d = _on(SSHFS, tmp_path, long_a, "2026-12-01T09:30:00+0000")
+    proc = iobench("compare", str(a), str(d), cwd=tmp_path, check=True)
+    heads = next(line for line in proc.stdout.splitlines() if "metric" in line and "┃" in line)
+    assert [c.strip() for c in heads.split("┃")[2:4]] == ["mnt (fuse.sshfs), 2026-11-30 18:08",
+                                                            "mnt (fuse.sshfs), 2026-12-01 09:30"], heads

@@ -7,13 +7,18 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 import iobench.phases.fio as fio
+from iobench.host.stall import StorageStalled
 from iobench.phases import fio_json
 from iobench.phases.fio import (
     FioError,
@@ -314,3 +319,70 @@ def test_run_fio_save_to_keeps_json_job_file_and_small_iologs(dataset: tuple[lis
     assert res.saved == (str(keep / "pt.json"), str(keep / "pt.fio"))
     assert sorted(p.name for p in keep.iterdir()) == ["pt.fio", "pt.json"]
     assert json.loads((keep / "pt.json").read_text())["jobs"][0]["job options"]["numjobs"] == "1"
+
+
+def _files(tmp_path: Path, n: int) -> list[str]:
+    """`n` files of 8 KiB in 10 folders."""
+    out = []
+    for i in range(n):
+        d = tmp_path / f"c{i % 10}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{i:05d}.bin").write_bytes(b"x" * 8192)
+        out.append(str(d / f"{i:05d}.bin"))
+    return out
+
+
+@needs_fio
+def test_the_progress_of_a_2_job_fio_counts_its_jobs_and_grows(tmp_path: Path) -> None:
+    """fio's job processes each call setsid (their own session and group, not the main process's): the progress
+    the stall watch and the live bar read is theirs, and it grows while fio reads."""
+    job = build_job(_files(tmp_path / "data", 3000), 2, loops=40, seed=0, name="probe")
+    path = job.write(tmp_path / "job")
+    proc = subprocess.Popen([shutil.which("fio") or "fio", "--readonly", "--output-format=json", "--eta=never",
+                             path.name], cwd=path.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        seen: list[tuple] = []
+        while proc.poll() is None and len(seen) < 6:
+            time.sleep(0.3)
+            jobs = [p for p in fio._descendants(proc.pid) if p != proc.pid]
+            if len(jobs) == 2:
+                sids = {p: os.getsid(p) for p in jobs}
+                assert all(sid == p != proc.pid for p, sid in sids.items()), sids  # each its own session
+                seen.append((fio._progress(proc.pid), fio._bytes_read(proc.pid), jobs))
+        assert len(seen) >= 3, "fio ended before its jobs were seen reading"
+        for progress, _, jobs in seen:
+            assert sorted(item[0] for item in progress) == sorted(jobs)  # the jobs, not the main process
+        rchar = [sum(int(item[1]) for item in progress) for progress, _, _ in seen]
+        assert rchar[-1] > rchar[0] and len({p for p, _, _ in seen}) == len(seen), rchar  # each look moved on
+        assert seen[-1][1] > seen[0][1]  # the live bar's bytes too
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_fio
+def test_a_fio_whose_jobs_stop_reading_is_stalled_and_stopped(tmp_path: Path) -> None:
+    """Jobs that do nothing (here: stopped, as if blocked on storage that stopped answering) while the main process
+    wakes up as ever: StorageStalled after io_timeout_s, and none of fio's processes is left."""
+    files = _files(tmp_path / "data", 3000)
+    me = psutil.Process()
+    stopped: list[int] = []
+
+    def stop_the_jobs() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stopped:
+            for p in me.children(recursive=True):
+                if p.name() == "fio" and p.ppid() != me.pid and os.getsid(p.pid) == p.pid:
+                    os.kill(p.pid, signal.SIGSTOP)
+                    stopped.append(p.pid)
+            time.sleep(0.01)
+
+    t = threading.Thread(target=stop_the_jobs, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(StorageStalled, match="while fio ran its baseline"):
+        run_fio(files, 2, loops=200, io_timeout_s=2.0, timeout_s=120)
+    t.join()
+    assert stopped and time.monotonic() - t0 < 30
+    assert not fio._alive(stopped)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,6 +243,37 @@ def test_the_choices_complete() -> None:
     assert _completions(["run", "--source"], "files,") == ["files,lmdb", "files,tar"]
     assert _completions(["run", "--rate-kind"], "m") == ["measured", "mlperf-storage"]
     assert _completions(["plan", "--gpu"], "") and "mi355" in _completions(["run", "--gpu"], "m")
+    assert _completions(["run", "--model"], "res") == ["resnet101", "resnet18", "resnet50"]
+    assert "unet3d" in _completions(["plan", "--gpu", "h200", "--model"], "")
+
+
+@pytest.mark.parametrize(("command", "old", "new"), [
+    ("gpu-rate", "--batch", "--batch-size"), ("plan", "--dataset-files", "--files"),
+    ("plan", "--mean-kb", "--mean-size"),
+])
+def test_an_old_spelling_does_not_complete(command: str, old: str, new: str) -> None:
+    assert new in _completions([command], "--") and old not in _completions([command], "--")
+    assert old not in _completions([command], old)  # (--batch still starts --batch-size)
+
+
+def test_an_old_spelling_does_not_complete_in_bash() -> None:
+    """As bash asks (its completion script sets COMP_WORDS, COMP_CWORD and _IOBENCH_COMPLETE=bash_complete)."""
+    env = {**os.environ, "COMP_WORDS": "iobench gpu-rate --bat", "COMP_CWORD": "2",
+           "_IOBENCH_COMPLETE": "bash_complete"}
+    got = subprocess.run([sys.executable, "-m", "iobench.cli"], env=env, capture_output=True, text=True, timeout=60)
+    assert got.stdout.split() == ["plain,--batch-size"], got
+
+
+def test_the_models_are_in_the_help_and_another_is_judged_where_used(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    for command in ("run", "plan"):
+        shown = re.sub(r"\s+", " ", CliRunner().invoke(cli, [command, "--help"], terminal_width=200).output)
+        models = re.search(r"--model \[([^\]]*)\]", shown)
+        assert models and {"resnet50", "vit_b_16", "unet3d", "retinanet"} <= set(models.group(1).split("|"))
+    settings = _settings(_seen(monkeypatch, tmp_path, ["run", "--engine", "threads", "--model", "ResNet-50"], *MEASURE))
+    assert settings.model == "resnet50"  # an alias is the table's name
+    got = CliRunner().invoke(cli, ["plan", "--gpu", "h200", "--gpus", "8", "--model", "mymodel", "--rate", "100"])
+    assert got.exit_code == 0 and "100 samples/s" in got.output, got.output  # a model the table lacks, with --rate
 
 
 @pytest.mark.parametrize(("argv", "parsed"), [

@@ -16,7 +16,18 @@ from rich.table import Table
 from iobench import report as reporting
 from iobench import store
 from iobench.answer.plan import format_plan, plan
-from iobench.cli.options import DEFAULT_FILES, FORMAT, GPU, Renamed, gen_options, place, s3_options, shape_of, spec
+from iobench.cli.options import (
+    DEFAULT_FILES,
+    FORMAT,
+    GPU,
+    MODEL,
+    Renamed,
+    gen_options,
+    place,
+    s3_options,
+    shape_of,
+    spec,
+)
 from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
@@ -215,8 +226,7 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
 @click.command("plan")
 @click.option("--gpu", type=GPU, required=True, help="Kind of GPU (see `iobench gpus`).")
 @click.option("--gpus", "gpus_", type=int, required=True, help="How many GPUs train at once.")
-@click.option("--model", required=True, help="Model they train: resnet50, vit_b_16, unet3d, retinanet, ... (see "
-                                              "`iobench gpus`).")
+@click.option("--model", type=MODEL, required=True, help="Model they train (see `iobench gpus`).")
 @click.option("--files", "dataset_files", cls=Renamed, old=("--dataset-files",), type=int, default=1_281_167,
               show_default=True,
               help="Samples in the dataset (ImageNet-1k train's count, whatever the model; MLPerf Storage v3.0's "

@@ -19,7 +19,7 @@ from click.shell_completion import CompletionItem
 from iobench.dataset import GenSpec, default_classes
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
-from iobench.gpu.rates import canonical_gpu, rates
+from iobench.gpu.rates import canonical_gpu, canonical_model, rates
 from iobench.record.order import ORDERS
 from iobench.s3 import CLIENTS, S3Location
 from iobench.s3.url import parse_url
@@ -80,9 +80,9 @@ class Listed(click.ParamType):
 
 
 class Named(click.ParamType):
-    """A name out of a table (the GPUs of iobench.gpu.rates) that help and shell completion list; an alias is
-    put as the table's name (`normalise`), any other name is passed on as given, to be judged where it is used
-    (a GPU the table lacks is fine with --rate)."""
+    """A name out of a table (the GPUs or models of iobench.gpu.rates) that help and shell completion list; an alias
+    is put as the table's name (`normalise`), any other name is passed on as given, to be judged where it is used
+    (a GPU or model the table lacks is fine with --rate)."""
 
     name = "name"
 
@@ -101,23 +101,25 @@ class Named(click.ParamType):
 
 
 class Renamed(click.Option):
-    """An option whose old spellings (`old`) still work, kept out of the help (one name per idea across
-    commands: `--batch-size`, `--files`)."""
+    """An option whose old spellings (`old`) still work, kept out of the help and out of shell completion (one name
+    per idea across commands: `--batch-size`, `--files`): only the parser knows them."""
 
     def __init__(self, param_decls: Sequence[str], old: tuple[str, ...] = (), **attrs: Any):
         super().__init__([*param_decls, *old], **attrs)
         self.old = old
+        self.opts = [o for o in self.opts if o not in old]  # what help, completion and errors name
 
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
         shown = self.opts
-        self.opts = [o for o in shown if o not in self.old]
+        self.opts = [*shown, *self.old]
         try:
-            return super().get_help_record(ctx)
+            super().add_to_parser(parser, ctx)
         finally:
             self.opts = shown
 
 
 GPU = Named(tuple(sorted({r.gpu for r in rates()})), canonical_gpu)
+MODEL = Named(tuple(sorted({r.model for r in rates()})), canonical_model)  # another model is fine with --rate
 CACHE = Listed(CACHES, "--cache")
 ORDER = Listed(ORDERS, "--order")
 SOURCE = Listed(SOURCES, "--source", every="all")

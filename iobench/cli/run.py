@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from iobench.cli.options import FIO_THREADS, GPU, ORDER, SOURCE, RunOptions, measure_options, shape_of
+from iobench.cli.options import FIO_THREADS, GPU, MODEL, ORDER, SOURCE, RunOptions, measure_options, shape_of
 from iobench.cli.refusals import Case, refuse
 from iobench.distributed import launch, workers_per_rank, world
 from iobench.errors import EXIT_NOT_FED, UserError
@@ -63,7 +63,7 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
               help=f"DataLoader batches each worker keeps ready.  [default: {PREFETCH_FACTOR}]")
 @click.option("--decode/--no-decode", default=None,
               help="Also decode + RandomResizedCrop + flip each sample (CPU).  [default: the workload's: no-decode]")
-@click.option("--model", default=None,
+@click.option("--model", type=MODEL, default=None,
               help="Model the GPUs train (see `iobench gpus`).  [default: the workload's: resnet50]")
 @click.option("--gpu", type=GPU, default=None,
               help="Kind of GPU (see `iobench gpus`).  [default: the workload's: h200]")

@@ -30,7 +30,7 @@ from iobench.errors import EnvironmentRefused, Interrupted
 from iobench.gpu.consumer import make_consumer
 from iobench.host.mounts import host_info, mount_of
 from iobench.host.stall import StorageStalled
-from iobench.phases.epoch import Figures, Lane, fed, prepare_cache, read_epoch, summarize
+from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, summarize
 from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
@@ -204,12 +204,20 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     job.collective(job.dist.barrier, f"starting epoch {epoch}")
     lane = Lane(engine, mine, consumer, on_batch=step, after=last_steps)
     label = f"epoch {epoch} {state}, rank {w.rank} of {w.world_size}"
+    shown = None
+    if w.rank == 0 and w.world_size > 1:  # rank 0 shows the job's progress: every rank's samples, of the epoch's
+        job.watch([len(range(r, len(manifest), w.world_size)) for r in range(w.world_size)], settings.batch_size)
+        label = f"epoch {epoch} {state}, {w.world_size} ranks"
+        shown = Shown(len(manifest), lambda done: job.cluster or (0, None))
     last[0] = time.perf_counter()
     # watched where the loader has its own watchdog (workers: at 0 the main thread reads, and is not watched)
     watched = settings.io_timeout_s if engine.workers else None
-    got = read_epoch(source, [lane], label, ui, during=job.reading(watched),
-                     on_tick=lambda done: job.in_loader(),  # the loader's tick: its main thread is alive in it
-                     catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError))
+    try:
+        got = read_epoch(source, [lane], label, ui, during=job.reading(watched),
+                         on_tick=lambda done: job.in_loader(),  # the loader's tick: its main thread is alive in it
+                         catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError), shown=shown)
+    finally:
+        job.watch(None)
     rec = lane.rec
     read = rec.read_mask()
     mismatched, mismatch = _sizes_read(manifest, mine, rec.nbytes)

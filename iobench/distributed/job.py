@@ -107,6 +107,10 @@ class Job:
         self._beats = 0  # this rank's own heartbeat count: BEAT_S periods since it joined
         self._said = False  # fail() says why once: the first reason is the cause
         self.peers: list[Peer] = []
+        # rank 0 while an epoch runs (`watch`): the job's progress, counted by the heartbeat from every rank's steps
+        self._watch: tuple[int, int, list[int]] | None = None  # the epoch's first step, the batch, each rank's share
+        self._keys_seen = False  # every rank has published its steps once (multi_get would wait for a missing key)
+        self.cluster: tuple[int, float] | None = None  # samples the ranks have consumed this epoch, when counted
         # this rank's DataLoader, watched by the heartbeat thread (`reading`)
         self._io_timeout_s: float | None = None
         self._in_loader: float | None = None  # since when the main thread waits in the loader (None: not there)
@@ -160,7 +164,29 @@ class Job:
                 self.store.set(f"{KEY}steps/{self.w.rank}", str(self.steps))
             except Exception:  # the store is gone: the job is over; the main thread finds out on its next call
                 return
+            watch = self._watch
+            if watch is not None and due % 2 == 0:  # once a second: one exchange, off the sample path
+                with contextlib.suppress(Exception):  # only the display's count: never the heartbeat's end
+                    self._count_cluster(watch)
             self._watch_loader()
+
+    def watch(self, shares: list[int] | None, batch: int = 1) -> None:
+        """Rank 0, as an epoch starts (each rank's share of its samples) until it ends (None): `cluster` follows the
+        job's progress, from the step counts every rank publishes with its heartbeat (steps are in lockstep: the
+        allreduce), read once a second."""
+        self.cluster = None
+        self._watch = None if shares is None else (self.steps, batch, shares)
+
+    def _count_cluster(self, watch: tuple[int, int, list[int]]) -> None:
+        first, batch, shares = watch
+        keys = [f"{KEY}steps/{r}" for r in range(len(shares))]
+        if not self._keys_seen:
+            self._keys_seen = self.store.check(keys)
+            if not self._keys_seen:
+                return
+        steps = [int(v) for v in self.store.multi_get(keys)]
+        done = sum(min(max(s - first, 0) * batch, share) for s, share in zip(steps, shares, strict=True))
+        self.cluster = (done, time.perf_counter())
 
     def _lost(self, ranks: list[int] | None = None) -> list[int]:
         """Ranks whose heartbeat has not moved for timeout_s (as this rank saw it: no clocks are compared)."""

@@ -157,27 +157,39 @@ class Read:
         return Figures.of(recs[0] if len(recs) == 1 else merge_recorders(recs), self.cpu, self.disk)
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What an epoch's bar counts instead of its lane's samples (a distributed job's rank 0: every rank's): `total`,
+    and `done(lane's samples)` -> (samples done, when counted: None for now)."""
+
+    total: int
+    done: Callable[[int], tuple[int, float | None]]
+
+
 def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device: str | None = None,
                during: AbstractContextManager | None = None, on_tick: Callable[[int], None] | None = None,
-               catch: tuple[type[BaseException], ...] = STOPS, close: bool = False) -> Read:
+               catch: tuple[type[BaseException], ...] = STOPS, close: bool = False, shown: Shown | None = None) -> Read:
     """Every measured epoch is read here (replay, mitigations, a training run's GPUs, a distributed rank): the host's
     counters from the start, one progress bar, each lane's engine reading its share into its recorder and its
     batches to its consumer. One lane reads in this thread, within `during` (what watches it), `on_tick` with each
     tick; what `catch` names stops it and is kept. Several lanes (a training run's GPUs) each read in a thread of
     their own, any exception kept; Ctrl-C halts them all and is raised once they stop (in bounded time). `close`:
-    each engine is closed once its read ends. The cache is prepared before (`prepare_cache`); `summarize` makes
-    the figures a Run."""
+    each engine is closed once its read ends; `shown`: what the bar counts, for one lane (else its samples). The
+    cache is prepared before (`prepare_cache`); `summarize` makes the figures a Run."""
     counters = Counters(device)
     errors: list[BaseException] = []
     total = sum(len(lane.order) for lane in lanes)
     if len(lanes) == 1:
         lane = lanes[0]
         try:
-            with ui.epoch_progress(label, total) as tick, during or nullcontext():
+            with ui.epoch_progress(label, total if shown is None else shown.total) as tick, during or nullcontext():
                 def ticked(done: int) -> None:
                     if on_tick is not None:
                         on_tick(done)
-                    tick(done)
+                    if shown is None:
+                        tick(done)
+                    else:
+                        tick(*shown.done(done))
 
                 lane.read(source, ticked)
         except catch as exc:

@@ -184,6 +184,9 @@ def _caveats(seconds: float, foreign_drops: int | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+# run_fio's `status`: percent done, (files/s, MB/s) or None while fio sets up, (run k, of n), seconds left
+FioStatus = Callable[[float, tuple[float, float] | None, tuple[int, int], float | None], None]
+
 FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
 FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
 
@@ -227,21 +230,6 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float
     raise FioError(f"fio timed out after {timeout_s} s")
 
 
-def _group(pgid: int) -> list[int]:
-    """The pids of process group `pgid` (fio and its job processes), from /proc."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 3 and int(fields[2]) == pgid and fields[0] != b"Z":
-                pids.append(int(name))
-    return pids
-
-
 def _descendants(pid: int) -> list[int]:
     """`pid` and its descendants, from /proc (fio's job processes each call setsid: they leave its group)."""
     parent: dict[int, int] = {}
@@ -268,17 +256,21 @@ def _bytes_read(fio_pid: int) -> int:
     return total
 
 
-def _progress(pgid: int) -> tuple:
-    """What fio's processes have done so far: per process, bytes and read calls (/proc/PID/io) and, but for the
-    main process (which wakes up every 100 ms whatever the jobs do), context switches and CPU time (a job parsing
-    its iolog or stat()ing its files before the timed reads is busy, not stalled). Unchanged: nothing moved."""
+def _progress(fio_pid: int) -> tuple:
+    """What fio's job processes have done so far: per process, bytes and read calls (/proc/PID/io), context
+    switches and CPU time (a job parsing its iolog or stat()ing its files before the timed reads is busy, not
+    stalled). The main process counts only before its jobs start and after they end: it wakes up every 100 ms and
+    reads a little whatever they do (a stalled job under it would look busy). Unchanged: nothing moved. The jobs
+    each call setsid: they are found as the main process's descendants, not in its process group."""
+    pids = _descendants(fio_pid)
+    jobs = [pid for pid in pids if pid != fio_pid]
     out = []
-    for pid in sorted(_group(pgid)):
+    for pid in sorted(jobs) or [fio_pid]:
         item: list[int | str] = [pid]
         try:
             with open(f"/proc/{pid}/io", encoding="ascii") as f:
                 item += [line.split()[1] for line in f if line.startswith(("rchar", "syscr"))]
-            if pid != pgid:
+            if pid != fio_pid:
                 with open(f"/proc/{pid}/status", encoding="ascii") as f:
                     item += [line.split()[1] for line in f if "ctxt_switches" in line]
                 with open(f"/proc/{pid}/stat", encoding="ascii") as f:
@@ -289,30 +281,43 @@ def _progress(pgid: int) -> tuple:
     return tuple(out)
 
 
+def _alive(pids: Sequence[int]) -> tuple[int, ...]:
+    """Those of `pids` still running (a zombie has gone: only its exit status is left)."""
+    left = []
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                left.append(pid)
+    return tuple(left)
+
+
 def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
-    """SIGTERM then SIGKILL fio's process group, a few seconds each at most; returns the pids still there (stuck
-    in uninterruptible IO), not waited for."""
+    """SIGTERM then SIGKILL fio and its job processes (each in a session of its own: signalled one by one, listed
+    before the main process goes), a few seconds each at most; returns the pids still there (stuck in
+    uninterruptible IO), not waited for."""
+    pids = _descendants(proc.pid)
     for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, FIO_KILL_WAIT_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+        for pid in _alive(pids):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=wait_s)
+        deadline = time.monotonic() + wait_s
+        while _alive(pids) and time.monotonic() < deadline:  # the jobs, no longer fio's children once it went
+            time.sleep(0.05)
+        if not _alive(pids):
             break
-    if proc.poll() is None:
-        return tuple(_group(proc.pid)) or (proc.pid,)
-    return tuple(_group(proc.pid))
+    return _alive(pids)
 
 
-def _status_of(status: Callable[[float, str, float | None], None], k: int, repeats: int, nbytes: int, files: int,
-               t0: float, setup_bytes: int) -> Callable[[int], None]:
+def _status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
+               setup_bytes: int) -> Callable[[int], None]:
     """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
-    done of all the runs, files/s and MB/s, seconds left. `setup_bytes`: its job file and iologs, which it reads
-    before the files (counted twice: a job's own, and the main process's parse)."""
+    done of all the runs, (files/s, MB/s) or None while it sets up, (k + 1, repeats), seconds left. `setup_bytes`:
+    its job file and iologs, which it reads before the files (counted twice: a job's own, and the main process's
+    parse)."""
     per_file = nbytes / max(files, 1)
     last = [t0, 0]
-    run = f", run {k + 1}/{repeats}" if repeats > 1 else ""
 
     def tick(done: int) -> None:
         # The rate over the last tick: fio first reads its iologs and stat()s its files (a slow start that an
@@ -321,8 +326,8 @@ def _status_of(status: Callable[[float, str, float | None], None], k: int, repea
         rate = (done - last[1]) / max(now - last[0], 1e-9)
         last[0], last[1] = now, done
         left = ((nbytes - done) + (repeats - k - 1) * nbytes) / rate if rate > 0 and done >= 0.02 * nbytes else None
-        words = f"{rate / per_file:,.0f} files/s {rate / 1e6:,.1f} MB/s" if left is not None else "setting up"
-        status(100.0 * (k * nbytes + done) / (repeats * nbytes), words + run, left)
+        figures = (rate / per_file, rate / 1e6) if left is not None else None
+        status(100.0 * (k * nbytes + done) / (repeats * nbytes), figures, (k + 1, repeats), left)
 
     return tick
 
@@ -343,7 +348,7 @@ def run_fio(
     name: str = "iobench",
     save_to: str | os.PathLike[str] | None = None,
     io_timeout_s: float | None = None,
-    status: Callable[[float, str, float | None], None] | None = None,
+    status: FioStatus | None = None,
 ) -> FioResult:
     """Read *files* with fio (see ``build_job``) and return its measurement.
 
@@ -369,8 +374,9 @@ def run_fio(
     ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
     ``_run``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
 
-    ``status``: called about every second with the percent done of all the repeats, the rate and the seconds left
-    (from the bytes fio's processes have read: fio itself gives no percent for a replayed iolog).
+    ``status``: called about every second with the percent done of all the repeats, (files/s, MB/s) or None while
+    fio sets up, (the run, of ``repeats``) and the seconds left (from the bytes fio's processes have read: fio
+    itself gives no percent for a replayed iolog).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")

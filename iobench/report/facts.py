@@ -8,6 +8,7 @@ import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from iobench.answer.client import verdict
 from iobench.answer.plan import Implausible, Measured, plan
@@ -75,18 +76,42 @@ def default_label(result: Result) -> str:
 
 
 def labels(results: Sequence[Result], names: Sequence[str] | None = None) -> list[str]:
-    """One distinct label per result: the given names, else 'fstype at path', made unique where needed. Every writer
-    starts here, so this is where no results at all is refused."""
+    """One distinct label per result: the given names; else one result's 'fstype at path'; else, side by side, short
+    ones (`short_labels`). Every writer starts here, so this is where no results at all is refused."""
     if not results:
         raise UserError("no results to report")
     if names:
         if len(names) != len(results):
             raise UserError(f"{len(names)} names for {len(results)} results")
         return list(names)
-    base = [default_label(r) for r in results]
-    out = [f"{b} ({r.host.hostname}, {when(r.created)[:16]})" if base.count(b) > 1 else b
-           for b, r in zip(base, results, strict=True)]
-    # still duplicate (same host and minute): number them
+    if len(results) == 1:
+        return [default_label(results[0])]
+    return short_labels(results)
+
+
+LABEL_PATH = 24  # a mount path in a label longer than this is shortened in its middle
+
+
+def short_labels(results: Sequence[Result]) -> list[str]:
+    """Labels for results side by side (a table's column heads): the mount's last folder and its file system
+    ("sshfs-mnt (fuse.sshfs)"); where two are alike, the host first (on other hosts), else the mount's path,
+    shortened in its middle (other mounts), else the date (the same mount); numbered where still alike."""
+    def label(r: Result, host: bool, path: bool, date: bool) -> str:
+        p = r.mount.path
+        place = (p if len(p) <= LABEL_PATH else f"{p[:LABEL_PATH // 2 - 1]}…{p[-(LABEL_PATH // 2):]}") if path \
+            else (Path(p).name or p)
+        text = f"{r.host.hostname + ':' if host else ''}{place} ({r.mount.fstype})"
+        return f"{text}, {when(r.created)[:16]}" if date else text
+
+    shown = [[False, False, False] for _ in results]  # per result: its host, its whole path, its date
+    for part, differs in enumerate((lambda r: r.host.hostname, lambda r: r.mount.path, None)):
+        now = [label(r, *f) for r, f in zip(results, shown, strict=True)]
+        for text in {x for x in now if now.count(x) > 1}:
+            alike = [i for i, x in enumerate(now) if x == text]
+            if differs is None or len({differs(results[i]) for i in alike}) > 1:
+                for i in alike:
+                    shown[i][part] = True
+    out = [label(r, *f) for r, f in zip(results, shown, strict=True)]
     return [f"{x} #{i + 1}" if out.count(x) > 1 else x for i, x in enumerate(out)]
 
 
