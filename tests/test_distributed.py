@@ -254,6 +254,14 @@ def _alive(marker: str) -> list[psutil.Process]:
     return out
 
 
+def _left_after(marker: str, grace: float) -> list[psutil.Process]:
+    """The run's processes still there `grace` seconds on (looked at every 0.1 s: none left ends the wait)."""
+    deadline = time.monotonic() + grace
+    while (alive := _alive(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
 def _start_and_wait_for_epoch_1(out: Path, mount: Path, timeout: int, io_timeout: int = 60) -> subprocess.Popen:
     """A 2-rank run of 2 epochs (~4 s each at 150 samples/s per GPU), returned once the first epoch is in the
     result: what follows lands in the second."""
@@ -295,8 +303,7 @@ def test_a_frozen_rank_ends_the_run_within_its_timeout(mount: Path, tmp_path: Pa
     assert "Traceback" not in err, err
     res = _result(out)
     assert not res.complete and any("stopped at epoch 2" in w for w in res.warnings)
-    time.sleep(1.0)
-    assert _alive(str(out)) == [], "processes of the run were left behind"
+    assert _left_after(str(out), 1.0) == [], "processes of the run were left behind"
 
 
 def test_a_rank_killed_mid_run_ends_the_run_named_and_leaves_nothing(mount: Path, tmp_path: Path) -> None:
@@ -319,5 +326,4 @@ def test_a_rank_killed_mid_run_ends_the_run_named_and_leaves_nothing(mount: Path
     assert "Traceback" not in err, err
     res = _result(out)
     assert not res.complete and len([r for r in res.runs if r.ranks]) >= 1  # what was gathered is kept
-    time.sleep(1.0)
-    assert _alive(str(out)) == [], "processes of the run were left behind"
+    assert _left_after(str(out), 1.0) == [], "processes of the run were left behind"

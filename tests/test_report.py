@@ -49,9 +49,9 @@ def results(tmp_path_factory) -> tuple[Result, Result]:
     small files that the cold runs last over half a second and count (the warm ones may be too short: marked)."""
     base = tmp_path_factory.mktemp("report")
     out1, out2 = base / "a", base / "b"
-    iobench("run", "--mount", str(base), "--files", "8000", "--size-dist", "fixed:64kB", "--engine", "threads",
+    iobench("run", "--mount", str(base), "--files", "6000", "--size-dist", "fixed:64kB", "--engine", "threads",
             "--threads", "1,4", "--out", str(out1), check=True)
-    iobench("run", "--mount", str(base), "--files", "8000", "--size-dist", "fixed:64kB", "--engine", "threads",
+    iobench("run", "--mount", str(base), "--files", "6000", "--size-dist", "fixed:64kB", "--engine", "threads",
             "--threads", "2", "--no-fio",
             "--no-metadata", "--cache", "cold", "--out", str(out2), check=True)
     return Result.load(out1 / "result.json"), Result.load(out2 / "result.json")

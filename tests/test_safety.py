@@ -210,10 +210,10 @@ def test_clean_does_not_enter_a_mount_point_inside(tmp_path):
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
-    args = [sys.executable, "-m", "iobench.cli", "gen", "--mount", str(tmp_path), "--files", "200000",
+    args = [sys.executable, "-m", "iobench.cli", "gen", "--mount", str(tmp_path), "--files", "60000",
             "--size-dist", "fixed:2kB", "--quiet"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    folder = tmp_path / dataset.DATA_ROOT / "fixed2000-200000f-156c-s0"
+    folder = tmp_path / dataset.DATA_ROOT / "fixed2000-60000f-47c-s0"
     deadline = time.monotonic() + 60
     while not any(folder.glob("train/*/*.JPEG")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -241,7 +241,7 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     if sig == signal.SIGTERM:
         return  # the resume after a stop is the same either way: shown once, after SIGINT
 
-    again = iobench("gen", "--mount", str(tmp_path), "--files", "200000", "--size-dist", "fixed:2kB", "--quiet",
+    again = iobench("gen", "--mount", str(tmp_path), "--files", "60000", "--size-dist", "fixed:2kB", "--quiet",
                     timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads((folder / MARKER).read_text())["status"] == "complete"
