@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,6 +99,18 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
     assert r.baseline is None or not r.baseline.fio  # fio reads files: not run on objects
     text = (tmp_path / "r" / "result.json").read_text() + (tmp_path / "r" / "report.html").read_text()
     assert s3_bed.secret_key not in text and s3_bed.access_key not in text
+    # plan from it: the requests a job keeps in flight for 8 GPUs, by Little's law at the latency measured
+    planned = iobench("plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--result",
+                      str(tmp_path / "r" / "result.json"), env={**s3_bed.env(), "COLUMNS": "200"})
+    assert planned.returncode == 0, planned.stderr
+    m = re.search(r"in flight for the minimum: ([\d,]+) samples/s x ([\d.]+) ms = ([\d,]+) GETs at once",
+                  planned.stdout)
+    assert m, planned.stdout
+    need, w_ms, got = (float(g.replace(",", "")) for g in m.groups())
+    best = max(r.runs, key=lambda x: x.samples_per_s)
+    assert w_ms == pytest.approx(best.latency_ms.p50, abs=0.001)
+    assert got == pytest.approx(need * w_ms / 1000, abs=1)
+    assert "GETs/s (one per sample)" in planned.stdout and "keys to list" in planned.stdout
 
 
 def test_dataloader_workers_read_every_object_with_a_client_each(s3_bed, prefix: str, tmp_path: Path) -> None:

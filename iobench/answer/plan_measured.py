@@ -80,7 +80,11 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
     if abs(result.dataset.mean_bytes - p.mean_bytes) > 0.1 * p.mean_bytes:
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
-    if result.remote:
+    objects = result.mount.family == "object"
+    if objects:
+        notes.append("object storage: no client cache to evict; the server's own cache may have served part of the "
+                     "cold rate")
+    elif result.remote:
         notes.append("network/FUSE mount: cold runs evicted this client's cache only; the server's cache may have "
                      "served part of the cold rate")
     if not result.complete:
@@ -110,7 +114,7 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
         verdict_gpus_fed=v.client_gpus_fed if same and v is not None else None,
         verdict_confirmed=bool(same and v is not None and v.gpus_fed_confirmed),
         warm_samples_per_s=c_rate, startup_list_s=startup, notes=notes,
-        nodes_measured=d.nodes if d else None, per_node_samples_per_s=s / d.nodes if d else None)
+        nodes_measured=d.nodes if d else None, per_node_samples_per_s=s / d.nodes if d else None, objects=objects)
     s_rate = result.settings.rate_per_gpu or (v.rate_per_gpu if v is not None else None)
     extra: dict = {"kind_warning": mixed_kinds([
         (f"this plan ({who(p)})", p.rate_per_gpu, p.rate_kind),
@@ -181,4 +185,8 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
         pred = min(uncapped, cap) if cap is not None else uncapped
         rows.append(ConcurrencyWhatIf(c, pred, uncapped, means.get(c), gpus_supported(pred, p.rate_per_gpu,
                                                                                       p.au_target)))
-    return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason}
+    # the requests a job keeps in flight to get the plan's minimum at the latency measured (a floor: a request's
+    # latency grows as the storage nears its limit)
+    needed = p.minimum_samples_per_s * w if w > 0 else None
+    return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason,
+            "in_flight_needed": needed}

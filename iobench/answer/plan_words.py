@@ -114,7 +114,9 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     t.add_column("full speed: AU 100%", justify="right")
     t.add_row("samples/s", figure(p.minimum_samples_per_s), figure(p.demand_samples_per_s))
     t.add_row("MB/s", figure(p.minimum_mb_per_s), figure(p.demand_mb_per_s))
-    t.add_row("file opens/s (one per sample)", figure(p.minimum_opens_per_s), figure(p.demand_opens_per_s))
+    objects = p.measured is not None and p.measured.objects
+    t.add_row("GETs/s (one per sample)" if objects else "file opens/s (one per sample)",
+              figure(p.minimum_opens_per_s), figure(p.demand_opens_per_s))
     what = "CPU cores for decode + augment" if p.cpu_from is None else "CPU cores (measured on this client)"
     t.add_row(what, figure(p.cpu_cores_minimum), figure(p.cpu_cores_demand))
     t.add_row("  per node", figure(p.cpu_cores_minimum / p.nodes), figure(p.cpu_cores_demand / p.nodes))
@@ -124,8 +126,12 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     con.print(t)
     if p.cpu_from is not None:
         con.print(f"CPU cores: {p.cpu_from}.", highlight=False)
-    con.print(f"start-up: {p.startup_entries:,} directory entries to list (ImageFolder scans every file) before the "
-              "first batch.", highlight=False)
+    if objects:
+        con.print(f"start-up: {p.startup_entries:,} keys to list (a map-style dataset lists its prefix, 1,000 keys a "
+                  f"request: {-(-p.startup_entries // 1000):,} LIST requests) before the first batch.", highlight=False)
+    else:
+        con.print(f"start-up: {p.startup_entries:,} directory entries to list (ImageFolder scans every file) before "
+                  "the first batch.", highlight=False)
     con.print(f"minimum = {p.au_target:.2f} x demand: with IO overlapping compute, AU = supply / demand (as the "
               "verdict and MLPerf Storage count); plan for full speed to leave no idle time.", highlight=False)
     m = p.measured
@@ -168,6 +174,11 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
                       figure(c.measured) if c.measured is not None else "-", str(c.gpus))
         con.print(t)
         con.print(m.cap_reason, highlight=False)
+        if m.in_flight_needed is not None:
+            what = "GETs" if m.objects else "reads"
+            con.print(f"in flight for the minimum: {figure(p.minimum_samples_per_s)} samples/s x {m.p50_ms:.3f} ms = "
+                      f"{m.in_flight_needed:,.0f} {what} at once across the job (Little's law at the p50 measured at "
+                      f"{m.readers} readers; a floor: latency grows as the storage nears its limit)", highlight=False)
     if m.scaling:
         t = Table(title="measured: the storage with more client nodes reading at once")
         for col in ("nodes", "ranks", "samples/s together", "per node", "per node vs the fewest", "job fed"):
