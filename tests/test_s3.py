@@ -266,3 +266,28 @@ def test_gen_stops_within_an_object_on_ctrl_c_and_resumes_where_it_stopped(s3_be
     again = iobench(*args, env=s3_bed.env(), timeout=600)
     assert again.returncode == 0, again.stderr
     assert f"wrote {1500 - len(there):,} objects" in again.stderr, again.stderr
+
+
+def test_a_throttling_server_is_said_in_one_line_not_hidden_in_retries(tmp_path: Path) -> None:
+    """SeaweedFS's circuit breaker lets one read at a time through and answers the rest 503: a run with 8 in
+    flight ends in one line naming the throttling (exit 3), with either client."""
+    with s3_testbed(tmp_path / "bed") as bed:
+        shape = ["--files", "300", "--size-dist", "fixed:8KiB", "--classes", "2"]
+        made = iobench("gen", "--url", f"s3://{bed.bucket}/t", *shape, env=bed.env(), timeout=600)
+        assert made.returncode == 0, made.stderr
+        state = json.loads((bed.state / "state.json").read_text())
+        ports = state["ports"]
+        shell = subprocess.run(
+            [state["weed"], "shell", f"-master=127.0.0.1:{ports['master']}.{ports['master_grpc']}",
+             f"-filer=127.0.0.1:{ports['filer']}.{ports['filer_grpc']}"],
+            input="s3.circuitBreaker -global -type Count -actions Read -values 1 -apply\n", capture_output=True,
+            text=True, timeout=60, cwd=bed.state)
+        assert '"Read:Count"' in shell.stdout, shell.stdout + shell.stderr
+        time.sleep(3)  # the S3 server reads the breaker's config from the filer
+        for client in ("crt", "boto3"):
+            proc = iobench("run", "--url", f"s3://{bed.bucket}/t", *shape, "--engine", "threads", "--threads", "8",
+                           "--cache", "cold", "--epochs", "1", "--s3-client", client, "--quiet", env=bed.env(),
+                           cwd=tmp_path, timeout=300)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 3 and len(lines) == 1, proc.stderr
+            assert "the server is throttling requests" in lines[0] and "Traceback" not in proc.stderr, lines

@@ -53,8 +53,13 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
         raise explain(exc, loc, "making an S3 client") from None
 
 
-def crt_client(loc: S3Location, *, attempts: int = 1) -> Any:
-    """An s3torchconnector S3Client (the AWS CRT) for the location; one per process (made after fork)."""
+CRT_ATTEMPTS = 2  # the fewest the CRT honours: max_attempts=1 is taken as its default (10), retries hidden in time
+READ_RETRIES = {"crt": CRT_ATTEMPTS - 1, "boto3": 0}  # what a GET may be retried on the reading path
+
+
+def crt_client(loc: S3Location, *, attempts: int = CRT_ATTEMPTS) -> Any:
+    """An s3torchconnector S3Client (the AWS CRT) for the location; one per process (made after fork). A
+    throttled GET is retried once (CRT_ATTEMPTS), then fails."""
     from s3torchconnector._s3client import S3Client, S3ClientConfig
 
     config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)
@@ -84,7 +89,7 @@ def has_credentials(loc: S3Location) -> bool:
 
 
 THROTTLED = frozenset({"SlowDown", "503", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-                       "TooManyRequests", "429"})
+                       "TooManyRequests", "429", "ErrTooManyRequest"})
 
 
 def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
@@ -113,8 +118,7 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
                    "SignatureDoesNotMatch": "the secret key does not match the access key"}.get(code, "access denied")
             return EnvironmentRefused(f"{doing} {at}: {why}")
         if code in THROTTLED:
-            return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({code}) past "
-                                      f"{CONTROL_ATTEMPTS} attempts")
+            return _throttled(doing, at, f"{status} {code}")
         return EnvironmentRefused(f"{doing} {at}: {code or status}: {error.get('Message') or _first_line(exc)}")
     if isinstance(exc, bx.BotoCoreError):
         return EnvironmentRefused(f"{doing} {at}: {_first_line(exc)}")
@@ -125,9 +129,17 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
         return EnvironmentRefused(f"{doing} {at}: the bucket {loc.bucket!r} does not exist")
     if "access denied" in lowered or "forbidden" in lowered or "403" in lowered:
         return EnvironmentRefused(f"{doing} {at}: access denied")
+    if "throttl" in lowered or "slowdown" in lowered or "503" in lowered:
+        return _throttled(doing, at, text)
     if "credentials" in lowered:
         return EnvironmentRefused(f"{doing} {at}: no S3 credentials found ({text})")
     return EnvironmentRefused(f"{doing} {at}: {text}")
+
+
+def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:
+    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}); iobench does not hide "
+                              "that in retries: measure with fewer requests in flight (--threads, --workers), or ask "
+                              "its owner for a higher limit")
 
 
 def _first_line(exc: BaseException) -> str:

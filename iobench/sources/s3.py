@@ -3,20 +3,22 @@
 Per request the reader times the first byte (`open_ns`: request sent to the first bytes of the body in hand, the
 object store's counterpart of a file's open) and the whole (`total_ns`: to the last byte), and copies the body into
 its reusable buffer. The client is the process's own (`_client`): readers threads of one process share it, a
-DataLoader worker or a forked epoch makes its own after fork. Requests are not retried: a failed or throttled GET
-ends the epoch in one line instead of hiding in the figures."""
+DataLoader worker or a forked epoch makes its own after fork. boto3 does not retry a GET; the CRT retries it once
+(the fewest it allows); a GET that fails (or is throttled) past that ends the epoch in one line instead of hiding
+in the figures."""
 
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from time import perf_counter_ns as _clock
 from typing import Any
 
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.s3 import S3Location
-from iobench.s3.clients import boto3_client, crt_client, explain
+from iobench.s3.clients import READ_RETRIES, boto3_client, crt_client, explain
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
@@ -70,7 +72,8 @@ class ObjectSource:
         return self.keys
 
     def describe(self) -> dict:
-        return {"source": self.name, "samples": len(self), "client": self.loc.client}
+        return {"source": self.name, "samples": len(self), "client": self.loc.client,
+                "retries": READ_RETRIES[self.loc.client]}
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""
@@ -96,7 +99,7 @@ class _Reader:
         self._view = memoryview(self.buffer)
 
     def _failed(self, exc: Exception, index: int) -> Exception:
-        return explain(exc, self._loc, f"reading s3://{self._bucket}/{self._key(index).decode()} of")
+        return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading")
 
 
 class CrtReader(_Reader):
