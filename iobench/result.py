@@ -61,8 +61,8 @@ class Mount(Model):
                     "wsize, nconnect, timeo, retrans, hard/soft, actimeo/ac/noac and acregmin..acdirmax, "
                     "lookupcache; Lustre: stripe_count, stripe_size (lfs getstripe), max_read_ahead_mb, "
                     "max_read_ahead_per_file_mb, statahead_max (lctl get_param); FUSE: subtype, max_read; object "
-                    "storage: endpoint, bucket, prefix, client (crt or boto3), profile, path_style and the client "
-                    "libraries' version_* (never a credential)")
+                    "storage: endpoint, bucket, prefix, client (crt or boto3), profile, path_style, read_retries "
+                    "and the client libraries' version_* (never a credential)")
     unread: list[str] = Field(description="settings that could not be read, each with why (never guessed)")
 
 
