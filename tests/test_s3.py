@@ -140,6 +140,8 @@ def test_bad_input_and_refusals_are_one_line_each(s3_bed, prefix: str, tmp_path:
     for args, code, words in cases:
         rc, line = _fails(s3_bed, *args)
         assert rc == code and words in line, (args, rc, line)
+    fio = iobench("fio", "--url", url, "--quiet", env=s3_bed.env())
+    assert fio.returncode == 2 and "a raw baseline for object storage (--url) is not built yet" in fio.stderr
     nobody = {**s3_bed.env(), "AWS_ACCESS_KEY_ID": s3_bed.nobody_access_key,
               "AWS_SECRET_ACCESS_KEY": s3_bed.nobody_secret_key}
     rc, line = _fails(s3_bed, "--url", url, *SHAPE, env=nobody)
@@ -163,7 +165,8 @@ def test_clean_removes_what_iobench_wrote_and_leaves_the_rest(s3_bed, tmp_path: 
     assert len(_keys(s3_bed, f"{p}/")) == 40 + 4  # samples, manifest, marker, the user's two
     done = iobench("clean", "--url", url, "--yes", env=s3_bed.env())
     assert done.returncode == 0, done.stderr
-    assert "removed dataset" in done.stdout and "notes/mine.txt" in done.stdout, done.stdout
+    assert "removed dataset" in done.stdout and "(41 objects" in done.stdout, done.stdout  # and its manifest
+    assert "notes/mine.txt" in done.stdout and "objects iobench did not write" in done.stdout, done.stdout
     left = _keys(s3_bed, f"{p}/")
     assert set(left) == {f"{top}/notes/mine.txt", f"{p}/elsewhere.bin", f"{top}/iobench-dataset.json"}, left
 

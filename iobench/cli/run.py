@@ -198,8 +198,11 @@ def _check_cuda(engine: str) -> None:
 @measure_options(fio=True)
 def fio_cmd(**params: Any) -> None:
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
-    require_fio()
     o = RunOptions.from_params(params)
+    if o.url is not None:
+        raise UserError("iobench fio reads files through the kernel: a raw baseline for object storage (--url) is "
+                        "not built yet; iobench run --url measures the loaders' GETs")
+    require_fio()
     settings = Settings(orders=[], concurrency=list(o.threads or FIO_THREADS), cache=list(o.cache), epochs=1,
                         seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True)
     measure(settings, o.where, o.dataset, shape_of(o.files, o.size_dist, o.classes, o.seed), o.json_path, o.out,

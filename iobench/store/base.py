@@ -53,6 +53,7 @@ class Cleaned:
     packs: list[str] = field(default_factory=list)  # packs inside a dataset (relative paths)
     left: list[str] = field(default_factory=list)  # what was left inside (mount points; objects not iobench's)
     left_why: str = "a mount point: another file system"  # what the left entries are
+    unit: str = "files"  # what `files` counts (objects in a bucket)
 
     def line(self, dry_run: bool) -> str:
         if not self.removed:
@@ -60,7 +61,7 @@ class Cleaned:
         verb = "would remove" if dry_run else "removed"
         packs = f"; with its pack(s) {', '.join(self.packs)}" if self.packs else ""
         left = f"; left {', '.join(self.left)} ({self.left_why})" if self.left else ""
-        return f"{verb} {self.kind} {self.path} ({self.files:,} files, {fmt_bytes(self.bytes)}){packs}{left}"
+        return f"{verb} {self.kind} {self.path} ({self.files:,} {self.unit}, {fmt_bytes(self.bytes)}){packs}{left}"
 
 
 class Home(Protocol):

@@ -305,7 +305,7 @@ class S3Home:
                 raise explain(exc, self.where, "cleaning") from None
         return Cleaned(self.where, "dataset", True, files=len(gone), bytes=sum(s for _, s in gone),
                        left=left[:3] + ([f"{len(left) - 3:,} more"] if len(left) > 3 else []),
-                       left_why="objects iobench did not write: the marker is kept with them")
+                       left_why="objects iobench did not write: the marker is kept with them", unit="objects")
 
 
 @contextmanager
