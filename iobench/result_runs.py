@@ -167,16 +167,20 @@ class Metadata(Model):
     cache: Literal["cold", "warm"] = Field(description='"cold": caches (with root: dentries and inodes too) dropped '
                                                         "before each part; \"warm\": right after")
     eviction: str | None = Field(description="how caches were dropped for a cold pass (fadvise cannot drop metadata)")
-    dirs: Count = Field(description="folders listed")
-    files: Count = Field(description="regular files seen by the listing: every file is counted")
+    dirs: Count = Field(description="folders listed (object storage: LIST requests, 1,000 keys each)")
+    files: Count = Field(description="regular files seen by the listing: every file is counted (object storage: "
+                                     "keys listed under the dataset's prefix, its manifest and marker included)")
     list_s: Seconds = Field(description="seconds to list the tree as torchvision's ImageFolder does (scandir per "
                                         "folder)")
-    stat_files: Count = Field(description="files stat()ed (a random sample of at most 20,000)")
-    stat_per_s: Rate = Field(description="stat() calls per second, one thread")
-    stat_ms: Latency = Field(description="per stat() call")
-    open_close_files: Count = Field(description="files opened and closed without reading (same sample)")
-    open_close_per_s: Rate = Field(description="open()+close() pairs per second, one thread")
-    open_close_ms: Latency = Field(description="per open()+close() pair")
+    stat_files: Count = Field(description="files stat()ed (a random sample of at most 20,000; object storage: "
+                                          "objects HEAD-ed, a sample of at most 2,000)")
+    stat_per_s: Rate = Field(description="stat() calls (object storage: HEAD requests) per second, one thread")
+    stat_ms: Latency = Field(description="per stat() call (object storage: per HEAD)")
+    open_close_files: Count = Field(description="files opened and closed without reading (same sample; object "
+                                                "storage: a ranged GET of each one's first byte)")
+    open_close_per_s: Rate = Field(description="open()+close() pairs (object storage: first-byte GETs) per "
+                                                "second, one thread")
+    open_close_ms: Latency = Field(description="per open()+close() pair (object storage: per first-byte GET)")
     scale_files: Count = Field(description="dataset size the projection is for (--scale-files; ImageNet: 1,281,167)")
     projected_list_s: Seconds = Field(
         description="prediction, not a measurement: list_s scaled linearly to scale_files, the start-up cost "

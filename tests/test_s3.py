@@ -77,7 +77,7 @@ def test_gen_uploads_the_dataset_as_objects_and_reuses_it(s3_bed, prefix: str) -
 def _run(bed, prefix: str, tmp: Path, *args: str) -> Result:
     out = tmp / "r"
     proc = iobench("run", "--url", f"s3://{bed.bucket}/{prefix}", *SHAPE, "--cache", "cold", "--epochs", "1",
-                   "--out", str(out), "--quiet", *args, env=bed.env(), cwd=tmp, timeout=600)
+                   "--out", str(out), "--quiet", *(args or ("--no-metadata",)), env=bed.env(), cwd=tmp, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return Result.load(out / "result.json")
 
@@ -87,7 +87,7 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
                                                              threads: tuple[int, ...]) -> None:
     _, samples = _dataset(s3_bed, prefix)
     r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", ",".join(map(str, threads)),
-             "--s3-client", client)
+             "--s3-client", client, "--no-metadata")
     assert tuple(run.concurrency for run in r.runs) == threads
     for run in r.runs:
         assert run.source == "objects" and run.complete
@@ -115,7 +115,8 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
 
 def test_dataloader_workers_read_every_object_with_a_client_each(s3_bed, prefix: str, tmp_path: Path) -> None:
     _, samples = _dataset(s3_bed, prefix)
-    r = _run(s3_bed, prefix, tmp_path, "--engine", "dataloader", "--workers", "2", "--batch-size", "32")
+    r = _run(s3_bed, prefix, tmp_path, "--engine", "dataloader", "--workers", "2", "--batch-size", "32",
+             "--no-metadata")
     (run,) = [x for x in r.runs if x.kind == "replay"]
     assert run.engine == "dataloader" and run.workers == 2 and run.source == "objects"
     assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
@@ -195,6 +196,7 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
            "--engine", "threads", "--threads", "4", "--cache", "cold", "--epochs", "20", "--io-timeout", "4",
+           "--no-metadata",
            "--out", str(out)]
     proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -231,7 +233,7 @@ def test_with_a_known_round_trip_more_requests_in_flight_give_more(tmp_path: Pat
         assert made.returncode == 0, made.stderr
         out = tmp_path / "r"
         proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1,4",
-                       "--cache", "cold", "--epochs", "1", "--out", str(out), "--quiet", env=bed.env(),
+                       "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out), "--quiet", env=bed.env(),
                        cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
@@ -289,8 +291,23 @@ def test_a_throttling_server_is_said_in_one_line_not_hidden_in_retries(tmp_path:
         time.sleep(3)  # the S3 server reads the breaker's config from the filer
         for client in ("crt", "boto3"):
             proc = iobench("run", "--url", f"s3://{bed.bucket}/t", *shape, "--engine", "threads", "--threads", "8",
-                           "--cache", "cold", "--epochs", "1", "--s3-client", client, "--quiet", env=bed.env(),
+                           "--cache", "cold", "--epochs", "1", "--s3-client", client, "--no-metadata", "--quiet",
+                           env=bed.env(),
                            cwd=tmp_path, timeout=300)
             lines = proc.stderr.strip().splitlines()
             assert proc.returncode == 3 and len(lines) == 1, proc.stderr
             assert "the server is throttling requests" in lines[0] and "Traceback" not in proc.stderr, lines
+
+
+def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: str, tmp_path: Path) -> None:
+    """LIST in pages of 1,000 keys, then HEAD and a first-byte GET of each object of the sample, one at a time;
+    the report names them as requests, and the start-up for ImageNet's keys is predicted from the listing."""
+    r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", "4")
+    (m,) = r.metadata
+    assert (m.files, m.dirs) == (FILES + 2, 1)  # the samples, the manifest and the marker; one page
+    assert m.stat_files == m.open_close_files == FILES and m.stat_per_s > 0 and m.open_close_per_s > 0
+    assert m.stat_ms.p50 is not None and m.stat_ms.p50 * m.stat_per_s <= 1000 * 1.01  # one request at a time
+    assert m.projected_list_s == pytest.approx(m.list_s * m.scale_files / m.files, rel=0.01)
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert f"{FILES + 2:,} keys in 1 LIST requests" in html and "HEAD/s" in html
+    assert "1,281,167 keys (1,282 LIST requests of 1,000)" in (tmp_path / "r" / "report.md").read_text()

@@ -61,9 +61,9 @@ REFUSALS = (
             "other"),
     # object storage: the phases that read files through the kernel (fio, the metadata phase's stat and open) and
     # the packs have no object-storage form yet
-    Refusal(("fio", "metadata", "mitigations", "scale_files"), lambda v, o, c: o.url is not None and _asks(v),
-            "{opt} does not apply to object storage (--url) yet: the raw baseline, the metadata phase and the "
-            "mitigations read files; the run measures the loaders' GETs"),
+    Refusal(("fio", "mitigations"), lambda v, o, c: o.url is not None and _asks(v),
+            "{opt} does not apply to object storage (--url) yet: the raw baseline and the mitigations read files; "
+            "the run measures the loaders' GETs (and LIST and HEAD in its metadata phase)"),
     Refusal(("source",), lambda v, o, c: o.url is not None and v != ("files",),
             "--source lmdb and tar read packs, which are not made in object storage yet: --url reads one object per "
             "sample (--source files)"),

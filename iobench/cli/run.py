@@ -126,8 +126,8 @@ def run(**params: Any) -> None:
         _check_cuda(engine)
     settings = _settings(o, wl, engine, orders)
     if o.url is not None:
-        notes.append("object storage: no fio baseline and no metadata phase (both read files through the kernel); "
-                     "the storage figure is the loaders' best")
+        notes.append("object storage: no fio baseline (fio reads files through the kernel): the storage figure is "
+                     "the loaders' best")
     if many:
         local_ranks = o.ranks
         if not local_ranks:
@@ -160,7 +160,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         sources=list(o.source), orders=list(orders),
         concurrency=list(p.workers if engine == "dataloader" else p.threads), cache=list(o.cache),
         epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed,
-        fio=o.fio is not False and o.url is None, metadata=o.metadata is not False and o.url is None,
+        fio=o.fio is not False and o.url is None, metadata=o.metadata is not False,
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
         engine=engine, batch_size=p.batch_size,
         prefetch_factor=PREFETCH_FACTOR if o.prefetch_factor is None else o.prefetch_factor, decode=p.decode,

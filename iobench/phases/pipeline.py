@@ -143,10 +143,12 @@ def finish(result: Result, result_path: Path) -> Result:
 
 def _metadata(ctx: RunContext) -> None:
     manifest, settings = ctx.manifest, ctx.settings
+    objects = ctx.result.mount.family == "object"
     for state in settings.cache:
         try:
             with (ctx.ui.step("metadata", f"{state}, {len(manifest):,} files", len(manifest)),
-                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} files, stat, open+close")):
+                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} "
+                                f"{'keys, HEAD, first byte' if objects else 'files, stat, open+close'}")):
                 ctx.result.metadata.append(metadata_phase(manifest, state, settings.scale_files, settings.seed,
                                                           timeout_s=settings.io_timeout_s))
         except StorageStalled as exc:
