@@ -244,7 +244,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
                                         io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
     label = (f"{spec.mitigation or spec.order} {spec.cache} "
-             + (f"{conc:>3} threads" if engine.name == "threads" else f"{engine.workers:>3} workers"))
+             + (_padded(conc, "thread") if engine.name == "threads" else _padded(engine.workers or 0, "worker")))
     lane = Lane(engine, spec.order_of(len(manifest)))
     got = read_epoch(source, [lane], label, ui, device=spec.device,
                      during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
@@ -274,6 +274,11 @@ def changed_during(run: Run, manifest: Manifest, source: Source,
     why = f"{now}, its manifest says {int(manifest.sizes[index]):,} B: the dataset changed during the run{more}"
     run.valid, run.invalid_reason = False, f"{name} {why}"
     return OSError(None, why, name)
+
+
+def _padded(n: int, noun: str) -> str:
+    """`  4 threads`, `  1 thread`: the count right-aligned, so that the bars' labels line up."""
+    return f"{n:>3} {noun}{'' if n == 1 else 's'}"
 
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
