@@ -104,7 +104,7 @@ class S3Store:
 
     def open(self, name: str, *, create: bool) -> S3Home | None:
         home = S3Home(self, self.location(name))
-        return home if create or home.listed(limit=1) else None
+        return home if create or not home.only_leftovers() else None
 
     def free_bytes(self) -> int:
         return sys.maxsize  # a bucket has no free space to ask for: a full one refuses a PUT, said then
@@ -123,7 +123,7 @@ class S3Store:
         for name in self.names():
             home = S3Home(self, self.location(name))
             try:
-                with lock.hold(home.where):
+                with lock.hold(home.where), home.writing():  # not while a run reads it or a gen writes it here
                     done.append(home.clean(dry_run))
             except lock.DatasetBusy as exc:
                 done.append(Cleaned(home.where, "", False, why=str(exc)))
