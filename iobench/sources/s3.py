@@ -47,12 +47,12 @@ class ObjectSource:
 
     name = "objects"
 
-    def __init__(self, manifest: Manifest, connections: int = 64):
+    def __init__(self, manifest: Manifest, connections: int = 512):
         assert isinstance(manifest.root, S3Location)
         self.loc = manifest.root
         self.keys = manifest.paths  # prefix + relative key: the object's key
         self.max_size = int(manifest.sizes.max()) if len(manifest) else 0
-        self.connections = connections  # the most requests in flight a process's boto3 pool keeps open
+        self.connections = connections  # boto3: connections its pool keeps (512: the deepest sweep of issue 22)
         # the client's library imported here, once: a forked epoch or DataLoader worker that imports it itself
         # pays seconds of CPU (s3torchconnector imports torch) inside its measured epoch
         preload(self.loc.client)
