@@ -65,6 +65,11 @@ class Mount(Model):
                     "and the client libraries' version_* (never a credential)")
     unread: list[str] = Field(description="settings that could not be read, each with why (never guessed)")
 
+    @property
+    def objects(self) -> bool:
+        """Object storage (a bucket's prefix): samples are keys read by GETs, and there is no client cache."""
+        return self.family == "object"
+
 
 class Dataset(Model):
     path: str = Field(description="dataset root folder")

@@ -318,7 +318,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
-    objects = mount_info.family == "object"  # no client cache: nothing of it fits in this host's RAM
+    objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM
     fits = not objects and manifest.total_bytes < host["ram_bytes"]
     result = Result(
         created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host), mount=mount_info,

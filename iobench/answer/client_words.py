@@ -221,7 +221,7 @@ def _startup_note(result: Result) -> list[str]:
     m = max(result.metadata, key=lambda x: x.projected_list_s)
     if m.projected_list_s < STARTUP_NOTE_S:
         return []
-    if result.mount.family == "object":
+    if result.mount.objects:
         return [f"Start-up: listing {m.scale_files:,} keys ({-(-m.scale_files // 1000):,} LIST requests of 1,000) "
                 f"would take ~{m.projected_list_s / 60:,.1f} min ({m.cache}, predicted from {m.files:,} keys) before "
                 "the first batch."]

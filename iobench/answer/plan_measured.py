@@ -80,7 +80,7 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
     if abs(result.dataset.mean_bytes - p.mean_bytes) > 0.1 * p.mean_bytes:
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
-    objects = result.mount.family == "object"
+    objects = result.mount.objects
     if objects:
         notes.append("object storage: no client cache to evict; the server's own cache may have served part of the "
                      "cold rate")

@@ -56,6 +56,6 @@ def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
 
 def server_cache_note(result: Result) -> str:
     """What a cold figure of a remote store may hold of the server's cache, in the verdict's notes."""
-    if result.mount.family == "object":
+    if result.mount.objects:
         return "Object storage: no client cache to drop; the server's own cache stays."
     return "Network file system: the server's cache was not evicted."

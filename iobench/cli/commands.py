@@ -125,9 +125,9 @@ def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile
     doomed = [e for e in listed if e.removed]
     if dry_run or not doomed:
         return
-    kind, unit = ("dataset", "objects") if isinstance(at, S3Location) else ("folder", "files")
+    kind = "dataset" if isinstance(at, S3Location) else "folder"
     what = (f"{len(doomed)} {kind}{'s' if len(doomed) > 1 else ''} "
-            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} {unit})")
+            f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} {doomed[0].unit})")
     if not yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise UserError(f"nothing removed: clean asks before it removes {what}, and stdin is not a terminal; "

@@ -28,7 +28,7 @@ from iobench.distributed.launch import COMPLETE, RESULT, note
 from iobench.engines import Loader
 from iobench.errors import EnvironmentRefused, Interrupted
 from iobench.gpu.consumer import make_consumer
-from iobench.host.mounts import host_info, mount_of
+from iobench.host.mounts import host_info
 from iobench.host.stall import StorageStalled
 from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, summarize
 from iobench.phases.pipeline import finish
@@ -437,11 +437,8 @@ def _mounts(job: Job, root: Path | S3Location) -> dict[str, str]:
     """Every host's mount of the dataset (fstype, source, options; a bucket: s3, its endpoint), met by all ranks;
     by host name."""
 
-    if isinstance(root, S3Location):
-        line = f"s3 {root.endpoint or 'AWS S3'} {root}"
-    else:
-        entry = mount_of(root)
-        line = f"{entry.fstype} {entry.source} {entry.options}"
+    d = store.open(root).describe(root)
+    line = f"{d['fstype']} {d['source']} {d['options']}"
     gathered: list[Any] = [None] * job.w.world_size
     job.collective(lambda: job.dist.all_gather_object(gathered, (job.w.host, line)), "meeting the mounts")
     return dict(gathered)

@@ -143,7 +143,7 @@ def finish(result: Result, result_path: Path) -> Result:
 
 def _metadata(ctx: RunContext) -> None:
     manifest, settings = ctx.manifest, ctx.settings
-    objects = ctx.result.mount.family == "object"
+    objects = ctx.result.mount.objects
     for state in settings.cache:
         try:
             with (ctx.ui.step("metadata", f"{state}, {len(manifest):,} files", len(manifest)),
@@ -181,7 +181,7 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
     for source_name in settings.sources:
         source = sources.open(source_name, manifest, ui)
         try:
-            if result.mount.family == "object" and settings.cache[0] == "warm" and repeat == 0:
+            if result.mount.objects and settings.cache[0] == "warm" and repeat == 0:
                 # no client cache: warm is the second read of the same keys in this run, and no cold epoch read
                 # them first
                 with ui.status(f"reading {len(manifest):,} objects once, so that warm is their second read"):

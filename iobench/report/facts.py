@@ -321,7 +321,7 @@ def metadata_table(result: Result) -> Table | None:
     m0 = result.metadata[0]
     rows = tuple(_cells(m.cache, f"{m.list_s:.3f}", num(m.stat_per_s), ms(m.stat_ms.p99), num(m.open_close_per_s),
                         ms(m.open_close_ms.p99), f"{m.projected_list_s:,.1f} s") for m in result.metadata)
-    if result.mount.family == "object":  # the same figures, of requests: LIST pages, HEAD, a first-byte GET
+    if result.mount.objects:  # the same figures, of requests: LIST pages, HEAD, a first-byte GET
         return Table(f"metadata: {m0.files:,} keys in {m0.dirs:,} LIST requests, one request at a time",
                      ("cache", "list s", "HEAD/s", "HEAD p99 ms", "first byte/s", "first byte p99 ms",
                       f"listing {m0.scale_files:,} keys (predicted)"), rows)
