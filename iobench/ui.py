@@ -53,6 +53,7 @@ class UI:
         self.plan: Plan | None = None  # the run's steps, while a run is shown
         self._run_task: TaskID | None = None
         self._shown: dict[str, int] = {}  # the report's tables: rows shown so far (`tables`)
+        self._warned: set[str] = set()  # warnings printed as they came: the summary's notes do not repeat them
 
     def info(self, msg: str) -> None:
         if not self.quiet:
@@ -60,6 +61,7 @@ class UI:
 
     def warn(self, msg: str) -> None:
         if not self.quiet:
+            self._warned.add(msg)
             self.err.print(f"[bold yellow]warning:[/] {msg}", highlight=False)
 
     def say(self, msg: str) -> None:
@@ -240,7 +242,7 @@ class UI:
 
     def summary(self, result: Result) -> None:
         """The report's tables not shown yet (the repeats', the ranks', rows the last phases added), then the invalid
-        runs and the notes."""
+        runs and the notes (those not printed as a warning when they came)."""
         if self.quiet:
             return
         self.tables(result)
@@ -249,7 +251,8 @@ class UI:
                 self.out.print(f"[yellow]invalid:[/] epoch {r.epoch} ({r.cache}, {r.concurrency} readers"
                                + (f", {r.gpus} GPUs" if r.gpus else "") + f"): {r.invalid_reason}", highlight=False)
         for w in result.warnings + ([result.baseline.note] if result.baseline and result.baseline.note else []):
-            self.out.print(f"[yellow]note:[/] {w}", highlight=False)
+            if w not in self._warned:
+                self.out.print(f"[yellow]note:[/] {w}", highlight=False)
 
     def tables(self, result: Result) -> None:
         """The report's tables (metadata, runs, repeats, fio baseline, mitigations, ranks), each with the rows not

@@ -277,3 +277,18 @@ def test_rank_0_of_a_distributed_run_shows_the_jobs_progress(tmp_path):
     assert counts and max(counts) > 600, live  # the job's samples, not rank 0's share alone
     assert counts == sorted(counts)
     assert not any("rank 1" in line for line in live)
+
+
+def test_a_warning_printed_as_it_came_is_not_repeated_as_a_note_at_the_end():
+    """A warning goes to stderr when it comes; the summary's notes recap only what was not printed then (a note the
+    run never warned of, read from the result, is still shown)."""
+    done = Result.load(GOLDEN / "local.json").model_copy(deep=True)
+    done.warnings = ["warned while it ran", "only in the result"]
+    ui, buf = _terminal(120)
+    err = io.StringIO()
+    ui.err = Console(file=err, width=120, color_system=None)
+    ui.warn("warned while it ran")
+    ui.summary(done)
+    assert err.getvalue().count("warned while it ran") == 1
+    assert "warned while it ran" not in buf.getvalue(), buf.getvalue()
+    assert "note: only in the result" in buf.getvalue(), buf.getvalue()
