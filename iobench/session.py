@@ -100,13 +100,13 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None) -> 
     where = store.open(mount)
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
-    with ui.gen_progress(spec.files) as progress:
+    what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
+    with ui.gen_progress(spec.files, unit=what) as progress:
         rep = generate(where, spec, threads=threads, progress=progress)
     if rep.reused:
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
     else:
         rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
-        what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
         ui.info(f"wrote {rep.written:,} {what}, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
                 f"({rate:,.0f} MB/s{'' if what == 'objects' else ', synced'}) to {rep.manifest.root}")
     return rep.manifest

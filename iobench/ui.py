@@ -196,15 +196,15 @@ class UI:
             yield update
 
     @contextmanager
-    def gen_progress(self, files: int, label: str = "gen") -> Iterator[Callable[[int, int], None]]:
-        """Files written of `files`, files/s and MB/s, the ETA (gen, pack, a scan)."""
+    def gen_progress(self, files: int, label: str = "gen", unit: str = "files") -> Iterator[Callable[[int, int], None]]:
+        """Files (`unit`: objects in a bucket) written of `files`, files/s and MB/s, the ETA (gen, pack, a scan)."""
         t0 = time.perf_counter()
         live = [0, 0]
 
         def info() -> list[Part]:
             dt = max(time.perf_counter() - t0, 1e-9)
             left = (files - live[0]) * dt / live[0] if live[0] else None
-            return [("", f"{live[0]:,}/{files:,}", CORE), (" ", f"{live[0] / dt:,.0f} files/s", RATE),
+            return [("", f"{live[0]:,}/{files:,}", CORE), (" ", f"{live[0] / dt:,.0f} {unit}/s", RATE),
                     (" ", f"{live[1] / dt / 1e6:,.0f} MB/s", EXTRA), (", ", f"ETA {clock(left)}", CORE)]
 
         with self._bar(label, files, info) as bar:

@@ -122,15 +122,19 @@ def test_the_live_display_never_wraps(width):
     with ui.run_plan(plan), ui.step("mitigations", "lmdb, shuffled cold, 16 workers", 25_000), \
             ui.status("metadata, cold: listing 25,000 files, stat, open+close"), \
             ui.epoch_progress("warming the page cache (not measured)", 1_250_000) as warm, \
-            ui.fio_progress("fio, cold: 1,250,000 files, 16 jobs") as fio, ui.gen_progress(1_250_000) as gen:
+            ui.fio_progress("fio, cold: 1,250,000 files, 16 jobs") as fio, ui.gen_progress(1_250_000) as gen, \
+            ui.gen_progress(20_000, "gen s3://iobench/demo", unit="objects") as put:
         warm(625_000)
         fio(50.0, (123_456.0, 9_876.5), (2, 3), 3_725.0)
         gen(1_000, 10_000_000)
+        put(1_000, 10_000_000)
         assert ui._prog is not None
         ui._prog.refresh()
     live = _live_lines_fit(buf.getvalue(), width)
     text = "\n".join(live)
     assert "123,456 files/s" in text and "ETA 1h02m" in text and "625,000/1,250,000" in text
+    if width >= 80:  # narrower, a rate gives way to the count and the ETA
+        assert re.search(r"1,000/20,000 [\d,]+ objects/s", text), text  # a bucket's gen counts objects
     if width >= 160:
         assert "9,876.5 MB/s" in text and "run 2/3" in text
 
