@@ -9,7 +9,6 @@ minute on 2 busy cores (a bed comes up in ~5 s; down kills weed after 2 s instea
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import statistics
@@ -20,7 +19,7 @@ import pytest
 from botocore.exceptions import ClientError
 from s3torchconnector import S3ClientConfig, S3Exception
 from s3torchconnector._s3client import S3Client
-from testbed_fixtures import S3Bed, bed_state, run_testbed, s3_testbed
+from testbed_fixtures import S3Bed, bed_state, procs_naming, run_testbed, s3_testbed
 
 pytestmark = pytest.mark.testbed
 
@@ -138,23 +137,6 @@ def test_delay_proxy_adds_its_delay(s3_bed: S3Bed, s3_bed_delayed: S3Bed) -> Non
     assert statistics.median(delayed) > statistics.median(plain), (plain, delayed)
 
 
-def weed_procs_naming(path: Path) -> list[int]:
-    """Live weed processes (not zombies) whose command line names a path under `path`."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            comm = Path(f"/proc/{d}/comm").read_text().strip()
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().decode(errors="replace")
-            state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if comm == "weed" and str(path) + "/" in cmd and state not in "ZXx":
-            out.append(int(d))
-    return out
-
-
 def port_answers(endpoint: str) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -178,9 +160,9 @@ def test_up_again_status_down(tmp_path: Path) -> None:
         rec = json.loads(st.stdout)["s3"]
         assert rec["health"] == "up" and rec["admin"]["secret_key"] == bed.secret_key
         assert rec["nobody"]["access_key"] == bed.nobody_access_key
-        assert weed_procs_naming(state_dir), "weed server runs"
+        assert procs_naming(state_dir, {"weed"}), "weed server runs"
     # down (on leaving the block) waited for weed: nothing of the bed is left
-    assert weed_procs_naming(state_dir) == [], "weed processes left"
+    assert procs_naming(state_dir, {"weed"}) == [], "weed processes left"
     assert not port_answers(bed.endpoint)
     assert not any(Path(f).exists() for f in state["files"]), "files left (the gRPC sockets in /tmp)"
     assert not state_dir.exists()
@@ -195,11 +177,11 @@ def test_down_after_a_crashed_up(tmp_path: Path) -> None:
         pytest.skip(res.stderr.strip().splitlines()[-1])
     assert res.returncode == 70, res.stderr
     state = bed_state(state_dir)
-    assert not state["complete"] and weed_procs_naming(state_dir)
+    assert not state["complete"] and procs_naming(state_dir, {"weed"})
     assert run_testbed("status", "s3", "--state", str(state_dir)).returncode == 3  # half-done is not up
     down = run_testbed("down", "s3", "--state", str(state_dir))
     assert down.returncode == 0, down.stderr
-    assert weed_procs_naming(state_dir) == []
+    assert procs_naming(state_dir, {"weed"}) == []
     assert not any(Path(f).exists() for f in state["files"])
     assert not state_dir.exists()
 
