@@ -24,6 +24,7 @@ from iobench.answer.rules import (
     storage_figure,
     storage_runs,
     supply_run,
+    times,
 )
 from iobench.answer.words import counted
 from iobench.errors import UserError
@@ -388,7 +389,7 @@ def fuse_view_table(result: Result) -> Table | None:
         other = f.files_samples_per_s if key == "objects" else f.objects_samples_per_s
         rows.append(_cells(label + ("" if r.valid else " (invalid)"), num(r.samples_per_s), num(r.mb_per_s, 1),
                            ms(r.open_ms.p50), ms(r.latency_ms.p50), ms(r.latency_ms.p99),
-                           f"{mine / other:.2f}x" if other else "-"))
+                           times(mine / other) if other else "-"))
     best = 0 if f.faster == "objects" else 1
     return Table(f"objects vs files on the same storage: {f.cache}, {f.readers} readers, the same shuffled order",
                  ("read as", "samples/s", "MB/s", "first byte / open p50 ms", "p50 ms", "p99 ms", "vs the other"),
