@@ -154,3 +154,25 @@ def test_clean_removes_the_dataset_and_its_pack_and_keeps_a_foreign_key(s3_bed_f
     assert proc.returncode == 0, proc.stderr
     assert "objects" in proc.stdout, proc.stdout
     assert set(_listed(s3_bed_fuse, f"{prefix}/")) == {f"{prefix}/notes.txt"}  # nothing of iobench's: pack included
+
+
+def test_a_fuse_view_with_a_missing_or_resized_file_is_refused(tmp_path: Path) -> None:
+    from iobench.dataset import Manifest
+    from iobench.dataset.paths import PathTable
+    from iobench.errors import UserError
+    from iobench.phases.objects import fuse_manifest
+
+    loc = parse_url("s3://bkt/p", endpoint="http://127.0.0.1:1") / "ds"
+    rel = ["train/a.JPEG", "train/b.JPEG"]
+    m = Manifest(loc, PathTable.relative("p/ds", rel), np.array([3, 5]))
+    top = tmp_path / "p" / "ds" / "train"
+    top.mkdir(parents=True)
+    (top / "a.JPEG").write_bytes(b"abc")
+    with pytest.raises(UserError, match=r"b\.JPEG is missing"):
+        fuse_manifest(m, str(tmp_path))
+    (top / "b.JPEG").write_bytes(b"abcd")
+    with pytest.raises(UserError, match="has 4 bytes, the object 5"):
+        fuse_manifest(m, str(tmp_path))
+    (top / "b.JPEG").write_bytes(b"abcde")
+    got = fuse_manifest(m, str(tmp_path))
+    assert got.root == tmp_path / "p" / "ds" and got.paths[1] == str(top / "b.JPEG")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,9 @@ from iobench.result import FuseView, Run
 from iobench.s3 import S3Location
 from iobench.sources import Source
 from iobench.sources.s3_tar import StreamSource
+
+STATS = 32  # stats in flight checking a FUSE view against the dataset's keys
+STAT_CHUNK = 256  # files a stat thread checks per task
 
 
 def object_variants() -> list[Variant]:
@@ -113,15 +117,25 @@ def fuse_manifest(manifest: Manifest, mount: str) -> Manifest:
 
 
 def _first_mismatch(folder: Path, rel: list[str], sizes: np.ndarray) -> str | None:
-    """What differs first between the folder and the dataset's keys and sizes, or None."""
-    for key, size in zip(rel, sizes.tolist(), strict=True):
-        try:
-            got = os.stat(folder / key).st_size
-        except OSError:
-            return f"{folder / key} is missing"
-        if got != size:
-            return f"{folder / key} has {got:,} bytes, the object {size:,}"
-    return None
+    """What differs first between the folder and the dataset's keys and sizes, or None. The stats go STATS at once:
+    one after another, a FUSE view's round trip per file would take ImageNet's 1.28 M files minutes."""
+    want = sizes.tolist()
+
+    def check(lo: int) -> str | None:
+        for i in range(lo, min(lo + STAT_CHUNK, len(rel))):
+            try:
+                got = os.stat(folder / rel[i]).st_size
+            except OSError:
+                return f"{folder / rel[i]} is missing"
+            if got != want[i]:
+                return f"{folder / rel[i]} has {got:,} bytes, the object {want[i]:,}"
+        return None
+
+    ex = ThreadPoolExecutor(max_workers=STATS, thread_name_prefix="iobench-fuse-check")
+    try:
+        return next((w for w in ex.map(check, range(0, len(rel), STAT_CHUNK)) if w is not None), None)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)  # the first mismatch is enough
 
 
 def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
