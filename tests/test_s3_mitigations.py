@@ -117,7 +117,9 @@ def test_mitigations_on_objects_and_the_fuse_view_in_one_run(s3_bed_fuse, packed
     by = {m.name: m for m in r.mitigations}
     assert by["baseline"].requests == by["tar-range"].requests == FILES
     shards = [k for k in _listed(s3_bed_fuse, f"{top}/packed/tar-1MiB/") if k.endswith(".tar")]
-    assert by["tar-stream"].requests == len(shards) > 2  # one GET per shard: each worker streams its own
+    # one GET per shard, each worker streaming its own; once a worker's shards run out the DataLoader still hands it
+    # every other batch: each such batch of the other's stream is a GET of its own
+    assert len(shards) > 2 and len(shards) <= (by["tar-stream"].requests or 0) < len(shards) + FILES // 16 // 2
     assert all(m.first_byte_ms and m.request_ms and m.first_byte_ms <= m.request_ms for m in r.mitigations)
     said = proc.stdout + proc.stderr
     assert "mitigations: cold" in said and "tar-stream" in said and "GETs" in said

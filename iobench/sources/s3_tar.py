@@ -221,9 +221,10 @@ class StreamSource(_Shards):
     def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
         super().__init__(manifest, pack, connections)
         self._streams: dict[int, list[_Stream]] = {}  # pid -> a stream per shard (a forked child makes its own)
+        self.readers: dict[int, int] = {}  # pid -> readers made there (1: a DataLoader worker, nobody to wait for)
 
     def __getstate__(self) -> dict:  # picklable for spawn-started workers: no streams, no locks
-        return {**self.__dict__, "_streams": {}}
+        return {**self.__dict__, "_streams": {}, "readers": {}}
 
     def streams(self) -> list[_Stream]:
         pid = os.getpid()
@@ -233,6 +234,8 @@ class StreamSource(_Shards):
         return got
 
     def reader(self) -> StreamReader:
+        pid = os.getpid()
+        self.readers[pid] = self.readers.get(pid, 0) + 1
         return StreamReader(self)
 
     def stream_order(self, seed: int, epoch: int, *, readers: int = 1, batch: int = 1) -> np.ndarray:
@@ -257,6 +260,7 @@ class StreamSource(_Shards):
 
 class StreamReader(_Reader):
     __slots__ = ("_streams", "_first", "_last")
+    _src: StreamSource
 
     def __init__(self, src: StreamSource):
         super().__init__(src)
@@ -268,6 +272,10 @@ class StreamReader(_Reader):
         st = self._streams[s]
         with st.cond:
             if index == self._first[s] and st.next != index:  # a new epoch after one cut short: start again
+                self._drop(st, index)
+            if st.next < index and self._src.readers[os.getpid()] < 2:
+                # nobody here reads the samples before it: a DataLoader's batches of a stream that went on in
+                # another worker once this worker's own ran out (it cannot split the stream): a GET of its own
                 self._drop(st, index)
             while st.next < index:  # another thread reads the sample before it: wait for it (not timed)
                 before = st.next
