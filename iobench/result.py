@@ -33,12 +33,23 @@ from iobench.result_fields import (
     not_finite,
     unusable,
 )
-from iobench.result_runs import Baseline, Cpu, Disk, FioBaseline, Latency, Metadata, Mitigation, Run, RunStats
+from iobench.result_runs import (
+    Baseline,
+    Cpu,
+    Disk,
+    FioBaseline,
+    FuseView,
+    Latency,
+    Metadata,
+    Mitigation,
+    Run,
+    RunStats,
+)
 from iobench.safefs import write_file
 
-__all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FioBaseline", "Host", "Latency",
-           "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "Result", "Run", "RunStats", "Settings",
-           "Verdict", "docs_markdown", "unusable"]
+__all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FioBaseline", "FuseView", "Host",
+           "Latency", "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "Result", "Run", "RunStats",
+           "Settings", "Verdict", "docs_markdown", "unusable"]
 
 SCHEMA = "iobench.result/1"
 READS = (SCHEMA,)  # the schema versions this iobench reads back
@@ -122,6 +133,8 @@ class Settings(Model):
     fio: bool = Field(True, description="fio baseline asked for (it runs when fio is installed)")
     scale_files: Count = Field(1_281_167, description="dataset size for projections (ImageNet-1k train: 1,281,167)")
     mitigations: bool = Field(False, description="mitigation phase run (--mitigations)")
+    fuse_view: str | None = Field(None, description="with --url: the FUSE view of the same bucket (--mount) read "
+                                                  "beside the objects")
     workload: str | None = Field(None, description="named workload (or file) the settings came from")
     model: str | None = Field(None, description="model the emulated GPUs train")
     gpu: str | None = Field(None, description="kind of GPU emulated")
@@ -317,6 +330,8 @@ class Result(Model):
     baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
     mitigations: list[Mitigation] = Field(default_factory=list, description="each mitigation against the "
                                                                            "baseline, measured in the same run")
+    fuse_view: FuseView | None = Field(None, description="--url with --mount: objects vs files through the FUSE view "
+                                                         "of the same bucket, in the same run")
     distributed: Distributed | None = Field(
         None, description="set when the run spanned several ranks (torchrun, or --ranks): the job's shape; `runs` "
                           "then holds one aggregate per epoch and `ranks` each rank's figures")

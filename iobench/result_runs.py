@@ -237,6 +237,11 @@ class Mitigation(Model):
     pack_s: Seconds | None = Field(description="time making the pack took (once), seconds")
     gpus_fed: Count | None = Field(description="predicted GPUs fed at this rate (rate / (AU target x per-GPU rate))")
     note: str | None = Field(None, description="what a reader should know (e.g. a weaker shuffle)")
+    requests: Count | None = Field(None, description="object storage: GETs its epoch made (one per sample, or one "
+                                                     "per shard streamed); null on files")
+    first_byte_ms: Seconds | None = Field(None, description="object storage: median time to first byte of a GET, ms")
+    request_ms: Seconds | None = Field(None, description="object storage: median time of a whole GET (a streamed "
+                                                         "shard's: its samples' times together), ms")
     valid: bool = Field(True, description="its run (runs[] with this mitigation) counts: false rows are shown marked "
                                           "and never named as the best mitigation")
     invalid_reason: str | None = Field(None, description="why its run does not count (runs[].invalid_reason)")
@@ -262,3 +267,18 @@ class RunStats(Model):
     std_samples_per_s: Rate | None = Field(description="standard deviation over repeats (n-1); null for one")
     spread: Ratio | None = Field(description="(max - min) / mean over repeats; null for one")
     unstable: bool = Field(description="spread over 5% (MLPerf Storage's rule): the figure does not repeat")
+
+
+class FuseView(Model):
+    """`run --url --mount`: the same dataset read as objects and as files through a FUSE view of the bucket."""
+
+    mount: str = Field(description="the FUSE view's mount point (--mount)")
+    fstype: str = Field(description="its file system type as in /proc/mounts (fuse.seaweedfs, fuse.mountpoint-s3, ...)")
+    dataset: str = Field(description="the dataset's folder on it (the same keys and sizes as the objects)")
+    readers: Count = Field(description="threads or DataLoader workers of both epochs")
+    cache: str = Field(description="cache state of both epochs (cold: the files evicted from this host's cache)")
+    objects_samples_per_s: Rate = Field(description="samples/s read as objects (a GET per sample)")
+    files_samples_per_s: Rate = Field(description="samples/s read as files through the FUSE view")
+    faster: Literal["objects", "files"] = Field(description="which of the two read faster")
+    ratio: Ratio = Field(description="the faster's samples/s over the slower's")
+    valid: bool = Field(description="both epochs count (runs[] with mitigation objects and fuse-view)")

@@ -209,11 +209,14 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
             manifest = make(mount, spec, ui)
         for fmt in formats:
             with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
-                rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
-                       packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
+                if isinstance(manifest.root, S3Location):
+                    rep = packing.pack_tar_s3(manifest, shard_size=shard_bytes, progress=progress)
+                else:
+                    rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                           packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
-            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} on disk, {how})",
-                         highlight=False)
+            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} "
+                         f"{'in objects' if isinstance(rep.path, S3Location) else 'on disk'}, {how})", highlight=False)
 
 
 def check_outputs(json_path: str | None, out: Path | None) -> None:

@@ -262,6 +262,7 @@ class UI:
         from iobench.report.facts import (
             efficiency_table,
             fio_table,
+            fuse_view_table,
             metadata_table,
             mitigations_table,
             ranks_table,
@@ -272,7 +273,7 @@ class UI:
         for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
                        ("stats", stats_table(result)), ("fio", fio_table(result)),
                        ("efficiency", efficiency_table(result)), ("mitigations", mitigations_table(result)),
-                       ("ranks", ranks_table(result))):
+                       ("fuse view", fuse_view_table(result)), ("ranks", ranks_table(result))):
             shown = self._shown.get(key, 0)
             if t is None or len(t.rows) <= shown:
                 continue

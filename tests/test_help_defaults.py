@@ -138,7 +138,8 @@ DESCRIBED = {
     ("compare", "--html"), ("compare", "--md"), ("compare", "--csv"), ("compare", "--name"),
     ("plan", "--mean-size"), ("plan", "--rate-kind"),  # the result's or the model's; the pair's first kind
     # the AWS SDKs' environment and chain; crt: parse_url's (tests/test_s3_url.py)
-    *((cmd, opt) for cmd in ("run", "fio", "gen", "clean") for opt in ("--endpoint-url", "--profile", "--s3-client")),
+    *((cmd, opt) for cmd in ("run", "fio", "gen", "clean", "pack")
+      for opt in ("--endpoint-url", "--profile", "--s3-client")),
 }
 
 NEEDS_TORCH = {("run", "--engine"), ("run", "--workers")}  # without torch a run falls back to the thread engine

@@ -136,7 +136,8 @@ def test_bad_input_and_refusals_are_one_line_each(s3_bed, prefix: str, tmp_path:
         ((["--url", f"s3://no-such-bucket-{uuid.uuid4().hex[:6]}/p"]), 3, "does not exist"),
         ((["--url", url, "--endpoint-url", "http://127.0.0.1:9"]), 3, "the endpoint does not answer"),
         ((["--url", url, "--fio"]), 2, "--fio does not apply to object storage"),
-        ((["--url", url, "--source", "lmdb"]), 2, "--source lmdb and tar read packs"),
+        ((["--url", url, "--source", "lmdb"]), 2, "--source lmdb reads an LMDB, which is not made in object storage"),
+        ((["--url", url, "--mount", str(tmp_path), "--ranks", "2"]), 2, "--mount with --url reads a FUSE view"),
     ]
     for args, code, words in cases:
         rc, line = _fails(s3_bed, *args)

@@ -210,7 +210,7 @@ def note_lines(result: Result, invalid: list[Run]) -> list[str]:
     if invalid:
         out.append(f"{len(invalid)} run(s) were too short, not cold, or changed under the run, and were left out "
                    "(marked invalid).")
-    out += _startup_note(result) + _mitigation_note(result)
+    out += _startup_note(result) + _mitigation_note(result) + _fuse_note(result)
     return out
 
 
@@ -238,3 +238,16 @@ def _mitigation_note(result: Result) -> list[str]:
     cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
     fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
     return [f"Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."]
+
+
+def _fuse_note(result: Result) -> list[str]:
+    """`run --url --mount`: which way of reading the same bucket was faster, and by how much."""
+    f = result.fuse_view
+    if f is None:
+        return []
+    files = f"files through the FUSE view {f.mount} ({f.fstype}): {f.files_samples_per_s:,.0f} samples/s"
+    objects = f"objects by GETs: {f.objects_samples_per_s:,.0f} samples/s"
+    first, second = (files, objects) if f.faster == "files" else (objects, files)
+    flag = "" if f.valid else " (an epoch of the two is invalid: see the runs)"
+    return [f"Objects vs files on the same storage ({f.cache}, {f.readers} readers): {f.faster} are {times(f.ratio)} "
+            f"as fast; {first}, {second}{flag}."]

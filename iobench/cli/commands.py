@@ -73,19 +73,31 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
 
 
 @click.command()
-@click.option("--mount", type=Path, default=Path("."), show_default=True, help="Where the dataset lives.")
+@click.option("--mount", type=Path, default=None, help="Where the dataset lives.  [default: .]")
+@s3_options
 @click.option("--dataset", type=Path, default=None, help="The dataset folder (instead of finding it under --mount).")
 @click.option("--files", type=int, default=None,
               help=f"Files of the dataset under --mount: with the three below, its shape (as gen made it) "
                    f"[default: {DEFAULT_FILES:,}].")
 @gen_options("  [default: imagenet]")
-@click.option("--format", "formats", type=FORMAT, default="lmdb,tar", show_default=True,
-              help="The packs to make: lmdb, tar, or a comma list.")
+@click.option("--format", "formats", type=FORMAT, default=None,
+              help="The packs to make: lmdb, tar, or a comma list.  [default: lmdb,tar; tar with --url]")
 @click.option("--shard-size", default="256MiB", show_default=True, help="Tar shard size.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None,
-         seed: int | None, formats: tuple[str, ...], shard_size: str, quiet: bool) -> None:
-    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/)."""
+def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile: str | None, s3_client: str | None,
+         dataset: Path | None, files: int | None, size_dist: str | None, classes: int | None, seed: int | None,
+         formats: tuple[str, ...] | None, shard_size: str, quiet: bool) -> None:
+    """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/; with --url,
+    tar shards uploaded under the dataset's prefix)."""
+    where = place(mount, url, endpoint_url, profile, s3_client)
+    if formats is None:
+        formats = ("tar",) if url is not None else ("lmdb", "tar")
+    if url is not None and "lmdb" in formats:
+        raise UserError("--format lmdb: an LMDB is a file a process maps, not made in object storage; --url packs "
+                        "tar shards (--format tar)")
+    if url is not None and dataset is not None:
+        raise UserError("--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give "
+                        "one or the other")
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
     try:
         shard_bytes = parse_size(shard_size)
@@ -99,7 +111,7 @@ def pack(mount: Path, dataset: Path | None, files: int | None, size_dist: str | 
     if dataset is not None and shaped:
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
-    packing(mount, dataset, shape, formats, shard_bytes, UI(quiet))
+    packing(where, dataset, shape, formats, shard_bytes, UI(quiet))
 
 
 @click.command()

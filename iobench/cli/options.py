@@ -205,7 +205,8 @@ def measure_options(fio: bool) -> Callable[[F], F]:
     def add(f: F) -> F:
         for opt in reversed([
             click.option("--mount", type=Path, default=None,
-                         help="File system to measure; the dataset lives under MOUNT/iobench-data/.  [default: .]"),
+                         help="File system to measure; the dataset lives under MOUNT/iobench-data/ (with --url: a "
+                              "FUSE view of the same bucket, read beside the objects).  [default: .]"),
             click.option("--dataset", type=Path, default=None,
                          help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
             click.option("--files", type=int, default=None,
@@ -285,8 +286,9 @@ class RunOptions:
 
     @property
     def where(self) -> Path | S3Location:
-        """The bucket's prefix for --url, else the mount: the one given, else the current folder."""
-        return place(self.mount, self.url, self.endpoint_url, self.profile, self.s3_client)
+        """The bucket's prefix for --url (where --mount is the FUSE view of the same bucket, read beside it), else
+        the mount: the one given, else the current folder."""
+        return place(None if self.url else self.mount, self.url, self.endpoint_url, self.profile, self.s3_client)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunOptions:

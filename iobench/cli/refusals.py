@@ -59,14 +59,17 @@ REFUSALS = (
     Refusal(("url",), lambda v, o, c: v is not None and o.dataset is not None,
             "--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give one or the "
             "other"),
-    # object storage: the phases that read files through the kernel (fio, the metadata phase's stat and open) and
-    # the packs have no object-storage form yet
-    Refusal(("fio", "mitigations"), lambda v, o, c: o.url is not None and _asks(v),
-            "{opt} does not apply to object storage (--url) yet: the raw baseline and the mitigations read files; "
-            "the run measures the loaders' GETs (and LIST and HEAD in its metadata phase)"),
-    Refusal(("source",), lambda v, o, c: o.url is not None and v != ("files",),
-            "--source lmdb and tar read packs, which are not made in object storage yet: --url reads one object per "
-            "sample (--source files)"),
+    # object storage: the raw baseline reads files through the kernel, and an LMDB is a file a process maps: neither
+    # has an object-storage form yet (tar shards do: pack --url)
+    Refusal(("fio",), lambda v, o, c: o.url is not None and _asks(v),
+            "{opt} does not apply to object storage (--url) yet: the raw baseline reads files; the run measures the "
+            "loaders' GETs (and LIST and HEAD in its metadata phase)"),
+    Refusal(("source",), lambda v, o, c: o.url is not None and "lmdb" in v,
+            "--source lmdb reads an LMDB, which is not made in object storage: --url reads one object per sample "
+            "(--source files) or tar shards by ranged GETs (--source tar)"),
+    Refusal(("mount",), lambda v, o, c: v is not None and o.url is not None and c.distributed,
+            "--mount with --url reads a FUSE view of the bucket beside the objects, in a run on one host: run it "
+            "without --ranks or torchrun"),
     Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,
             "--scale-files projects the metadata phase's listing; it does not apply with --no-metadata"),
     Refusal(("rate",), lambda v, o, c: v is not None and o.consumer == "cuda",

@@ -168,7 +168,8 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
         model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
         rate_per_gpu=per_gpu, rate_source=rate_source, rate_kind=rate_kind, au_target=wl.consumer.au_target,
-        gpus=o.gpus, consumer=o.consumer, mitigations=o.mitigations, io_timeout_s=o.io_timeout)
+        gpus=o.gpus, consumer=o.consumer, mitigations=o.mitigations, io_timeout_s=o.io_timeout,
+        fuse_view=str(o.mount.resolve()) if o.url is not None and o.mount is not None else None)
 
 
 def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Settings:

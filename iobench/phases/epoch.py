@@ -234,10 +234,11 @@ def _read_in_threads(source: Source, lanes: list[Lane], tick: Callable[[int], No
 
 
 def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: EpochSpec,
-                  ui: UI) -> tuple[Run, BaseException | None]:
+                  ui: UI, keep: list[Lane] | None = None) -> tuple[Run, BaseException | None]:
     """Prepare the cache state (on the files the source reads), read one epoch with the engine, and summarise it.
     An epoch cut short (Ctrl-C, a read error, StorageStalled: no read finished for `spec.io_timeout_s`) is
-    summarised too, with `complete` false, and the exception returned."""
+    summarised too, with `complete` false, and the exception returned. `keep`: the lane read (its order and
+    recorder) is appended to it, for figures a caller makes of its own (a stream's requests)."""
     conc = engine.concurrency
     if spec.io_timeout_s is not None:
         engine.io_timeout_s = spec.io_timeout_s
@@ -246,6 +247,8 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     label = (f"{spec.mitigation or spec.order} {spec.cache} "
              + (_padded(conc, "thread") if engine.name == "threads" else _padded(engine.workers or 0, "worker")))
     lane = Lane(engine, spec.order_of(len(manifest)))
+    if keep is not None:
+        keep.append(lane)
     got = read_epoch(source, [lane], label, ui, device=spec.device,
                      during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
     run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,

@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench import sources
+from iobench.answer.rules import gpus_for, supply_run
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
+from iobench.result import Mitigation, Result, Run, Settings
 from iobench.safefs import write_file
 from iobench.sources import Source
 from iobench.store.lock import state_dir
@@ -57,7 +59,36 @@ class Variant:
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
         """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
-        return sources.open(self.source, manifest, ui, advice=self.advice, readahead=self.readahead)
+        return sources.open(self.source, manifest, ui, advice=self.advice, readahead=self.readahead,
+                            stream=self.stream)
+
+
+def baseline_readers(result: Result) -> int:
+    """The readers of the mitigations' baseline: the supply run's (threads or workers), else the sweep's first."""
+    supply = supply_run(result)
+    if supply is None:
+        return result.settings.concurrency[0]
+    return (supply.workers or 0) if supply.reader == "workers" else supply.concurrency
+
+
+def entry(run: Run, name: str, base_rate: float, settings: Settings, pack: dict, *, note: str | None = None,
+          requests: tuple[int, dict, dict] | None = None) -> Mitigation:
+    """A mitigation's row: its epoch's rate against the baseline's, its costs (a pack's extra space and time), and on
+    object storage its GETs (count, first byte and whole, medians)."""
+    return Mitigation(
+        name=name, source=run.source, samples_per_s=run.samples_per_s,
+        speedup=round(run.samples_per_s / base_rate, 3) if base_rate else 0.0,
+        extra_bytes=int(pack.get("extra_bytes") or 0), pack_s=pack.get("pack_seconds"),
+        gpus_fed=gpus_for(run.samples_per_s, settings.rate_per_gpu, settings.au_target)
+        if settings.rate_per_gpu else None, note=note,
+        requests=None if requests is None else requests[0],
+        first_byte_ms=None if requests is None else round(requests[1]["p50"], 3),
+        request_ms=None if requests is None else round(requests[2]["p50"], 3),
+        valid=run.valid, invalid_reason=run.invalid_reason)
+
+
+STREAM_NOTE = ("WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the sample "
+               "order is weaker than a full permutation")
 
 
 def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:

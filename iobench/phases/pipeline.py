@@ -10,7 +10,6 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -37,13 +36,24 @@ from iobench.errors import Interrupted, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
+from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
-from iobench.phases.mitigations import Variant, epoch_order_for, read_ahead_kb, readahead_file, variants
+from iobench.phases.mitigations import (
+    STREAM_NOTE,
+    Variant,
+    baseline_readers,
+    entry,
+    epoch_order_for,
+    read_ahead_kb,
+    readahead_file,
+    variants,
+)
+from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
-from iobench.result import Baseline, Cpu, FioBaseline, Latency, Mitigation, Result, Run, Settings
+from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Run, Settings
 from iobench.sources import Source
 from iobench.ui import UI
 
@@ -56,37 +66,16 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-@dataclass
-class RunContext:
-    """What every phase of one measured run shares: the dataset, the settings, the result, where it is saved (after
-    each record: an interrupted run keeps what it measured) and the terminal."""
-
-    manifest: Manifest
-    settings: Settings
-    result: Result
-    path: Path
-    ui: UI
-
-    def save(self) -> None:
-        self.result.save(self.path)
-
-    def record(self, *runs: Run) -> None:
-        """Append measured runs to the result and save it at once."""
-        self.result.runs.extend(runs)
-        self.save()
-
-    def kept(self) -> str:
-        return f"kept what was measured in {self.path}"
-
-
 def execute(manifest: Manifest, settings: Settings, result: Result, result_path: Path, ui: UI) -> Result:
     """Run the phases the settings ask for; save after each record; finish with the verdict."""
     ctx = RunContext(manifest, settings, result, result_path, ui)
+    fuse = fuse_manifest(manifest, settings.fuse_view) if settings.fuse_view else None  # refused before measuring
     try:
         with ui.run_plan(plan_of(len(manifest), settings)):
             for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
                                   (settings.replay and settings.rate_per_gpu is not None, _train),
-                                  (settings.mitigations, _mitigations)):
+                                  (settings.mitigations, _mitigations),
+                                  (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse)))):
                 if wanted:
                     phase(ctx)
                     ui.tables(result)  # each phase's table as it ends
@@ -118,6 +107,8 @@ def plan_of(files: int, settings: Settings) -> Plan:
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
     if settings.mitigations:
         steps += [Step("mitigations", v.name, files, "mitigations") for v in [Variant("baseline"), *variants(1, False)]]
+    if settings.fuse_view:
+        steps += [Step("fuse view", name, files, "fuse view") for name in ("objects", "fuse-view")]
     return Plan(steps)
 
 
@@ -443,11 +434,10 @@ def _train(ctx: RunContext) -> None:
 def _mitigations(ctx: RunContext) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    if result.mount.objects:
+        return object_mitigations(ctx)
     epoch = len(result.runs)
-
-    supply = supply_run(result)
-    readers = settings.concurrency[0] if supply is None else (
-        (supply.workers or 0) if supply.reader == "workers" else supply.concurrency)
+    readers = baseline_readers(result)
     can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
@@ -474,15 +464,8 @@ def _mitigations(ctx: RunContext) -> None:
             raise error if not isinstance(error, OSError) else explain_oserror(
                 error, f"mitigation {v.name} failed reading the dataset {manifest.root}")
         base_rate = base_rate or run.samples_per_s
-        result.mitigations.append(Mitigation(
-            name=v.name, source=run.source, samples_per_s=run.samples_per_s,
-            speedup=round(run.samples_per_s / base_rate, 3), extra_bytes=int(pack.get("extra_bytes") or 0),
-            pack_s=pack.get("pack_seconds"),
-            gpus_fed=gpus_for(run.samples_per_s, settings.rate_per_gpu, settings.au_target)
-            if settings.rate_per_gpu else None,
-            note="WebDataset order: shards shuffled, files in order within a shard; with its shuffle buffer the "
-                 "sample order is weaker than a full permutation" if v.stream else None,
-            valid=run.valid, invalid_reason=run.invalid_reason))
+        result.mitigations.append(entry(run, v.name, base_rate, settings, pack,
+                                        note=STREAM_NOTE if v.stream else None))
         ctx.save()
 
 

@@ -24,6 +24,7 @@ from iobench.answer.rules import (
     storage_figure,
     storage_runs,
     supply_run,
+    times,
 )
 from iobench.answer.words import counted
 from iobench.errors import UserError
@@ -355,17 +356,44 @@ def mitigations_table(result: Result) -> Table | None:
     ms_ = result.mitigations
     if not ms_:
         return None
+    gets = any(m.requests is not None for m in ms_)  # object storage: each row's GETs too
     rows = tuple(_cells(m.name + ("" if m.valid else " (invalid)"), m.source, num(m.samples_per_s),
                         f"{m.speedup:.2f}x", gb(m.extra_bytes) if m.extra_bytes else "-",
                         f"{m.pack_s:.1f} s" if m.pack_s else "-", m.gpus_fed if m.gpus_fed is not None else "-",
+                        *((num(m.requests) if m.requests is not None else "-", ms(m.first_byte_ms),
+                           ms(m.request_ms)) if gets else ()),
                         m.note or m.invalid_reason or "") for m in ms_)
     valid = [i for i, m in enumerate(ms_) if m.valid]  # an invalid row is shown, never the best
     best = max(valid, key=lambda i: ms_[i].speedup, default=None)
     return Table("mitigations: cold, same pattern and readers as the baseline",
                  ("mitigation", "source", "samples/s (cold)", "speed-up", "extra space", "pack time", "GPUs fed",
-                  "note"), rows, left=2, text_cols=(7,),
+                  *(("GETs", "first byte p50 ms", "GET p50 ms") if gets else ()), "note"), rows, left=2,
+                 text_cols=(10 if gets else 7,),
                  wins=frozenset({(best, 3)}) if best is not None and ms_[best].speedup > 1 else frozenset(),
                  wide=(5,))
+
+
+def fuse_view_table(result: Result) -> Table | None:
+    """`run --url --mount`: the same epoch read as objects and as files through the FUSE view, side by side."""
+    f = result.fuse_view
+    if f is None:
+        return None
+    runs = {r.mitigation: r for r in result.runs if r.mitigation in ("objects", "fuse-view")}
+    rows = []
+    for key, label in (("objects", f"objects: a GET per sample ({result.mount.path})"),
+                       ("fuse-view", f"files: the FUSE view ({f.fstype} at {f.mount})")):
+        r = runs.get(key)
+        if r is None:
+            continue
+        mine = f.objects_samples_per_s if key == "objects" else f.files_samples_per_s
+        other = f.files_samples_per_s if key == "objects" else f.objects_samples_per_s
+        rows.append(_cells(label + ("" if r.valid else " (invalid)"), num(r.samples_per_s), num(r.mb_per_s, 1),
+                           ms(r.open_ms.p50), ms(r.latency_ms.p50), ms(r.latency_ms.p99),
+                           times(mine / other) if other else "-"))
+    best = 0 if f.faster == "objects" else 1
+    return Table(f"objects vs files on the same storage: {f.cache}, {f.readers} readers, the same shuffled order",
+                 ("read as", "samples/s", "MB/s", "first byte / open p50 ms", "p50 ms", "p99 ms", "vs the other"),
+                 tuple(rows), left=1, wins=frozenset({(best, 1)}) if len(rows) == 2 else frozenset())
 
 
 def training_table(result: Result) -> Table | None:

@@ -12,6 +12,7 @@ from iobench.report.facts import (
     cache_whatif_table,
     facts,
     fio_table,
+    fuse_view_table,
     headline,
     labels,
     metadata_table,
@@ -75,6 +76,9 @@ def _sections(result: Result, h: str = "##") -> list[str]:
     out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
     out += _section(h, "Mitigations", mitigations_table(result),
                     "No mitigation phase in this result (`--mitigations`).")
+    fuse = fuse_view_table(result)
+    if fuse is not None:
+        out += [f"{h} Objects vs the FUSE view", "", _md_table(fuse), ""]
     out += _section(h, "Training runs (emulated GPUs)", training_table(result),
                     "No training runs: GPUs fed is predicted from the sustained rate.")
     ranks = ranks_table(result)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from iobench.errors import UserError
@@ -60,17 +61,13 @@ class Source(Protocol):
 
 
 def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
-         readahead: bool = True) -> Source:
+         readahead: bool = True, stream: bool = False) -> Source:
     """The source `name` over the manifest's samples. A pack (lmdb, tar) that is missing is made first, beside the
-    dataset, and found there by later runs. `advice`: files, posix_fadvise per file; `readahead`: lmdb, the env's."""
+    dataset, and found there by later runs. `advice`: files, posix_fadvise per file; `readahead`: lmdb, the env's;
+    `stream`: tar in a bucket, one GET per shard (else a ranged GET per sample)."""
     # The modules are imported on use: the protocols stay light to import (engines and fio import them).
     if isinstance(manifest.root, S3Location):
-        if name not in ("files", "objects"):  # a run's source (objects) names it again in the training phase
-            raise UserError(f"--source {name} reads a pack of the dataset: packs in object storage are not made yet "
-                            "(use --source files: one object per sample)")
-        from iobench.sources.s3 import ObjectSource
-
-        return ObjectSource(manifest)
+        return _objects(name, manifest, ui, stream)
     if name == "files":
         from iobench.sources.files import FileSource
 
@@ -86,6 +83,7 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
             rep = make(manifest, progress=progress)
         if ui:
             ui.info(f"packed {rep.samples:,} samples as {name} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")
+        assert isinstance(rep.path, Path)
         found = rep.path
     if name == "lmdb":
         from iobench.sources.lmdb import LmdbSource
@@ -96,3 +94,29 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
     return TarSource(found)
 
 
+
+
+def _objects(name: str, manifest: Manifest, ui: UI | None, stream: bool) -> Source:
+    """A source over a dataset in a bucket: its objects, or its tar shards (uploaded first when missing)."""
+    if name in ("files", "objects"):  # a run's source (objects) names it again in the training phase
+        from iobench.sources.s3 import ObjectSource
+
+        return ObjectSource(manifest)
+    if name != "tar":
+        raise UserError(f"--source {name} reads an LMDB, which is not made in object storage: --url reads objects "
+                        "(--source files) or tar shards (--source tar)")
+    from iobench.sources import pack_s3
+    from iobench.sources.s3_tar import RangeSource, StreamSource
+
+    found = pack_s3.find_pack(manifest)
+    if found is None:
+        with (ui.gen_progress(len(manifest), "pack tar") if ui else nullcontext()) as progress:
+            rep = pack_s3.pack_tar_s3(manifest, progress=progress)
+        if ui:
+            ui.info(f"uploaded {rep.samples:,} samples as {rep.shards:,} tar shards in {rep.seconds:.1f} s "
+                    f"({rep.bytes / 1e9:.2f} GB)")
+        found = pack_s3.find_pack(manifest)
+        if found is None:
+            raise UserError(f"the tar pack of {manifest.root} was uploaded but is not found complete: is another "
+                            "iobench packing it?")
+    return (StreamSource if stream else RangeSource)(manifest, found)

@@ -32,6 +32,7 @@ from iobench.dataset import (
     writer_lock,
 )
 from iobench.errors import UserError, explain_oserror
+from iobench.s3 import S3Location
 
 PACK_MARKER = "iobench-pack.json"
 PACKED = "packed"  # folder under the dataset root that holds its packs
@@ -43,7 +44,7 @@ Progress = Callable[[int, int], None]  # (samples done, bytes done) in this call
 
 @dataclass
 class PackReport:
-    path: Path  # the pack's folder
+    path: Path | S3Location  # the pack's folder (a bucket's: its prefix)
     format: str  # "lmdb" or "tar"
     samples: int
     data_bytes: int  # sum of the samples' sizes
@@ -318,12 +319,14 @@ def fingerprint(manifest: Manifest) -> str:
     return h.hexdigest()[:32]
 
 
-def read_samples(manifest: Manifest, threads: int, window: int = 64) -> Iterator[bytes]:
+def read_samples(manifest: Manifest, threads: int, window: int = 64,
+                 load: Callable[[int], bytes] | None = None) -> Iterator[bytes]:
     """Every sample's bytes in manifest order, read by `threads` threads at most `window` ahead (a
-    network file system needs several reads in flight; memory stays bounded)."""
+    network file system needs several reads in flight; memory stays bounded); `load(i)` reads sample i (default:
+    its file)."""
     paths, sizes = manifest.paths, manifest.sizes.tolist()
 
-    def load(i: int) -> bytes:
+    def read_file(i: int) -> bytes:
         # O_NONBLOCK and a check before reading: a FIFO or device among the samples is reported, never waited on
         fd = os.open(paths[i], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb", buffering=0) as f:
@@ -337,6 +340,7 @@ def read_samples(manifest: Manifest, threads: int, window: int = 64) -> Iterator
                             "changed since its manifest was written")
         return data
 
+    load = load or read_file
     n = len(paths)
     ex = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="iobench-pack")
     try:

@@ -79,18 +79,37 @@ def member_name(index: int, path: str) -> str:
     return f"{index:08d}.{'jpg' if ext == 'jpeg' else ext}"
 
 
+def tar_params(manifest: Manifest, sizes: np.ndarray, shard_size: int) -> dict:
+    """What a tar pack is made of, as its marker records it (a pack is reused only with the same)."""
+    if shard_size < TAR_RECORD:
+        raise UserError(f"shard size {shard_size} is too small (at least {TAR_RECORD} bytes)")
+    return {"format": "tar", "samples": len(manifest), "data_bytes": int(sizes.sum()),
+            "manifest": fingerprint(manifest), "shard_size": int(shard_size), "tar_format": "ustar",
+            "members": "<index:08d>.<ext>"}
+
+
+def add_member(tf: tarfile.TarFile, index: int, path: str, data: bytes, mtime: int, planned: int) -> None:
+    """Sample `index` as the shard's next member, where the plan put its bytes (`planned`: their offset)."""
+    ti = tarfile.TarInfo(member_name(index, path))
+    ti.size = len(data)
+    ti.mtime = mtime
+    ti.mode = 0o644
+    tf.addfile(ti, io.BytesIO(data))
+    # tarfile's offset is now past the padded data: where the data began is what it would
+    # report as offset_data when reading the shard back.
+    if tf.offset - round_up(len(data), TAR_BLOCK) != planned:
+        raise RuntimeError(f"tar layout differs from the plan at sample {index}: tarfile wrote a header "
+                           "longer than one block")
+
+
 def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
              progress: Progress | None = None, *, threads: int = 8) -> PackReport:
     """Write (or reuse) WebDataset-style tar shards of `manifest` and their offset index."""
-    if shard_size < TAR_RECORD:
-        raise UserError(f"shard size {shard_size} is too small (at least {TAR_RECORD} bytes)")
     dest = Path(dest) if dest is not None else default_dest(manifest, "tar", shard_size)
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
+    params = tar_params(manifest, sizes, shard_size)
     plan = plan_tar(sizes, shard_size)
     shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
-    params = {"format": "tar", "samples": len(manifest), "data_bytes": int(sizes.sum()),
-              "manifest": fingerprint(manifest), "shard_size": int(shard_size), "tar_format": "ustar",
-              "members": "<index:08d>.<ext>"}
     made = [*shards, TAR_INDEX]
     index_bytes = 128 + 24 * len(manifest)
     got = begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, stat_check, manifest.folder)
@@ -119,17 +138,8 @@ def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan
                 cur = s
                 f = os.fdopen(new_file(dfd, shards[s], dest), "wb", buffering=2**20)  # closed in _close_shard
                 tf = tarfile.TarFile(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT)
-            ti = tarfile.TarInfo(member_name(i, manifest.paths[i]))
-            ti.size = len(data)
-            ti.mtime = mtime
-            ti.mode = 0o644
             assert tf is not None  # the first sample (cur -1) opened a shard
-            tf.addfile(ti, io.BytesIO(data))
-            # tarfile's offset is now past the padded data: where the data began is what it would
-            # report as offset_data when reading the shard back.
-            if tf.offset - round_up(len(data), TAR_BLOCK) != plan.offset[i]:
-                raise RuntimeError(f"tar layout differs from the plan at sample {i}: tarfile wrote a header "
-                                   "longer than one block")
+            add_member(tf, i, manifest.paths[i], data, mtime, int(plan.offset[i]))
             done += len(data)
             if progress and (i + 1) % PROGRESS_EVERY == 0:
                 progress(i + 1, done)

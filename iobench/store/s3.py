@@ -10,7 +10,8 @@ What differs from a folder, and why:
   same keys (what the server caches is the server's);
 - S3 has no lock a client holds and loses when it dies: one process per dataset is kept on this host (the state
   folder's lock, store/lock.py);
-- clean deletes a dataset's manifest keys, manifest and marker (the marker last), never a key it did not write.
+- clean deletes a dataset's manifest keys, the keys of its tar packs (`pack --url`: what each pack's marker lists),
+  its manifest and marker (the marker last), never a key it did not write.
 
 Control requests (list, head, put, delete) go through boto3 with a few retries; the reading is the source's
 (iobench/sources/s3.py)."""
@@ -32,6 +33,7 @@ from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
 from iobench.s3 import S3Location
 from iobench.s3.clients import READ_RETRIES, boto3_client, explain, quiet_metadata_service, versions
+from iobench.sources.pack_folder import PACK_MARKER, PACKED
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location, Progress
 
@@ -284,17 +286,36 @@ class S3Home:
     def close(self) -> None:
         """Nothing is held open."""
 
+    def _packs(self, keys: list[str], ours: set[str]) -> set[str]:
+        """The markers of the tar packs `pack --url` wrote here (packed/NAME/iobench-pack.json); what each lists
+        and the marker itself are added to `ours`."""
+        markers = set()
+        for key in keys:
+            parts = key.split("/")
+            if len(parts) != 3 or parts[0] != PACKED or parts[2] != PACK_MARKER:
+                continue
+            with suppress(UserError, ValueError):
+                marker = json.loads(self._get(key, MARKER_LIMIT) or b"")
+                if isinstance(marker, dict) and "iobench" in marker and isinstance(marker.get("made"), list):
+                    ours.update(f"{PACKED}/{parts[1]}/{n}" for n in marker["made"]
+                                if isinstance(n, str) and n and "/" not in n)
+                    ours.add(key)
+                    markers.add(key)
+        return markers
+
     def clean(self, dry_run: bool) -> Cleaned:
         """Delete what gen wrote here (see S3Store.clean); what else is under the prefix is named, left."""
         ours: set[str] = {MANIFEST}
         with suppress(FileNotFoundError):
             ours.update(self.entries()[0])
         found = list(self.listed())
+        pack_markers = self._packs([k for k, _ in found], ours)
         gone = [(k, s) for k, s in found if k in ours]
         left = [k for k, _ in found if k not in ours and k != MARKER]
         if not dry_run:
             client = self.store.client
-            keys = [self.where.key(k) for k, _ in gone]
+            # a pack's marker after its keys, the dataset's marker last: an interrupted clean leaves them findable
+            keys = [self.where.key(k) for k, _ in sorted(gone, key=lambda g: g[0] in pack_markers)]
             try:
                 for i in range(0, len(keys), DELETE_BATCH):
                     client.delete_objects(Bucket=self.where.bucket, Delete={

@@ -1,0 +1,162 @@
+"""Object storage's own comparisons (`run --url`), each measured in the same run as the plain objects:
+
+- the mitigations (`--mitigations`): the objects (a GET per sample, shuffled: the baseline), the tar shards of
+  `pack --url` read by ranged GETs (a GET per sample, shuffled) and streamed (a GET per shard: larger objects, in
+  WebDataset's read order), cold, at the baseline's readers; each with its GETs (count, first byte, whole);
+- the FUSE view (`--mount` with `--url`): the same dataset read as objects and as files through a FUSE mount of the
+  same bucket (weed mount, Mountpoint for S3, s3fs), at the same readers and in the same shuffled order, side by
+  side: which is faster, and by how much. The mount must hold the same keys with the same sizes (`fuse_manifest`)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from iobench import engines, sources
+from iobench.dataset import Manifest
+from iobench.dataset.paths import PathTable
+from iobench.engines import Engine
+from iobench.errors import UserError, explain_oserror
+from iobench.host.mounts import mount_of
+from iobench.host.stall import StorageStalled
+from iobench.phases.context import RunContext
+from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
+from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
+from iobench.record.order import epoch_order
+from iobench.result import FuseView, Run
+from iobench.s3 import S3Location
+from iobench.sources import Source
+from iobench.sources.s3_tar import StreamSource
+
+STATS = 32  # stats in flight checking a FUSE view against the dataset's keys
+STAT_CHUNK = 256  # files a stat thread checks per task
+
+
+def object_variants() -> list[Variant]:
+    """What `--mitigations` measures on object storage, the baseline first."""
+    return [Variant("baseline"), Variant("tar-range", source="tar"), Variant("tar-stream", source="tar", stream=True)]
+
+
+def object_mitigations(ctx: RunContext) -> None:
+    """The baseline and each object mitigation, cold, at the baseline's readers; then the table."""
+    manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    readers = baseline_readers(result)
+    base_rate = 0.0
+    for v in object_variants():
+        with ui.step("mitigations", v.name, len(manifest)):  # the pack's upload included, when it is missing
+            source = v.open(manifest, ui)
+            pack = source.describe()
+            engine = engines.make(settings, readers)
+            order = _stream_order(source, engine, settings.seed, len(result.runs) + 1) if v.stream else None
+            run, lane = _epoch(ctx, engine, source, manifest, v.name, order, "shard-stream" if v.stream else "shuffled")
+        requests = getattr(source, "requests", None)
+        got = (requests(lane.order, lane.rec) if requests is not None else
+               (run.samples, run.open_ms.model_dump(), run.latency_ms.model_dump()))
+        base_rate = base_rate or run.samples_per_s
+        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, requests=got,
+                                        note=STREAM_NOTE + " (one GET per shard)" if v.stream else None))
+        ctx.save()
+
+
+def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
+    """WebDataset's read order for this engine's readers: its threads, or its workers a batch at a time."""
+    assert isinstance(source, StreamSource)
+    if engine.workers is None:
+        return source.stream_order(seed, epoch, readers=engine.concurrency)
+    return source.stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
+
+
+def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, label: str,
+           order: np.ndarray | None, kind: str) -> tuple[Run, Lane]:
+    """One cold epoch of the comparison, kept at once; a failure ends the run as the mitigations' do."""
+    settings, result = ctx.settings, ctx.result
+    epoch = len(result.runs) + 1
+    spec = EpochSpec(kind, "cold", epoch, settings.seed, None, result.dataset.fits_in_ram,
+                     order_array=order if order is not None else epoch_order("shuffled", len(manifest), settings.seed,
+                                                                             epoch),
+                     mitigation=label, io_timeout_s=settings.io_timeout_s)
+    lanes: list[Lane] = []
+    try:
+        run, error = measure_epoch(engine, source, manifest, spec, ctx.ui, keep=lanes)
+    finally:
+        engine.close()
+        source.close()
+    ctx.record(run)
+    if isinstance(error, StorageStalled):
+        raise error.with_note(ctx.kept()) from None
+    if error is not None:
+        raise error if not isinstance(error, OSError) else explain_oserror(
+            error, f"{label} failed reading the dataset {manifest.root}")
+    return run, lanes[0]
+
+
+def fuse_manifest(manifest: Manifest, mount: str) -> Manifest:
+    """The dataset's files on the FUSE view at `mount`: the bucket mounted at its top (MOUNT/PREFIX/NAME), the
+    bucket as a folder (MOUNT/BUCKET/PREFIX/NAME) or the --url prefix mounted (MOUNT/NAME); refused in one line where
+    none holds every key with its size."""
+    loc = manifest.root
+    assert isinstance(loc, S3Location)
+    top = Path(mount)
+    if not top.is_dir():
+        raise UserError(f"--mount {mount}: not a folder (with --url it is a FUSE view of the same bucket)")
+    rel = [manifest.paths.rel(i) for i in range(len(manifest))]
+    tried = []
+    for folder in dict.fromkeys((top / loc.prefix, top / loc.bucket / loc.prefix, top / loc.name)):
+        tried.append(str(folder))
+        if not folder.is_dir():
+            continue
+        wrong = _first_mismatch(folder, rel, manifest.sizes)
+        if wrong is None:
+            return Manifest(folder, PathTable.relative(folder, rel), manifest.sizes)
+        raise UserError(f"--mount {mount} is not a view of {loc}: {wrong} (give the FUSE mount of the same bucket)")
+    raise UserError(f"--mount {mount} holds no copy of {loc} (looked for {', '.join(tried)}): give the FUSE mount of "
+                    "the same bucket")
+
+
+def _first_mismatch(folder: Path, rel: list[str], sizes: np.ndarray) -> str | None:
+    """What differs first between the folder and the dataset's keys and sizes, or None. The stats go STATS at once:
+    one after another, a FUSE view's round trip per file would take ImageNet's 1.28 M files minutes."""
+    want = sizes.tolist()
+
+    def check(lo: int) -> str | None:
+        for i in range(lo, min(lo + STAT_CHUNK, len(rel))):
+            try:
+                got = os.stat(folder / rel[i]).st_size
+            except OSError:
+                return f"{folder / rel[i]} is missing"
+            if got != want[i]:
+                return f"{folder / rel[i]} has {got:,} bytes, the object {want[i]:,}"
+        return None
+
+    ex = ThreadPoolExecutor(max_workers=STATS, thread_name_prefix="iobench-fuse-check")
+    try:
+        return next((w for w in ex.map(check, range(0, len(rel), STAT_CHUNK)) if w is not None), None)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)  # the first mismatch is enough
+
+
+def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
+    """The same shuffled epoch, cold, at the same readers: the objects by GETs, then the files through the FUSE view;
+    then which is faster and by how much (`result.fuse_view`)."""
+    manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    readers = baseline_readers(result)
+    order = epoch_order("shuffled", len(manifest), settings.seed, len(result.runs) + 1)
+    rates = []
+    runs = []
+    for label, m in (("objects", manifest), ("fuse-view", fuse)):
+        with ui.step("fuse view", label, len(manifest)):
+            source = sources.open("files", m, ui)
+            run, _ = _epoch(ctx, engines.make(settings, readers), source, m, label, order, "shuffled")
+        runs.append(run)
+        rates.append(run.samples_per_s)
+    objects, files = rates
+    faster = "files" if files > objects else "objects"
+    assert isinstance(fuse.root, Path)
+    result.fuse_view = FuseView(
+        mount=str(settings.fuse_view), fstype=mount_of(fuse.root).fstype, dataset=str(fuse.root), readers=readers,
+        cache="cold", objects_samples_per_s=objects, files_samples_per_s=files, faster=faster,
+        ratio=round(max(rates) / min(rates), 3) if min(rates) > 0 else 0.0, valid=all(r.valid for r in runs))
+    ctx.save()

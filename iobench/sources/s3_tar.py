@@ -1,0 +1,318 @@
+"""Tar shards in a bucket (uploaded by `iobench pack --url`: sources/pack_s3.py), read in the two ways training reads
+them from object storage:
+
+- `RangeSource`: one ranged GET per sample, of exactly its bytes at the place the offset index gives (random
+  access, as the files' tar source preads; any order: the baseline's shuffle);
+- `StreamSource`: one GET per shard, from its first member to its end, the samples taken from the stream in order,
+  as WebDataset reads shards over HTTP. Its epoch's order (`stream_order`) is WebDataset's read order: the shards
+  shuffled per epoch and dealt round-robin to the readers (threads, or DataLoader workers as split_by_worker does),
+  each reader streaming its shards one after another. WebDataset's shuffle buffer (`.shuffle(1000)`) reorders
+  samples in memory after they are read: it changes nothing the storage sees, so it is not replayed (the result's
+  note says so).
+
+Per sample `total_ns` is the time of its bytes: a range GET's whole request; from a stream, from holding the stream
+to the sample's last byte in hand (its member header and the padding before it skipped on the way); `open_ns` is the
+time to first byte of the request the sample opened (0 for a sample taken from a stream already open). Per request
+`requests()` gives the count, the time to first byte and the whole, from the epoch's recorder.
+
+The threads of one process share each shard's stream (`_Stream`, per process: a forked child or DataLoader worker
+makes its own): the engine deals positions in order, so a thread that takes a sample whose stream has not reached it
+waits (untimed) for the thread reading the sample before it."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from array import array
+from time import perf_counter_ns as _clock
+from typing import Any
+
+import numpy as np
+
+from iobench.dataset import Manifest
+from iobench.errors import UserError
+from iobench.record.recorder import EpochRecorder, latency_summary
+from iobench.s3 import S3Location
+from iobench.s3.clients import READ_RETRIES, explain
+from iobench.sources.pack_s3 import S3Pack
+from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
+from iobench.sources.s3 import _client, preload
+from iobench.sources.tar import shard_read_order
+
+STALE_S = 10.0  # a stream that has not moved on for this long is given up by a sample waiting on it: it opens its own
+
+
+class _Shards:
+    """The pack's index, keys and client choice, as both sources read them."""
+
+    name = "tar"
+    access = ""
+
+    def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
+        assert isinstance(manifest.root, S3Location)
+        self.loc = pack.loc
+        marker = pack.marker() or {}
+        data = pack.get(TAR_INDEX)
+        if data is None:
+            raise UserError(f"{pack.loc} holds no tar pack ({TAR_INDEX} is missing): run iobench pack --url first")
+        index = np.load(io.BytesIO(data)).astype(np.int64, copy=False)
+        if index.ndim != 2 or index.shape[1] != 3 or len(index) != len(manifest):
+            raise UserError(f"{pack.loc}/{TAR_INDEX}: not the index of this dataset's {len(manifest):,} samples")
+        self.index = index
+        self.marker = marker
+        self.shard_keys = [self.loc.key(n) for n in marker.get("shards", [])]
+        shard_of = index[:, 0]
+        nshards = int(shard_of.max()) + 1 if len(index) else 0
+        if len(self.shard_keys) < nshards:
+            raise UserError(f"{pack.loc}: the index names {nshards} shards, the marker {len(self.shard_keys)}")
+        self.max_size = int(index[:, 2].max()) if len(index) else 0
+        self.connections = connections
+        # array('q') columns: the hot path indexes them as Python ints at 8 bytes a sample
+        self._shard = array("q", shard_of.tobytes())
+        self._offset = array("q", index[:, 1].tobytes())
+        self._size = array("q", index[:, 2].tobytes())
+        starts = np.searchsorted(shard_of, np.arange(nshards))  # members of a shard are consecutive (plan_tar)
+        self._first = array("q", starts.astype(np.int64).tobytes())
+        self._last = array("q", (np.append(starts[1:], len(index)) - 1).astype(np.int64).tobytes())
+        preload(self.loc.client)  # imported once here, not inside a forked epoch
+
+    def __len__(self) -> int:
+        return len(self._size)
+
+    def sample_name(self, index: int) -> str:
+        return f"s3://{self.loc.bucket}/{self.shard_keys[self._shard[index]]} (tar sample {index})"
+
+    def files(self) -> list[str]:
+        return self.shard_keys
+
+    def describe(self) -> dict:
+        return {"source": self.name, "path": str(self.loc), "access": self.access, "samples": len(self),
+                "shards": len(self.shard_keys), "shard_size": self.marker.get("shard_size"),
+                "extra_bytes": self.marker.get("bytes"), "pack_seconds": self.marker.get("seconds"),
+                "client": self.loc.client, "retries": READ_RETRIES[self.loc.client]}
+
+    def close(self) -> None:
+        """Clients are the process's, kept for its next epoch."""
+
+    def requests(self, order: np.ndarray, rec: EpochRecorder) -> tuple[int, dict, dict]:
+        """(GETs, their time to first byte, their whole time) in an epoch: here one per sample."""
+        read = rec.read_mask()
+        return int(read.sum()), latency_summary(rec.open_ns[read]), latency_summary(rec.total_ns[read])
+
+
+class _Reader:
+    __slots__ = ("_src", "_client", "_bucket", "_keys", "_shard", "_offset", "_size", "buffer", "_view",
+                 "open_ns", "total_ns")
+
+    def __init__(self, src: _Shards):
+        self._src = src
+        self._client = _client(src.loc, src.connections)
+        self._bucket = src.loc.bucket
+        self._keys = src.shard_keys
+        self._shard, self._offset, self._size = src._shard, src._offset, src._size
+        self.buffer = bytearray(max(src.max_size, TAR_BLOCK) + 1)
+        self._view = memoryview(self.buffer)
+        self.open_ns = 0
+        self.total_ns = 0
+
+    def _get(self, key: str, start: int, end: int | None) -> tuple[Any, int]:
+        """A GET of key's bytes [start, end) (end None: to its end): (a stream with readinto, when its first bytes
+        were in hand)."""
+        if self._src.loc.client == "crt":
+            body = _CrtBody(self._client._get_object_stream(self._bucket, key, start, end))
+            return body, body.first()
+        rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        body = self._client.get_object(Bucket=self._bucket, Key=key, Range=rng)["Body"]
+        return body, _clock()  # get_object returns at the response's headers: the body's bytes follow them
+
+    def _fill(self, body: Any, size: int, index: int) -> int:
+        n = 0
+        view = self._view
+        while n < size:
+            k = body.readinto(view[n:size])
+            if not k:
+                raise UserError(f"{self._src.sample_name(index)}: the object ends inside the sample (a truncated "
+                                "shard?)")
+            n += k
+        return n
+
+    def _failed(self, exc: Exception, index: int) -> Exception:
+        if isinstance(exc, UserError):
+            return exc
+        return explain(exc, S3Location(self._bucket, self._keys[self._shard[index]], self._src.loc.endpoint),
+                       "reading")
+
+
+class _CrtBody:
+    """The CRT's chunks of a GET as a stream with readinto (each chunk copied once, into the reader's buffer)."""
+
+    __slots__ = ("_it", "_chunk", "_at")
+
+    def __init__(self, it: Any):
+        self._it = it
+        self._chunk = memoryview(b"")
+        self._at = 0
+
+    def first(self) -> int:
+        """Wait for the first chunk; when it came."""
+        self._chunk = memoryview(next(self._it, b""))
+        return _clock()
+
+    def readinto(self, view: memoryview) -> int:
+        if self._at >= len(self._chunk):
+            chunk = next(self._it, None)
+            if chunk is None:
+                return 0
+            self._chunk, self._at = memoryview(chunk), 0
+        k = min(len(view), len(self._chunk) - self._at)
+        view[:k] = self._chunk[self._at:self._at + k]
+        self._at += k
+        return k
+
+    def close(self) -> None:
+        """The CRT ends the request with the iterator."""
+
+
+class RangeSource(_Shards):
+    """Samples read by ranged GETs from the tar shards (one GET per sample); a Source."""
+
+    access = "range GET by offset (one per sample)"
+
+    def reader(self) -> RangeReader:
+        return RangeReader(self)
+
+
+class RangeReader(_Reader):
+    __slots__ = ()
+
+    def read(self, index: int) -> int:
+        off, size = self._offset[index], self._size[index]
+        t0 = _clock()
+        try:
+            body, t1 = self._get(self._keys[self._shard[index]], off, off + size)
+            n = self._fill(body, size, index)
+            body.close()
+        except Exception as exc:
+            raise self._failed(exc, index) from None
+        t2 = _clock()
+        self.open_ns = t1 - t0
+        self.total_ns = t2 - t0
+        return n
+
+
+class _Stream:
+    """One shard's GET in one process: where it stands, and which sample it gives next."""
+
+    __slots__ = ("cond", "next", "pos", "body")
+
+    def __init__(self, first: int):
+        self.cond = threading.Condition()
+        self.next = first  # the sample the stream gives next
+        self.pos = 0  # the shard's offset the stream stands at
+        self.body: Any = None  # the open GET (None: none)
+
+
+class StreamSource(_Shards):
+    """Samples taken in order from one GET per shard, as WebDataset streams shards; a Source."""
+
+    access = "stream (one GET per shard, samples in order)"
+
+    def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
+        super().__init__(manifest, pack, connections)
+        self._streams: dict[int, list[_Stream]] = {}  # pid -> a stream per shard (a forked child makes its own)
+        self.readers: dict[int, int] = {}  # pid -> readers made there (1: a DataLoader worker, nobody to wait for)
+
+    def __getstate__(self) -> dict:  # picklable for spawn-started workers: no streams, no locks
+        return {**self.__dict__, "_streams": {}, "readers": {}}
+
+    def streams(self) -> list[_Stream]:
+        pid = os.getpid()
+        got = self._streams.get(pid)
+        if got is None:  # setdefault: two threads making them at once keep one list
+            got = self._streams.setdefault(pid, [_Stream(first) for first in self._first])
+        return got
+
+    def reader(self) -> StreamReader:
+        pid = os.getpid()
+        self.readers[pid] = self.readers.get(pid, 0) + 1
+        return StreamReader(self)
+
+    def stream_order(self, seed: int, epoch: int, *, readers: int = 1, batch: int = 1) -> np.ndarray:
+        """WebDataset's read order for `readers` threads or workers (see the module)."""
+        return shard_read_order(self.index, seed, epoch, workers=readers, batch=batch)
+
+    def requests(self, order: np.ndarray, rec: EpochRecorder) -> tuple[int, dict, dict]:
+        """One GET per stream opened: its time to first byte (the opening sample's open_ns) and its whole (the
+        opening sample and those taken after it from the same stream)."""
+        read = rec.read_mask()
+        idx = np.asarray(order)[read]
+        by = np.argsort(idx, kind="stable")  # a shard's samples in stream order
+        opens, totals = rec.open_ns[read][by], rec.total_ns[read][by]
+        starts = opens > 0
+        if not starts.any():
+            return 0, latency_summary(opens[:0]), latency_summary(totals[:0])
+        group = np.cumsum(starts) - 1
+        keep = group >= 0
+        whole = np.bincount(group[keep], weights=totals[keep]).astype(np.int64)
+        return int(starts.sum()), latency_summary(opens[starts]), latency_summary(whole)
+
+
+class StreamReader(_Reader):
+    __slots__ = ("_streams", "_first", "_last")
+    _src: StreamSource
+
+    def __init__(self, src: StreamSource):
+        super().__init__(src)
+        self._streams = src.streams()
+        self._first, self._last = src._first, src._last
+
+    def read(self, index: int) -> int:
+        s = self._shard[index]
+        st = self._streams[s]
+        with st.cond:
+            if index == self._first[s] and st.next != index:  # a new epoch after one cut short: start again
+                self._drop(st, index)
+            if st.next < index and self._src.readers[os.getpid()] < 2:
+                # nobody here reads the samples before it: a DataLoader's batches of a stream that went on in
+                # another worker once this worker's own ran out (it cannot split the stream): a GET of its own
+                self._drop(st, index)
+            while st.next < index:  # another thread reads the sample before it: wait for it (not timed)
+                before = st.next
+                if not st.cond.wait(STALE_S) and st.next == before:
+                    self._drop(st, index)  # an order that skips samples: this one opens its own stream
+            if st.next > index:  # read again, out of the stream's order
+                self._drop(st, index)
+            t0 = _clock()
+            off, size = self._offset[index], self._size[index]
+            try:
+                if st.body is None:
+                    st.pos = off - TAR_BLOCK  # from its header: the stream reads the shard as a tar
+                    st.body, t1 = self._get(self._keys[s], st.pos, None)
+                    self.open_ns = t1 - t0
+                else:
+                    self.open_ns = 0
+                while st.pos < off:  # the header, and the padding of the sample before
+                    k = st.body.readinto(self._view[:min(off - st.pos, len(self.buffer))])
+                    if not k:
+                        raise UserError(f"{self._src.sample_name(index)}: the object ends before the sample")
+                    st.pos += k
+                n = self._fill(st.body, size, index)
+                st.pos += n
+                if index == self._last[s]:
+                    self._drop(st, self._first[s])
+                else:
+                    st.next = index + 1
+            except Exception as exc:
+                self._drop(st, self._first[s])
+                raise self._failed(exc, index) from None
+            finally:
+                st.cond.notify_all()
+            self.total_ns = _clock() - t0
+        return n
+
+    @staticmethod
+    def _drop(st: _Stream, nxt: int) -> None:
+        if st.body is not None:
+            st.body.close()
+        st.body, st.next = None, nxt
