@@ -110,6 +110,8 @@ class Settings(Model):
     orders: list[str] = Field(description="orders replayed")
     concurrency: list[Count] = Field(description="reader counts swept: threads (thread engine) or DataLoader workers "
                                                  "(0: the main process reads), as `reader` says")
+    in_flight: list[Positive] = Field([1], description="requests in flight per reader swept (--in-flight: object "
+                                                       "storage; each reader count runs at each)")
     engine: Literal["threads", "dataloader"] = Field("threads", description="replay engine")
     batch_size: Positive = Field(256, description="DataLoader batch size")
     prefetch_factor: Positive = Field(2, description="DataLoader batches each worker keeps ready")

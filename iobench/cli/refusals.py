@@ -64,6 +64,11 @@ REFUSALS = (
     Refusal(("fio", "mitigations"), lambda v, o, c: o.url is not None and _asks(v),
             "{opt} does not apply to object storage (--url) yet: the raw baseline and the mitigations read files; "
             "the run measures the loaders' GETs (and LIST and HEAD in its metadata phase)"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and o.url is None,
+            "--in-flight keeps several GETs in flight per reader: it applies to object storage (--url); a file is "
+            "read one at a time per reader (--threads, --workers)"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and c.distributed,
+            "--in-flight is not built for a distributed run yet: its ranks read one GET at a time per worker"),
     Refusal(("source",), lambda v, o, c: o.url is not None and v != ("files",),
             "--source lmdb and tar read packs, which are not made in object storage yet: --url reads one object per "
             "sample (--source files)"),

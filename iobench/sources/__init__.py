@@ -29,7 +29,7 @@ class Reader(Protocol):
     buffer: bytearray  # the last sample's bytes are buffer[:n]
     open_ns: int  # time the last read spent opening (0 where a source has no open)
     total_ns: int  # the last read's whole time: open + read to EOF + close
-
+    throttled: int  # answers throttled (and retried) before the last read's: 0 but for objects (503 SlowDown)
 
     def read(self, index: int) -> int: ...
 
