@@ -284,8 +284,9 @@ class Verdict(Model):
     best_mb_per_s: Rate | None = Field(None, description="MB/s of that run")
     best_concurrency: Count | None = Field(None, description="readers (threads or workers) of that run")
     saturates_at: Count | None = Field(
-        None, description="smallest reader count whose mean reached 90% of the best mean, when more readers gave no "
-                          "more; null when only one was measured or the rate was still rising")
+        None, description="smallest reader count (object storage: requests in flight, runs[].in_flight) whose mean "
+                          "reached 90% of the best mean, when more gave no more; null when only one was measured or "
+                          "the rate was still rising")
     unstable: bool = Field(False, description="the storage figure's configuration spread over 5% across "
                                               "--repeat runs: it does not repeat (see `stats`)")
     still_rising: bool = Field(

@@ -1,10 +1,13 @@
 """The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
 
 boto3 lists, heads, writes and deletes (the store), and reads where `--s3-client boto3` is chosen; the AWS CRT
-through s3torchconnector (made for ML reads: its own connection pool and event loop in native code) reads by
-default. Both take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and
-credentials, --profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are
-bounded by --io-timeout: a server that stops answering ends a request, not the run's patience."""
+(awscrt's S3 client: aws-c-s3, the native client under s3torchconnector and Mountpoint, with its own connection pool
+and event loop in native code) reads by default, asynchronously and with its retries off. s3torchconnector itself is
+not used to read: its get_object waits for the response's headers (one request at a time per thread) and retries a
+throttled GET at least once, out of sight. Both take credentials, region and profile from the standard AWS chain
+(environment, ~/.aws/config and credentials, --profile) in the process that makes them: a DataLoader worker makes
+its own after fork. Time-outs are bounded by --io-timeout: a server that stops answering ends a request, not the
+run's patience."""
 
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ def crt_client(loc: S3Location) -> CrtClient:
 def versions() -> dict[str, str]:
     """The client libraries' versions, as a result records them."""
     found = {}
-    for name in ("boto3", "botocore", "s3torchconnector", "s3torchconnectorclient"):
+    for name in ("boto3", "botocore", "awscrt"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
     return found
@@ -163,9 +166,14 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
 
 
 def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:
-    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}); iobench does not hide "
-                              "that in retries: measure with fewer requests in flight (--threads, --workers), or ask "
-                              "its owner for a higher limit")
+    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}): measure with fewer "
+                              "requests in flight (--in-flight, --threads, --workers), or ask its owner for a higher "
+                              "limit")
+
+
+def throttled_error(loc: S3Location, doing: str, answer: str) -> EnvironmentRefused:
+    """A GET throttled past iobench's patience (sources/s3.py) as one line, as `explain` says a throttled answer."""
+    return _throttled(doing, f"{loc} at {loc.endpoint or 'AWS S3'}", answer)
 
 
 def _first_line(exc: BaseException) -> str:

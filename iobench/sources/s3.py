@@ -1,5 +1,6 @@
 """The objects source: one object per sample, read whole with a GET, as s3torchconnector's S3MapDataset reads it,
-with `depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader keeps them.
+with `depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader (s3dlio, a prefetching
+IterableDataset) keeps them.
 
 A reader keeps a ring of `depth` slots, each a request and its own buffer: `start(index)` sends a sample's GET,
 `finish()` waits for the oldest (the samples are finished in the order they were started) and makes its bytes the
@@ -36,7 +37,15 @@ from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.s3 import S3Location
-from iobench.s3.clients import READ_RETRIES, THROTTLED, CrtClient, boto3_client, crt_client, explain
+from iobench.s3.clients import (
+    READ_RETRIES,
+    THROTTLED,
+    CrtClient,
+    boto3_client,
+    crt_client,
+    explain,
+    throttled_error,
+)
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
@@ -204,8 +213,12 @@ class _Reader:
         throttled = 0
         self._wait(s)
         while s.error is not None:  # slow path
-            if not self._is_throttled(s) or (_clock() - s.first) / 1e9 >= self._give_up_s:
+            if not self._is_throttled(s):
                 raise self._failed(s.error, s.index)
+            if (waited := (_clock() - s.first) / 1e9) >= self._give_up_s:
+                raise throttled_error(replace(self._loc, prefix=self._key(s.index).decode()), "reading",
+                                      f"{s.status or 503} to each of {throttled + 1} GETs of one object over "
+                                      f"{waited:.1f} s")
             throttled += 1
             pause = s.pause if s.pause is not None else min(PAUSE_S[1], PAUSE_S[0] * 2 ** (throttled - 1))
             time.sleep(pause * (0.5 + random.random() / 2) if s.pause is None else pause)
