@@ -4,9 +4,9 @@ ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in t
 (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's CPU time,
 its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the batch's raw
 bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded (k, 3, 224, 224) uint8
-images. Beside it only small ints (k, worker id, pid, buffer slot) and the OSError that stopped the batch, if any
-(the rows read before it are kept). What crosses from a worker to the main process is one batch, never one object
-per sample: the main process sees `meta` and `data` as two views of that one tensor.
+images. Beside it only small ints (k, worker id, pid, buffer slot) and the OSError (or one-line error) that stopped
+the batch, if any (the rows read before it are kept). What crosses from a worker to the main process is one batch,
+never one object per sample: the main process sees `meta` and `data` as two views of that one tensor.
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
 
@@ -20,10 +20,11 @@ import random
 import signal
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from iobench.errors import UserError
 from iobench.host.bounded import set_name
 from iobench.sources import Reader, Source
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 CROP = 224  # RandomResizedCrop output side
 IMAGE_BYTES = 3 * CROP * CROP
+
+E = TypeVar("E", bound=Exception)
 
 # rows of a batch's meta tensor
 POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS, DECODE_CPU_NS, THROTTLED = range(8)
@@ -196,7 +199,7 @@ class SourceDataset:
                 pos_n[i] = n
                 off += n
                 i += 1
-        except OSError as exc:
+        except (OSError, UserError) as exc:  # a read error; a GET's one line (throttled past patience) as well
             error = self._where(exc, indices[i], int(meta[POS, i]))
         finally:
             if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
@@ -205,7 +208,7 @@ class SourceDataset:
             self._avg = max((off - hdr) // i, 4096)
         return buf, i, off - hdr, error
 
-    def _where(self, exc: OSError, index: int, position: int) -> OSError:
+    def _where(self, exc: E, index: int, position: int) -> E:
         if hasattr(exc, "add_note"):  # Python >= 3.11; the note travels with the pickled exception
             exc.add_note(f"in DataLoader worker {self._worker} (pid {self._pid}) reading sample {index} "
                          f"at position {position}")
@@ -247,7 +250,7 @@ class SourceDataset:
                 pos_d[i] = clock() - t1
                 pos_c[i] = cpu() - c1
                 i += 1
-        except OSError as exc:  # a read error, or a file Pillow cannot decode (_undecodable)
+        except (OSError, UserError) as exc:  # a read error, a file Pillow cannot decode (_undecodable), a GET's line
             return i, self._where(exc, indices[i], int(meta[POS, i]))
         finally:
             if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
