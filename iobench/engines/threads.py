@@ -185,6 +185,7 @@ class ThreadEngine:
                 return
             reader = source.reader()
             read = reader.read
+            counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
             while not self._stop:
                 p = take()
                 if p >= n:
@@ -193,7 +194,7 @@ class ThreadEngine:
                 total[p] = reader.total_ns
                 opened[p] = reader.open_ns
                 nbytes[p] = k
-                if reader.throttled:  # the answers throttled before this one (objects): rare
+                if counts and reader.throttled:  # the answers throttled before this one (objects): rare
                     throttled[p] = reader.throttled
                 count += 1
                 done[w] = count
