@@ -58,6 +58,7 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
         raise explain(exc, loc, "making an S3 client") from None
 
 
+READ_CONNECTIONS = 512  # connections a reading client opens at most: the deepest default sweep (64 threads x 8)
 READ_RETRIES = {"crt": 0, "boto3": 0}  # retries a client makes of a GET on the reading path: none (iobench's own
 # retry of a throttled answer is counted: sources/s3.py)
 
@@ -73,9 +74,13 @@ class CrtClient:
     path: str  # the prefix of a key's path: "/BUCKET/" (path style) or "/"
 
 
-def crt_client(loc: S3Location) -> CrtClient:
-    """An awscrt S3 client for the location; one per process (made after fork: the CRT's threads are not
-    forked)."""
+CRT_TARGET_GBPS = 1000.0  # the CRT sizes its connections by its throughput target: 10 Gbps (its default) holds ~26
+
+
+def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtClient:
+    """An awscrt S3 client for the location, opening up to `connections` at once; one per process (made after fork:
+    the CRT's threads are not forked). Its own default target would queue GETs past ~26 inside the client, out of
+    sight, so the target is set high and the connections capped instead."""
     from awscrt import auth, io, s3
 
     endpoint = urlparse(loc.endpoint or f"https://s3.{region(loc)}.amazonaws.com")
@@ -90,6 +95,7 @@ def crt_client(loc: S3Location) -> CrtClient:
             signed_body_value=auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD)
         tls = s3.S3RequestTlsMode.DISABLED if endpoint.scheme == "http" else s3.S3RequestTlsMode.ENABLED
         client = s3.S3Client(bootstrap=bootstrap, region=region(loc), tls_mode=tls, signing_config=signing,
+                             throughput_target_gbps=CRT_TARGET_GBPS, max_active_connections_override=connections,
                              retry_config=s3.S3RetryConfig(retry_mode=s3.S3RetryMode.NONE))
     except Exception as exc:
         raise explain(exc, loc, "making an S3 client") from None

@@ -38,6 +38,7 @@ from iobench.dataset.paths import PathTable
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.s3 import S3Location
 from iobench.s3.clients import (
+    READ_CONNECTIONS,
     READ_RETRIES,
     THROTTLED,
     CrtClient,
@@ -58,7 +59,7 @@ def _client(loc: S3Location, connections: int) -> Any:
     key = (os.getpid(), loc)
     with _made:
         if key not in _clients:
-            _clients[key] = (crt_client(loc) if loc.client == "crt" else
+            _clients[key] = (crt_client(loc, connections=connections) if loc.client == "crt" else
                              boto3_client(loc, connections=connections, attempts=1))
         return _clients[key]
 
@@ -75,12 +76,12 @@ class ObjectSource:
 
     name = "objects"
 
-    def __init__(self, manifest: Manifest, connections: int = 512):
+    def __init__(self, manifest: Manifest, connections: int = READ_CONNECTIONS):
         assert isinstance(manifest.root, S3Location)
         self.loc = manifest.root
         self.keys = manifest.paths  # prefix + relative key: the object's key
         self.max_size = int(manifest.sizes.max()) if len(manifest) else 0
-        self.connections = connections  # boto3: connections its pool keeps (512: the deepest sweep of issue 22)
+        self.connections = connections  # connections a client opens at most (512: the deepest default sweep)
         # the client's library imported here, once: a forked epoch or DataLoader worker that imports it itself
         # pays its import's CPU inside its measured epoch
         preload(self.loc.client)
@@ -103,7 +104,7 @@ class ObjectSource:
 
     def describe(self) -> dict:
         return {"source": self.name, "samples": len(self), "client": self.loc.client,
-                "retries": READ_RETRIES[self.loc.client]}
+                "retries": READ_RETRIES[self.loc.client], "connections": self.connections}
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""
