@@ -121,6 +121,8 @@ class Settings(Model):
     orders: list[str] = Field(description="orders replayed")
     concurrency: list[Count] = Field(description="reader counts swept: threads (thread engine) or DataLoader workers "
                                                  "(0: the main process reads), as `reader` says")
+    in_flight: list[Positive] = Field([1], description="requests in flight per reader swept (--in-flight: object "
+                                                       "storage; each reader count runs at each)")
     engine: Literal["threads", "dataloader"] = Field("threads", description="replay engine")
     batch_size: Positive = Field(256, description="DataLoader batch size")
     prefetch_factor: Positive = Field(2, description="DataLoader batches each worker keeps ready")
@@ -295,8 +297,9 @@ class Verdict(Model):
     best_mb_per_s: Rate | None = Field(None, description="MB/s of that run")
     best_concurrency: Count | None = Field(None, description="readers (threads or workers) of that run")
     saturates_at: Count | None = Field(
-        None, description="smallest reader count whose mean reached 90% of the best mean, when more readers gave no "
-                          "more; null when only one was measured or the rate was still rising")
+        None, description="smallest reader count (object storage: requests in flight, runs[].in_flight) whose mean "
+                          "reached 90% of the best mean, when more gave no more; null when only one was measured or "
+                          "the rate was still rising")
     unstable: bool = Field(False, description="the storage figure's configuration spread over 5% across "
                                               "--repeat runs: it does not repeat (see `stats`)")
     still_rising: bool = Field(

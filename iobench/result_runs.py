@@ -56,6 +56,11 @@ class Run(Model):
         description='"threads": a thread pool that prefetches ahead; "dataloader": a torch DataLoader whose worker '
                     "processes read whole batches and hand each over as one shared-memory tensor")
     concurrency: Count = Field(description="readers at once: threads, or DataLoader workers (1 for workers=0)")
+    depth: Positive = Field(1, description="requests in flight per reader (--in-flight: object storage's GETs started "
+                                           "ahead, in order; 1: one at a time, as a file is read)")
+    throttled: Count = Field(0, description="answers the server throttled (503 SlowDown and the like) during the "
+                                            "epoch, each retried by iobench after the server's pause; the samples "
+                                            "were read all the same (object storage)")
     workers: Count | None = Field(None, description="DataLoader worker processes (0: the main process reads); "
                                                     "null for the thread engine")
     batch_size: Positive | None = Field(None, description="DataLoader batch size; null for the thread engine")
@@ -155,6 +160,11 @@ class Run(Model):
         if self.mitigation is not None:
             return "mitigation"
         return "training" if self.gpus is not None else "replay"
+
+    @computed_field(description="requests in flight at once: readers (`concurrency`) x `depth`")  # type: ignore[prop-decorator]
+    @property
+    def in_flight(self) -> int:
+        return self.concurrency * self.depth
 
     @computed_field(description='what `concurrency` counts: "threads" (the thread engine\'s readers) or "workers" '  # type: ignore[prop-decorator]
                                 "(DataLoader worker processes: `workers`; 0 is the main process reading)")

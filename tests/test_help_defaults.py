@@ -137,6 +137,7 @@ DESCRIBED = {
     ("report", "--html"), ("report", "--md"), ("report", "--name"),
     ("compare", "--html"), ("compare", "--md"), ("compare", "--csv"), ("compare", "--name"),
     ("plan", "--mean-size"), ("plan", "--rate-kind"),  # the result's or the model's; the pair's first kind
+    ("run", "--in-flight"),  # DEFAULT_IN_FLIGHT with --url, else 1 (tests/test_s3.py runs the default)
     # the AWS SDKs' environment and chain; crt: parse_url's (tests/test_s3_url.py)
     *((cmd, opt) for cmd in ("run", "fio", "gen", "clean", "pack")
       for opt in ("--endpoint-url", "--profile", "--s3-client")),

@@ -19,7 +19,6 @@ import boto3
 import pytest
 from botocore.config import Config
 from conftest import iobench
-from testbed_fixtures import s3_testbed
 
 from iobench.result import Result
 
@@ -82,14 +81,15 @@ def _run(bed, prefix: str, tmp: Path, *args: str) -> Result:
     return Result.load(out / "result.json")
 
 
-@pytest.mark.parametrize(("client", "threads"), [("crt", (4, 16)), ("boto3", (16,))])
+@pytest.mark.parametrize(("client", "threads", "depths"), [("crt", (4, 16), (1,)), ("boto3", (4,), (1, 4))])
 def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str, tmp_path: Path, client: str,
-                                                             threads: tuple[int, ...]) -> None:
+                                                             threads: tuple[int, ...], depths: tuple[int, ...]) -> None:
     _, samples = _dataset(s3_bed, prefix)
     r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", ",".join(map(str, threads)),
-             "--s3-client", client, "--no-metadata")
-    assert tuple(run.concurrency for run in r.runs) == threads
+             "--in-flight", ",".join(map(str, depths)), "--s3-client", client, "--no-metadata")
+    assert [(run.concurrency, run.depth) for run in r.runs] == [(t, d) for t in threads for d in depths]
     for run in r.runs:
+        assert run.in_flight == run.concurrency * run.depth and run.throttled == 0
         assert run.source == "objects" and run.complete
         assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
         assert run.measures == "storage" and run.resident_before == 0.0
@@ -116,10 +116,12 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
 def test_dataloader_workers_read_every_object_with_a_client_each(s3_bed, prefix: str, tmp_path: Path) -> None:
     _, samples = _dataset(s3_bed, prefix)
     r = _run(s3_bed, prefix, tmp_path, "--engine", "dataloader", "--workers", "2", "--batch-size", "32",
-             "--no-metadata")
-    (run,) = [x for x in r.runs if x.kind == "replay"]
-    assert run.engine == "dataloader" and run.workers == 2 and run.source == "objects"
-    assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
+             "--in-flight", "1,4", "--no-metadata")
+    runs = [x for x in r.runs if x.kind == "replay"]
+    assert [(x.depth, x.in_flight) for x in runs] == [(1, 2), (4, 8)]  # workers x --in-flight
+    for run in runs:
+        assert run.engine == "dataloader" and run.workers == 2 and run.source == "objects"
+        assert (run.samples, run.bytes) == (FILES, sum(samples.values()))
 
 
 def _fails(bed, *args: str, env: dict | None = None) -> tuple[int, str]:
@@ -190,13 +192,14 @@ def test_two_ranks_read_the_bucket_each_object_once_per_epoch(s3_bed, prefix: st
 
 def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed, prefix: str,
                                                                          tmp_path: Path) -> None:
-    """The S3 server frozen (SIGSTOP) mid-run: exit 3 in one line within --io-timeout, the epochs measured before
-    kept (complete: false), no hang."""
+    """The S3 server frozen (SIGSTOP) mid-run, 2 threads x 4 GETs in flight: exit 3 in one line within
+    --io-timeout, the epochs measured before kept (complete: false), no hang."""
     state = json.loads((s3_bed.state / "state.json").read_text())
     (pid,) = [p["pid"] for p in state["procs"] if p["what"] == "weed server"]
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
-           "--engine", "threads", "--threads", "4", "--cache", "cold", "--epochs", "20", "--io-timeout", "4",
+           "--engine", "threads", "--threads", "2", "--in-flight", "4", "--cache", "cold", "--epochs", "20",
+           "--io-timeout", "4",
            "--no-metadata",
            "--out", str(out)]
     proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -222,29 +225,29 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
     assert not r.complete and r.runs and r.runs[0].samples == FILES
 
 
-def test_with_a_known_round_trip_more_requests_in_flight_give_more(tmp_path: Path) -> None:
-    """A bed of known latency (its delay proxy adds 10 ms each way: >= 20 ms a request, far above what the S3
-    server's own CPU takes here): one request in flight is bound by it (a GET's first byte >= 20 ms, at most
-    50/s), four in flight read more than 2.5x as fast, and the answer says the storage's own limit was not
-    reached (still rising: more requests in flight), or, where the host's CPU was saturated, says that."""
-    with s3_testbed(tmp_path / "bed", delay_ms=10) as bed:
-        p = "latency"
-        shape = ["--files", "200", "--size-dist", "fixed:8KiB", "--classes", "2"]
-        made = iobench("gen", "--url", f"s3://{bed.bucket}/{p}", *shape, env=bed.env(), timeout=600)
-        assert made.returncode == 0, made.stderr
-        out = tmp_path / "r"
-        proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1,4",
-                       "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out), "--quiet", env=bed.env(),
-                       cwd=tmp_path, timeout=600)
+def test_with_a_known_round_trip_more_requests_in_flight_give_more(s3_bed_delayed, tmp_path: Path) -> None:
+    """The bed whose delay proxy adds 2 ms each way (a known round trip above the server's own time): one GET in
+    flight is bound by it (its first byte after >= 4 ms); one reader thread keeping 8 in flight reads each object
+    once and more than 2x as fast, the run's in_flight says 8, and the answer says the storage's own limit was
+    not reached (still rising: more requests in flight), or where the host's CPU was saturated, says that."""
+    bed, p = s3_bed_delayed, "latency"
+    shape = ["--files", "300", "--size-dist", "fixed:8KiB", "--classes", "2"]
+    made = iobench("gen", "--url", f"s3://{bed.bucket}/{p}", *shape, env=bed.env(), timeout=600)
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "r"
+    proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1",
+                   "--in-flight", "1,8", "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out),
+                   "--quiet", env=bed.env(), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
-    one, four = r.runs
-    assert one.open_ms.p50 is not None and one.open_ms.p50 >= 20.0  # the first byte waits a round trip
-    assert one.samples_per_s <= 1000 / 20.0
-    assert four.samples_per_s > 2.5 * one.samples_per_s, (one.samples_per_s, four.samples_per_s)
+    one, eight = r.runs
+    assert (one.in_flight, eight.in_flight) == (1, 8) and eight.samples == 300 and eight.bytes == 300 * 8192
+    assert one.open_ms.p50 is not None and one.open_ms.p50 >= 4.0  # the first byte waits a round trip
+    assert eight.samples_per_s > 2 * one.samples_per_s, (one.samples_per_s, eight.samples_per_s)
     v = r.verdict
     assert v is not None and v.still_rising and v.limit in ("input-pipeline", "client-cpu"), v.text
-    assert ("other processes took the rest" in v.text if v.limit == "client-cpu" else "try more" in v.text), v.text
+    assert ("other processes took the rest" in v.text if v.limit == "client-cpu" else
+            "more requests in flight (--in-flight" in v.text), v.text
 
 
 def test_gen_stops_within_an_object_on_ctrl_c_and_resumes_where_it_stopped(s3_bed) -> None:
@@ -274,30 +277,78 @@ def test_gen_stops_within_an_object_on_ctrl_c_and_resumes_where_it_stopped(s3_be
     assert f"wrote {1500 - len(there):,} objects" in again.stderr, again.stderr
 
 
-def test_a_throttling_server_is_said_in_one_line_not_hidden_in_retries(tmp_path: Path) -> None:
-    """SeaweedFS's circuit breaker lets one read at a time through and answers the rest 503: a run with 8 in
-    flight ends in one line naming the throttling (exit 3), with either client."""
-    with s3_testbed(tmp_path / "bed") as bed:
-        shape = ["--files", "300", "--size-dist", "fixed:8KiB", "--classes", "2"]
-        made = iobench("gen", "--url", f"s3://{bed.bucket}/t", *shape, env=bed.env(), timeout=600)
-        assert made.returncode == 0, made.stderr
-        state = json.loads((bed.state / "state.json").read_text())
-        ports = state["ports"]
-        shell = subprocess.run(
-            [state["weed"], "shell", f"-master=127.0.0.1:{ports['master']}.{ports['master_grpc']}",
-             f"-filer=127.0.0.1:{ports['filer']}.{ports['filer_grpc']}"],
-            input="s3.circuitBreaker -global -type Count -actions Read -values 1 -apply\n", capture_output=True,
-            text=True, timeout=60, cwd=bed.state)
-        assert '"Read:Count"' in shell.stdout, shell.stdout + shell.stderr
-        time.sleep(3)  # the S3 server reads the breaker's config from the filer
-        for client in ("crt", "boto3"):
-            proc = iobench("run", "--url", f"s3://{bed.bucket}/t", *shape, "--engine", "threads", "--threads", "8",
-                           "--cache", "cold", "--epochs", "1", "--s3-client", client, "--no-metadata", "--quiet",
-                           env=bed.env(),
-                           cwd=tmp_path, timeout=300)
-            lines = proc.stderr.strip().splitlines()
-            assert proc.returncode == 3 and len(lines) == 1, proc.stderr
-            assert "the server is throttling requests" in lines[0] and "Traceback" not in proc.stderr, lines
+def _breaker(bed, values: str | None) -> None:
+    """SeaweedFS's circuit breaker on reads: at most `values` at once, the rest answered 503 SlowDown; None: off."""
+    state = json.loads((bed.state / "state.json").read_text())
+    ports = state["ports"]
+    command = ("s3.circuitBreaker -global -disable -apply" if values is None else
+               f"s3.circuitBreaker -global -type Count -actions Read -values {values} -apply")
+    shell = subprocess.run(
+        [state["weed"], "shell", f"-master=127.0.0.1:{ports['master']}.{ports['master_grpc']}",
+         f"-filer=127.0.0.1:{ports['filer']}.{ports['filer_grpc']}"],
+        input=command + "\n", capture_output=True, text=True, timeout=60, cwd=bed.state)
+    assert '"Read:Count"' in shell.stdout, shell.stdout + shell.stderr
+    time.sleep(3)  # the S3 server reads the breaker's config from the filer
+
+
+@pytest.fixture
+def throttling(s3_bed):
+    """The session bed with its breaker at 2 reads at once, for one test; off again after it."""
+    _breaker(s3_bed, "2")
+    try:
+        yield s3_bed
+    finally:
+        _breaker(s3_bed, None)
+
+
+def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, prefix: str, tmp_path: Path) -> None:
+    """The breaker lets 2 reads at a time through and answers the rest 503: at 4 threads x 4 in flight each
+    client sees the throttled answers (no retry of its own hides them), iobench retries them after a pause, every
+    object is read once, and the run says how many of its requests were throttled at how many in flight."""
+    _, samples = _dataset(throttling, prefix)
+    for client in ("crt", "boto3"):
+        out = tmp_path / client
+        proc = iobench("run", "--url", f"s3://{throttling.bucket}/{prefix}", *SHAPE, "--engine", "threads",
+                       "--threads", "4", "--in-flight", "4", "--cache", "cold", "--epochs", "1", "--s3-client",
+                       client, "--no-metadata", "--quiet", "--out", str(out), env=throttling.env(), cwd=tmp_path,
+                       timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        r = Result.load(out / "result.json")
+        (run,) = r.runs
+        assert run.complete and (run.samples, run.bytes) == (FILES, sum(samples.values()))
+        assert run.throttled > 0 and run.in_flight == 16, client
+        assert r.verdict is not None
+        words = (f"the server throttled {run.throttled:,} of {FILES + run.throttled:,} requests (503 SlowDown) at "
+                 "16 in flight")
+        assert words in r.verdict.text and "the server's limit under throttling" in r.verdict.text, r.verdict.text
+
+
+def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, prefix: str, tmp_path: Path) -> None:
+    """Every read answered 503 once the first epoch is in (the breaker at 0): DataLoader workers at 4 GETs in flight
+    each retry, make no progress, and the run ends within --io-timeout in one line naming the throttling (exit 3:
+    the worker's error is the line, not torch's traceback), the epoch measured kept."""
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
+           "--engine", "dataloader", "--workers", "2", "--batch-size", "32", "--in-flight", "4", "--cache", "cold",
+           "--epochs", "40", "--io-timeout", "4", "--no-metadata", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "result.json").exists() or not Result.load(out / "result.json").runs:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.2)
+        _breaker(s3_bed, "0")  # takes ~3 s to apply
+        _, err = proc.communicate(timeout=60)
+    finally:
+        _breaker(s3_bed, None)
+        if proc.poll() is None:
+            proc.kill()
+    lines = [x for x in err.strip().splitlines() if x.startswith("iobench: error:")]
+    assert proc.returncode == 3 and "Traceback" not in err and len(lines) == 1, err
+    assert "the server is throttling requests" in lines[0], err
+    r = Result.load(out / "result.json")
+    assert not r.complete and r.runs and r.runs[0].samples == FILES
 
 
 def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: str, tmp_path: Path) -> None:

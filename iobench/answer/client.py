@@ -40,6 +40,7 @@ from iobench.answer.client_words import (
     no_answer,
     note_lines,
     storage_line,
+    throttle_line,
 )
 from iobench.answer.cluster import cluster_verdict
 from iobench.answer.rules import (
@@ -87,7 +88,7 @@ def answer(result: Result) -> Verdict:
     if store is None and pipe is None:
         first, *reasons = no_answer(result, invalid)
         return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
-    evidence = [storage_line(result, store, best, sat, rising)]
+    evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
             fed = storage_gpus(store, s.rate_per_gpu, s.au_target)

@@ -199,6 +199,17 @@ def _side(yes: bool, no: bool) -> bool | None:
 # ------------------------------------------------------------------------------------------------ the limit
 
 
+def _unit(result: Result) -> str:
+    return "requests in flight" if result.mount.objects else "readers"
+
+
+def _more(result: Result) -> str:
+    """What to raise for more readers: for object storage, the requests in flight (each a GET, not a thread)."""
+    if result.mount.objects:
+        return "requests in flight (--in-flight per reader, e.g. 16,64; or --workers/--threads)"
+    return "--workers (or --threads)"
+
+
 def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread: Spread, still_rising: bool,
            plateau: str | None, asked_fed: bool | None) -> tuple[str, str | None, str]:
     """(limit of this client's answer, another the evidence does not separate from it, the sentence that shows it).
@@ -227,14 +238,14 @@ def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread
             f"Limit: the storage: the pipeline reached {pct(share)} of it and more readers gave no more ({plateau}).")
     if share >= REACHES and still_rising:
         return "input-pipeline", other, ("Limit: the input pipeline's reader count: the rate still rose with the most "
-                                         "readers measured, so the storage's own limit was not reached: try more "
-                                         "--workers (or --threads).")
+                                         f"{_unit(result)} measured, so the storage's own limit was not reached: try "
+                                         f"more {_more(result)}.")
     if share >= REACHES:
         return "input-pipeline", other, ("Limit: the input pipeline's reader count, perhaps: one reader count was "
                                          "measured, so whether more readers get more from the storage was not "
                                          "tested: sweep --workers (or --threads), e.g. 2,4,8.")
     if still_rising:
-        how = "the loaders still rose with more readers: more --workers may get more of it"
+        how = f"the loaders still rose with more {_unit(result)}: more {_more(result)} may get more of it"
     elif plateau:
         how = (f"more readers gave no more ({plateau}): the per-sample path on this client (opening files, handing "
                "batches between processes), not the storage, sets the pace; --mitigations measures packed layouts")

@@ -121,6 +121,23 @@ def storage_line(result: Result, store: StorageFigure | None, best: Run | None, 
     return text + "."
 
 
+def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
+    """The evidence line of a server that throttled (object storage: 503 SlowDown), where it did: how many of the
+    requests at how many in flight, and what that makes the storage figure."""
+    runs = [r for r in result.runs if r.throttled and r.kind == "replay"]
+    if not runs:
+        return []
+    run = store.run if store and store.run and store.run.throttled else max(runs, key=lambda r: r.throttled)
+    text = (f"Throttled: the server throttled {run.throttled:,} of {run.samples + run.throttled:,} requests "
+            f"(503 SlowDown) at {run.in_flight:,} in flight, each retried after its pause")
+    if len(runs) > 1:
+        text += f" ({len(runs)} runs were throttled)"
+    if store is not None and store.run is run:
+        text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
+                 "not what its media could give")
+    return [text + "."]
+
+
 def need_line(s: Settings) -> str:
     """The evidence line of what one GPU (and the GPUs asked about) need."""
     assert s.rate_per_gpu is not None

@@ -64,7 +64,7 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
     s = fig.samples_per_s if fig is not None else ref.samples_per_s  # type: ignore[union-attr]
     point = fig.run or fig.fio if fig is not None else ref
     assert point is not None
-    readers = point.concurrency
+    readers = point.in_flight if isinstance(point, Run) else point.concurrency  # objects: readers x --in-flight
     engine = point.engine if isinstance(point, Run) else "fio"
     # C, the cache rate: warm runs that really read from the page cache (a FUSE or NFS client may not keep it)
     c_rate = max((r.samples_per_s for r in warm if r.measures == "page-cache"), default=None)
@@ -147,7 +147,8 @@ def _cache_whatif(p: CapacityPlan, result: Result, storage: float, cached: float
 
 def _highest_seen(result: Result) -> tuple[float, str] | None:
     """The highest rate of any complete run or fio job in the result, and what it was."""
-    seen = [(r.samples_per_s, f"{r.cache} {r.mitigation or r.source}, {r.concurrency} readers")
+    seen = [(r.samples_per_s, f"{r.cache} {r.mitigation or r.source}, "
+                              + (f"{r.in_flight} in flight" if r.source == "objects" else f"{r.concurrency} readers"))
             for r in result.runs if r.complete and r.gpus is None]
     seen += [(b.files_per_s, f"fio {b.cache}, {b.concurrency} jobs") for b in (result.baseline.fio if result.baseline
                                                                               else [])]
@@ -160,13 +161,14 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
     same = [r for r in pool if r.order == ref.order]
     by_c: dict[int, list[float]] = defaultdict(list)
     for r in same:
-        by_c[r.concurrency].append(r.samples_per_s)
+        by_c[r.in_flight].append(r.samples_per_s)  # the readers; for objects x --in-flight
     means = {c: sum(v) / len(v) for c, v in sorted(by_c.items())}
     concs = list(means)
-    rising = len(concs) < 2 or (ref.concurrency == concs[-1] and means[concs[-1]] > RISING * means[concs[-2]])
+    rising = len(concs) < 2 or (ref.in_flight == concs[-1] and means[concs[-1]] > RISING * means[concs[-2]])
     if not rising:
+        unit = "requests in flight" if ref.source == "objects" else "readers"
         cap, reason = ref.samples_per_s, (f"capped at the best cold rate: the sweep ({', '.join(map(str, concs))} "
-                                          f"readers) stopped rising, so more readers bought nothing there")
+                                          f"{unit}) stopped rising, so more {unit} bought nothing there")
     elif warm:
         cap, reason = warm, "capped at the best warm rate: what this client's readers reached from RAM"
     elif seen:
@@ -178,10 +180,10 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
     in_flight = ref.samples_per_s * w if w > 0 else None
     rows = []
     for k in CONCURRENCY_STEPS:
-        c = ref.concurrency * k
+        c = ref.in_flight * k
         if in_flight is None:
             break
-        uncapped = littles_law(in_flight * c / ref.concurrency, w)
+        uncapped = littles_law(in_flight * c / ref.in_flight, w)
         pred = min(uncapped, cap) if cap is not None else uncapped
         rows.append(ConcurrencyWhatIf(c, pred, uncapped, means.get(c), gpus_supported(pred, p.rate_per_gpu,
                                                                                       p.au_target)))

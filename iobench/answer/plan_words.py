@@ -137,7 +137,8 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     m = p.measured
     if m is None:
         return buf.getvalue()
-    t = Table(title=f"measured: {m.label} ({m.cache}, {m.readers} readers, {m.engine})")
+    unit = "in flight" if m.objects else "readers"  # objects: readers x --in-flight, the sweep's axis
+    t = Table(title=f"measured: {m.label} ({m.cache}, {m.readers} {unit}, {m.engine})")
     t.add_column("")
     t.add_column("value", justify="right")
     t.add_row(f"sustained samples/s ({m.cache})", figure(m.samples_per_s))
@@ -165,9 +166,11 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
             t.add_row(f"{w.fraction:.0%}", figure(w.samples_per_s), str(w.gpus), w.label)
         con.print(t)
     if m.concurrency_whatif:
-        t = Table(title=f"prediction: more readers, Little's law: L = {m.in_flight or 0:.2f} in flight at "
-                        f"{m.readers} readers, p50 {m.p50_ms:.3f} ms")
-        for col in ("readers", "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"):
+        more = "requests in flight" if m.objects else "readers"
+        at = f"(of {m.readers} kept)" if m.objects else f"at {m.readers} readers"
+        t = Table(title=f"prediction: more {more}, Little's law: L = {m.in_flight or 0:.2f} in flight {at}, "
+                        f"p50 {m.p50_ms:.3f} ms")
+        for col in (unit, "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"):
             t.add_column(col, justify="right")
         for c in m.concurrency_whatif:
             t.add_row(str(c.readers), figure(c.uncapped), figure(c.samples_per_s),
@@ -178,7 +181,7 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
             what = "GETs" if m.objects else "reads"
             con.print(f"in flight for the minimum: {figure(p.minimum_samples_per_s)} samples/s x {m.p50_ms:.3f} ms = "
                       f"{m.in_flight_needed:,.0f} {what} at once across the job (Little's law at the p50 measured at "
-                      f"{m.readers} readers; a floor: latency grows as the storage nears its limit)", highlight=False)
+                      f"{m.readers} {unit}; a floor: latency grows as the storage nears its limit)", highlight=False)
     if m.scaling:
         t = Table(title="measured: the storage with more client nodes reading at once")
         for col in ("nodes", "ranks", "samples/s together", "per node", "per node vs the fewest", "job fed"):

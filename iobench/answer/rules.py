@@ -232,8 +232,8 @@ def replay_runs(result: Result) -> list[Run]:
 
 def _config(r: Run) -> tuple:
     """What makes runs the same measurement: all but the epoch and the repeat."""
-    return (r.source, r.order, r.engine, r.workers, r.concurrency, r.batch_size, r.decode, r.cache, r.mitigation,
-            r.gpus)
+    return (r.source, r.order, r.engine, r.workers, r.concurrency, r.depth, r.batch_size, r.decode, r.cache,
+            r.mitigation, r.gpus)
 
 
 def _steady_rates(runs: list[Run]) -> list[float]:
@@ -328,8 +328,9 @@ def mean_by_concurrency(points: Iterable[tuple[int, float]]) -> dict[int, float]
 
 
 def saturation(runs: list[Run]) -> tuple[int | None, bool]:
-    """(smallest reader count reaching SATURATION of the best mean, still rising at the most readers)."""
-    return _saturation(mean_by_concurrency((r.concurrency, r.samples_per_s) for r in runs))
+    """(smallest count of requests in flight reaching SATURATION of the best mean, still rising at the most): the
+    readers, times each one's requests in flight (object storage's --in-flight; 1 for files)."""
+    return _saturation(mean_by_concurrency((r.in_flight, r.samples_per_s) for r in runs))
 
 
 def _saturation(means: dict[int, float]) -> tuple[int | None, bool]:

@@ -16,9 +16,10 @@ def counted(n: int, noun: str) -> str:
 
 def loader_words(run: Run) -> str:
     """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
+    deep = f" x {run.depth} in flight ({run.in_flight:,} GETs)" if run.depth > 1 else ""
     if run.reader == "threads":
-        return counted(run.concurrency, "thread")
-    return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}"
+        return counted(run.concurrency, "thread") + deep
+    return f"{run.workers} DataLoader worker{'' if run.workers == 1 else 's'}{deep}"
 
 
 def readers(run: Run) -> str:
@@ -29,6 +30,8 @@ def readers(run: Run) -> str:
 
 
 def reader_unit(run: Run) -> str:
+    if run.source == "objects":  # the sweep's axis is the requests in flight (answer/rules.saturation)
+        return "requests in flight"
     return "threads" if run.reader == "threads" else "DataLoader workers"
 
 

@@ -27,6 +27,7 @@ from iobench.session import Shape
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
 DEFAULT_THREADS = (1, 4, 16, 64)  # the default workload's thread sweep, said in `run --threads`' help
+DEFAULT_IN_FLIGHT = (1, 8)  # --url's requests in flight per reader: with the threads 1-64, 1 to 512 in flight
 FIO_THREADS = (1, 4, 16, 64)  # `iobench fio`'s sweep, where --threads is not given
 SOURCES = ("files", "lmdb", "tar")
 CACHES = ("cold", "warm")
@@ -172,7 +173,8 @@ def s3_options(f: F) -> F:
                      help="The AWS profile (~/.aws/config, credentials) for --url.  [default: $AWS_PROFILE, else "
                           "the default chain]"),
         click.option("--s3-client", type=click.Choice(CLIENTS), default=None,
-                     help="The client that reads objects for --url: crt (AWS CRT, s3torchconnector) or boto3.  "
+                     help="The client that reads objects for --url: crt (the AWS CRT, awscrt's asynchronous S3 client) "
+                          "or boto3.  "
                           "[default: crt]"),
     ]):
         f = opt(f)
@@ -268,6 +270,7 @@ class RunOptions:
     scale_files: int | None = None
     engine: str | None = None
     workers: tuple[int, ...] | None = None
+    in_flight: tuple[int, ...] | None = None
     batch_size: int | None = None
     prefetch_factor: int | None = None
     decode: bool | None = None
@@ -307,6 +310,8 @@ class RunOptions:
             v["workers"] = int_list(v["workers"], "--workers", minimum=0)
         if v.get("threads") is not None:
             v["threads"] = int_list(v["threads"], "--threads")
+        if v.get("in_flight") is not None:
+            v["in_flight"] = int_list(v["in_flight"], "--in-flight")
         # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
         if "source" in v:
             v["source"] = SOURCE.convert(v["source"], None, None)

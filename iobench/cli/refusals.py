@@ -70,6 +70,11 @@ REFUSALS = (
     Refusal(("mount",), lambda v, o, c: v is not None and o.url is not None and c.distributed,
             "--mount with --url reads a FUSE view of the bucket beside the objects, in a run on one host: run it "
             "without --ranks or torchrun"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and o.url is None,
+            "--in-flight keeps several GETs in flight per reader: it applies to object storage (--url); a file is "
+            "read one at a time per reader (--threads, --workers)"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and c.distributed,
+            "--in-flight is not built for a distributed run yet: its ranks read one GET at a time per worker"),
     Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,
             "--scale-files projects the metadata phase's listing; it does not apply with --no-metadata"),
     Refusal(("rate",), lambda v, o, c: v is not None and o.consumer == "cuda",

@@ -12,7 +12,17 @@ from typing import Any
 
 import click
 
-from iobench.cli.options import FIO_THREADS, GPU, MODEL, ORDER, SOURCE, RunOptions, measure_options, shape_of
+from iobench.cli.options import (
+    DEFAULT_IN_FLIGHT,
+    FIO_THREADS,
+    GPU,
+    MODEL,
+    ORDER,
+    SOURCE,
+    RunOptions,
+    measure_options,
+    shape_of,
+)
 from iobench.cli.refusals import Case, refuse
 from iobench.distributed import launch, workers_per_rank, world
 from iobench.errors import EXIT_NOT_FED, UserError
@@ -54,6 +64,10 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
 @click.option("--engine", type=click.Choice(["threads", "dataloader"]), default=None,
               help="Thread pool, or a torch DataLoader with worker processes  [default: the workload's: dataloader; "
                    "threads when torch is not installed]")
+@click.option("--in-flight", default=None,
+              help="Object storage (--url): GETs each reader thread or DataLoader worker keeps in flight, started "
+                   "ahead in order (readers x this are in flight); a comma list is a sweep, each reader count at "
+                   f"each.  [default: {','.join(map(str, DEFAULT_IN_FLIGHT))} with --url]")
 @click.option("--workers", default=None,
               help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.  "
                    "[default: the workload's: 2,4,8]")
@@ -159,6 +173,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
     return Settings(
         sources=list(o.source), orders=list(orders),
         concurrency=list(p.workers if engine == "dataloader" else p.threads), cache=list(o.cache),
+        in_flight=list(o.in_flight or (DEFAULT_IN_FLIGHT if o.url is not None else (1,))),
         epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed,
         fio=o.fio is not False and o.url is None, metadata=o.metadata is not False,
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
@@ -179,7 +194,8 @@ def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Setting
         raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
     workers = (settings.concurrency[0] if o.workers is not None
                else workers_per_rank(settings, local_ranks, usable_cpus()))
-    return settings.model_copy(update={"concurrency": [workers], "metadata": False, "fio": False, "mitigations": False,
+    return settings.model_copy(update={"concurrency": [workers], "in_flight": [1], "metadata": False, "fio": False,
+                                       "mitigations": False,
                                        "repeat": 1})
 
 

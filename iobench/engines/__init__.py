@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 class Engine(Protocol):
     name: str  # the value of runs[].engine
     concurrency: int  # readers at once: threads, or worker processes (1 when the main process reads)
+    depth: int  # requests in flight per reader (objects; 1: read one at a time)
     io_timeout_s: float | None  # no read finished for this long: StorageStalled (None: no watchdog)
     left_behind: str | None  # after an epoch cut short: the readers stuck in IO that were left behind, in words
 
@@ -65,24 +66,25 @@ class Loader(Engine, Protocol):
 
 
 @overload
-def make(settings: Settings, readers: int, *, loader: Literal[False] = False) -> Engine: ...
+def make(settings: Settings, readers: int, *, loader: Literal[False] = False, depth: int = 1) -> Engine: ...
 
 
 @overload
-def make(settings: Settings, readers: int, *, loader: Literal[True]) -> Loader: ...
+def make(settings: Settings, readers: int, *, loader: Literal[True], depth: int = 1) -> Loader: ...
 
 
-def make(settings: Settings, readers: int, *, loader: bool = False) -> Engine | Loader:
-    """The engine `settings.engine` names, with `readers` threads or DataLoader workers; with `loader`, the
-    DataLoader whatever it names (a training run's GPUs and a distributed rank read through one)."""
+def make(settings: Settings, readers: int, *, loader: bool = False, depth: int = 1) -> Engine | Loader:
+    """The engine `settings.engine` names, with `readers` threads or DataLoader workers, each keeping `depth`
+    requests in flight (objects); with `loader`, the DataLoader whatever it names (a training run's GPUs and a
+    distributed rank read through one)."""
     # Imported on use: torch only where the DataLoader is asked for; threads.py imports this module.
     if loader or settings.engine == "dataloader":
         from iobench.engines.dataloader import DataLoaderEngine
 
         return DataLoaderEngine(readers, settings.batch_size, settings.prefetch_factor, decode=settings.decode,
-                                io_timeout_s=settings.io_timeout_s)
+                                io_timeout_s=settings.io_timeout_s, depth=depth)
     if settings.decode:
         raise UserError("--decode needs --engine dataloader (decode runs in its worker processes)")
     from iobench.engines.threads import ThreadEngine
 
-    return ThreadEngine(readers, io_timeout_s=settings.io_timeout_s)
+    return ThreadEngine(readers, io_timeout_s=settings.io_timeout_s, depth=depth)

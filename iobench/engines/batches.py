@@ -1,12 +1,12 @@
-"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that
-reads it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker
-into ONE uint8 tensor in shared memory: a header, `meta`, int64 (7, k): position in the epoch, offset, nbytes,
-total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
-CPU time, its thread's clock); then the data: the batch's raw bytes concatenated (sample i at offset[i], nbytes[i]
-long), or with decode=True the decoded (k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid,
-buffer slot) and the OSError that stopped the batch, if any (the rows read before it are kept). What crosses from a
-worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
-two views of that one tensor.
+"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that reads
+it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker into
+ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in the epoch, offset, nbytes, total_ns
+(open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's CPU time,
+its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the batch's raw
+bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded (k, 3, 224, 224) uint8
+images. Beside it only small ints (k, worker id, pid, buffer slot) and the OSError (or one-line error) that stopped
+the batch, if any (the rows read before it are kept). What crosses from a worker to the main process is one batch,
+never one object per sample: the main process sees `meta` and `data` as two views of that one tensor.
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
 
@@ -20,10 +20,11 @@ import random
 import signal
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from iobench.errors import UserError
 from iobench.host.bounded import set_name
 from iobench.sources import Reader, Source
 
@@ -33,9 +34,11 @@ if TYPE_CHECKING:
 CROP = 224  # RandomResizedCrop output side
 IMAGE_BYTES = 3 * CROP * CROP
 
+E = TypeVar("E", bound=Exception)
+
 # rows of a batch's meta tensor
-POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS, DECODE_CPU_NS = range(7)
-META_ROWS = 7
+POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS, DECODE_CPU_NS, THROTTLED = range(8)
+META_ROWS = 8
 
 
 def import_torch():
@@ -85,9 +88,12 @@ class SourceDataset:
     per batch costs a page fault per 4 KiB on first touch; on a 2-core VM that alone held the raw path to
     ~3,000 samples/s against ~22,000/s with reuse. If every slot is still held, a fresh buffer is used."""
 
-    def __init__(self, source: Source, decode: bool, busy: torch.Tensor):
+    def __init__(self, source: Source, decode: bool, busy: torch.Tensor, depth: int = 1,
+                 io_timeout_s: float | None = None):
         self.source = source
         self.decode = decode
+        self.depth = depth  # requests in flight per worker (objects): the batch's next GETs started ahead
+        self.io_timeout_s = io_timeout_s
         self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
         self._reader: Reader | None = None
         self._shared = False
@@ -111,7 +117,8 @@ class SourceDataset:
         self._pid = os.getpid()
         self._rng = random.Random(torch.initial_seed())  # distinct per worker (torch seeds each one)
         self._busy = self.busy.numpy()[self._worker]
-        self._reader = self.source.reader()
+        self._reader = (self.source.reader(self.depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects
+                        if self.depth > 1 else self.source.reader())
         return self._reader
 
     def _alloc(self, n: int) -> torch.Tensor:
@@ -150,6 +157,7 @@ class SourceDataset:
         meta[POS] = np.arange(p0, p0 + k, dtype=np.int64)
         meta[DECODE_NS] = 0
         meta[DECODE_CPU_NS] = 0
+        meta[THROTTLED] = 0
         if self.decode:
             out = buf[hdr:hdr + k * IMAGE_BYTES].numpy().reshape(k, 3, CROP, CROP)
             done, error = self._read_decode(reader, indices.tolist(), meta, out)
@@ -166,11 +174,15 @@ class SourceDataset:
         off = hdr
         i = 0
         error = None
+        ahead, finish, start = self._ahead(reader, indices)
+        counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
         try:
             for index in indices:
-                n = read(index)  # the reader times it (sources/__init__.py): here it is only stored
+                n = finish() if ahead else read(index)  # the reader times it (sources/__init__.py): only stored here
                 pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
+                if counts and reader.throttled:  # answers throttled before it (objects): rare
+                    meta[THROTTLED, i] = reader.throttled
                 if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
                     cap = max(2 * cap, off + n + (1 << 16))
                     bigger = self._alloc(cap)
@@ -181,17 +193,23 @@ class SourceDataset:
                     if slot >= 0:
                         self._pool[slot] = bigger
                 out[off:off + n] = memoryview(reader.buffer)[:n]
+                if ahead and ahead < len(indices):  # the buffer copied: its slot takes the next GET
+                    start(indices[ahead])
+                    ahead += 1
                 pos_off[i] = off - hdr
                 pos_n[i] = n
                 off += n
                 i += 1
-        except OSError as exc:
+        except (OSError, UserError) as exc:  # a read error; a GET's one line (throttled past patience) as well
             error = self._where(exc, indices[i], int(meta[POS, i]))
+        finally:
+            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
+                self._reader = None
         if i:
             self._avg = max((off - hdr) // i, 4096)
         return buf, i, off - hdr, error
 
-    def _where(self, exc: OSError, index: int, position: int) -> OSError:
+    def _where(self, exc: E, index: int, position: int) -> E:
         if hasattr(exc, "add_note"):  # Python >= 3.11; the note travels with the pickled exception
             exc.add_note(f"in DataLoader worker {self._worker} (pid {self._pid}) reading sample {index} "
                          f"at position {position}")
@@ -206,15 +224,22 @@ class SourceDataset:
         pos_c = meta[DECODE_CPU_NS]
         meta[OFFSET] = 0
         i = 0
+        ahead, finish, start = self._ahead(reader, indices)
+        counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
         try:
             for index in indices:
-                n = read(index)
+                n = finish() if ahead else read(index)
                 t1 = clock()  # decode's own time starts here
                 c1 = cpu()  # and its CPU time: two clock reads against milliseconds of decode
                 pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
                 pos_n[i] = n
-                data = io.BytesIO(memoryview(reader.buffer)[:n])
+                if counts and reader.throttled:  # answers throttled before it (objects): rare
+                    meta[THROTTLED, i] = reader.throttled
+                data = io.BytesIO(memoryview(reader.buffer)[:n])  # a copy: the slot takes the next GET
+                if ahead and ahead < len(indices):
+                    start(indices[ahead])
+                    ahead += 1
                 try:
                     with Image.open(data) as src:
                         rgb = src.convert("RGB")
@@ -227,9 +252,21 @@ class SourceDataset:
                 pos_d[i] = clock() - t1
                 pos_c[i] = cpu() - c1
                 i += 1
-        except OSError as exc:  # a read error, or a file Pillow cannot decode (_undecodable)
+        except (OSError, UserError) as exc:  # a read error, a file Pillow cannot decode (_undecodable), a GET's line
             return i, self._where(exc, indices[i], int(meta[POS, i]))
+        finally:
+            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
+                self._reader = None
         return i, None
+
+    def _ahead(self, reader, indices: list[int]):
+        """With depth > 1: the batch's first GETs started, and (how many, finish, start); else (0, None, None)."""
+        if self.depth <= 1 or not indices:
+            return 0, None, None
+        ahead = min(self.depth, len(indices))
+        for index in indices[:ahead]:
+            reader.start(index)
+        return ahead, reader.finish, reader.start
 
     def _undecodable(self, exc: Exception, index: int, data: io.BytesIO) -> OSError:
         """A decode failure as an OSError that names the sample (its file) and keeps the decoder's own words:

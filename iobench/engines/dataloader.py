@@ -36,6 +36,7 @@ from iobench.engines.batches import (
     NBYTES,
     OPEN_NS,
     POS,
+    THROTTLED,
     TOTAL_NS,
     Batch,
     SourceDataset,
@@ -96,12 +97,14 @@ class DataLoaderEngine:
     name = "dataloader"
 
     def __init__(self, workers: int, batch_size: int = 256, prefetch_factor: int = 2,
-                 persistent_workers: bool = True, decode: bool = False, io_timeout_s: float | None = None):
+                 persistent_workers: bool = True, decode: bool = False, io_timeout_s: float | None = None,
+                 depth: int = 1):
         if workers < 0 or batch_size < 1 or prefetch_factor < 1:
             raise ValueError("workers >= 0, batch_size >= 1 and prefetch_factor >= 1")
         import_torch()
         self.workers = workers
         self.concurrency = max(workers, 1)  # workers=0: the main process reads, one at a time
+        self.depth = depth  # requests in flight per worker (objects), within its batch
         self.batch_size = batch_size
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
@@ -155,7 +158,8 @@ class DataLoaderEngine:
         self._busy = busy.numpy()
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
-                SourceDataset(source, self.decode, busy), batch_sampler=self._sampler, num_workers=self.workers,
+                SourceDataset(source, self.decode, busy, self.depth, self.io_timeout_s),
+                batch_sampler=self._sampler, num_workers=self.workers,
                 collate_fn=_identity, worker_init_fn=worker_start if multi else None,
                 prefetch_factor=self.prefetch_factor if multi else None,
                 persistent_workers=self.persistent_workers and multi, timeout=self._poll_s)
@@ -186,7 +190,7 @@ class DataLoaderEngine:
         done = rec.done
         if len(done) < max(self.workers, 1):
             done.extend([0] * (max(self.workers, 1) - len(done)))
-        total, opened, nbytes = rec.total_ns, rec.open_ns, rec.nbytes
+        total, opened, nbytes, throttled = rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled
         pids: set[int] = set()
         rec.start()
         stopped = False
@@ -208,6 +212,7 @@ class DataLoaderEngine:
                 total[pos] = meta[TOTAL_NS]
                 opened[pos] = meta[OPEN_NS]
                 nbytes[pos] = meta[NBYTES]
+                throttled[pos] = meta[THROTTLED]
                 if decode_ns is not None and decode_cpu is not None:
                     decode_ns[pos] = meta[DECODE_NS]
                     decode_cpu[pos] = meta[DECODE_CPU_NS]

@@ -20,6 +20,7 @@ import signal
 import threading
 from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,9 @@ class ThreadEngine:
     workers = None  # threads, not worker processes
     batch_size = None  # sample by sample
 
-    def __init__(self, concurrency: int, io_timeout_s: float | None = None):
+    def __init__(self, concurrency: int, io_timeout_s: float | None = None, depth: int = 1):
         self.concurrency = concurrency
+        self.depth = depth  # requests in flight per thread (objects: start/finish); 1: read() one at a time
         self.io_timeout_s = io_timeout_s  # None: no watchdog, the threads run in this process
         self.left_behind: str | None = None  # after an epoch cut short: readers stuck in IO left behind
         self._stop = False
@@ -72,7 +74,8 @@ class ThreadEngine:
     def _epoch_here(self, source: Source, order: np.ndarray, rec: EpochRecorder,
                     on_tick: Callable[[int], None] | None) -> None:
         finished = [0] * self.concurrency
-        threads = self._threads(source, order, (rec.total_ns, rec.open_ns, rec.nbytes, rec.done, finished))
+        threads = self._threads(source, order, (rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled, rec.done,
+                                                finished))
         rec.start()
         for t in threads:
             t.start()
@@ -103,7 +106,7 @@ class ThreadEngine:
         conc = self.concurrency
         done, finished = rec.share(max(conc, len(rec.done)))  # the child writes the recorder; this process reads it
         finished[conc:] = 1
-        arrays = (rec.total_ns, rec.open_ns, rec.nbytes, done, finished)
+        arrays = (rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled, done, finished)
         rfd, wfd = os.pipe()
         parent = os.getpid()
 
@@ -173,12 +176,16 @@ class ThreadEngine:
         send_report(wfd, self._error)
 
     def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
-              opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
+              opened: np.ndarray, nbytes: np.ndarray, throttled: np.ndarray, done, finished) -> None:
         n = len(order)
         count = int(done[w])
         try:
+            if self.depth > 1:
+                self._work_deep(w, source, order, take, total, opened, nbytes, throttled, done)
+                return
             reader = source.reader()
             read = reader.read
+            counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
             while not self._stop:
                 p = take()
                 if p >= n:
@@ -187,6 +194,8 @@ class ThreadEngine:
                 total[p] = reader.total_ns
                 opened[p] = reader.open_ns
                 nbytes[p] = k
+                if counts and reader.throttled:  # the answers throttled before this one (objects): rare
+                    throttled[p] = reader.throttled
                 count += 1
                 done[w] = count
         except BaseException as exc:  # the main thread re-raises it; the other workers stop
@@ -194,3 +203,37 @@ class ThreadEngine:
             self._stop = True
         finally:
             finished[w] = 1
+
+    def _work_deep(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
+                   opened: np.ndarray, nbytes: np.ndarray, throttled: np.ndarray, done) -> None:
+        """`depth` requests in flight from this thread: the GETs of its next positions are started before the
+        oldest is finished (in the order taken), so threads x depth are in flight."""
+        n, depth = len(order), self.depth
+        reader: Any = source.reader(depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects only (refusals)
+        start, finish = reader.start, reader.finish
+        ring = [0] * depth  # the positions in flight, oldest at `head`
+        head = live = 0
+        count = int(done[w])
+        more = True
+        while not self._stop:
+            while more and live < depth:
+                p = take()
+                if p >= n:
+                    more = False
+                    break
+                start(order[p])
+                ring[(head + live) % depth] = p
+                live += 1
+            if not live:
+                return
+            k = finish()
+            p = ring[head]
+            head = (head + 1) % depth
+            live -= 1
+            total[p] = reader.total_ns
+            opened[p] = reader.open_ns
+            nbytes[p] = k
+            if reader.throttled:
+                throttled[p] = reader.throttled
+            count += 1
+            done[w] = count

@@ -118,6 +118,7 @@ class Figures:
     cpu: dict  # as Counters.result() gives it, with decode_cpu_s where the decode's CPU time is known
     disk: dict | None
     timeline: list[tuple[float, int]]
+    throttled: int = 0  # throttled answers, each retried (objects)
 
     @classmethod
     def of(cls, rec: EpochRecorder, cpu: dict, disk: dict | None) -> Figures:
@@ -135,7 +136,7 @@ class Figures:
                    first_batch_s=rec.first_batch_s(), latency=latency_summary(rec.total_ns[read]),
                    opens=latency_summary(rec.open_ns[read]), decoded=decode_ns is not None,
                    decodes=None if decode_ns is None else latency_summary(decode_ns[read]), decode_share=share,
-                   cpu=cpu, disk=disk, timeline=rec.timeline)
+                   cpu=cpu, disk=disk, timeline=rec.timeline, throttled=int(rec.throttled[read].sum()))
 
 
 @dataclass
@@ -316,7 +317,7 @@ def summarize(figures: Figures, source: str, order: str, engine: Engine, state: 
     spent, decoding = cpu.get("iobench_cpu_s"), cpu.get("decode_cpu_s")
     return mark_validity(Run(
         source=source, order=order, engine=engine.name, concurrency=engine.concurrency,
-        workers=engine.workers, batch_size=engine.batch_size,
+        depth=engine.depth, throttled=figures.throttled, workers=engine.workers, batch_size=engine.batch_size,
         decode=figures.decoded, cache=state, epoch=epoch, complete=complete, eviction=eviction,
         resident_before=None if resident is None else round(resident, 4),
         measures=measures(resident, figures.decode_share, saturated(cpu["iobench_cores"], cpu["system_busy_pct"],
@@ -423,6 +424,7 @@ def merge_recorders(recs: list[EpochRecorder]) -> EpochRecorder:
     merged.total_ns = np.concatenate([r.total_ns for r in recs])
     merged.open_ns = np.concatenate([r.open_ns for r in recs])
     merged.nbytes = np.concatenate([r.nbytes for r in recs])
+    merged.throttled = np.concatenate([r.throttled for r in recs])
     decodes = [r.decode_ns for r in recs if r.decode_ns is not None]
     if len(decodes) == len(recs):  # every recorder has them
         merged.decode_ns = np.concatenate(decodes)

@@ -6,6 +6,7 @@ so an interruption loses nothing that was measured. Every measured epoch goes th
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -96,8 +97,8 @@ def plan_of(files: int, settings: Settings) -> Plan:
         steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
     if settings.replay:
         for _ in range(settings.repeat * len(settings.sources) * len(settings.orders)):
-            for conc in settings.concurrency:
-                steps += [Step("replay", f"{state}, {_readers(settings, conc)}", files, f"replay {state}")
+            for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+                steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
     if settings.fio:
         n = min(FIO_SAMPLE, files)
@@ -112,8 +113,9 @@ def plan_of(files: int, settings: Settings) -> Plan:
     return Plan(steps)
 
 
-def _readers(settings: Settings, conc: int) -> str:
-    return counted(conc, "thread" if settings.engine == "threads" else "worker")
+def _readers(settings: Settings, conc: int, depth: int = 1) -> str:
+    readers = counted(conc, "thread" if settings.engine == "threads" else "worker")
+    return readers if depth == 1 else f"{readers} x {depth} = {conc * depth} in flight"
 
 
 def _jobs(conc: int) -> str:
@@ -179,15 +181,15 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                     warm_up(source, np.arange(len(source)), max(settings.concurrency), ui,
                             io_timeout_s=settings.io_timeout_s)
             for order in settings.orders:
-                for conc in settings.concurrency:
-                    engine = engines.make(settings, conc)
+                for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+                    engine = engines.make(settings, conc, depth=depth)
                     try:
                         for state in settings.cache:
                             for _ in range(settings.epochs):
                                 epoch += 1
                                 spec = EpochSpec(order, state, epoch, settings.seed, result.mount.device,
                                                  result.dataset.fits_in_ram, io_timeout_s=settings.io_timeout_s)
-                                with ui.step("replay", f"{state}, {_readers(settings, conc)}", len(manifest),
+                                with ui.step("replay", f"{state}, {_readers(settings, conc, depth)}", len(manifest),
                                              f"replay {state}"):
                                     _one_epoch(ctx, engine, source, spec, repeat=repeat)
                     finally:

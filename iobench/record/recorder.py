@@ -40,6 +40,7 @@ class EpochRecorder:
         self.total_ns = np.zeros(n, dtype=np.int64)  # open + read to EOF + close
         self.open_ns = np.zeros(n, dtype=np.int64)
         self.nbytes = np.full(n, -1, dtype=np.int64)  # -1: not read (interrupted epoch)
+        self.throttled = np.zeros(n, dtype=np.int64)  # answers throttled (and retried) before the sample's (objects)
         self.done = [0] * workers  # one counter per worker: no lock on the hot path
         self.decode_ns: np.ndarray | None = None  # per sample, when the engine decodes (DataLoader --decode)
         self.decode_cpu_ns: np.ndarray | None = None  # the decode's CPU time (its thread's clock), with decode_ns
@@ -56,13 +57,13 @@ class EpochRecorder:
         stay there after). Returns the counts the child's workers write and `width` more slots: their finished
         flags. `unshare` once the child is gone."""
         n = len(self.nbytes)
-        mem = mmap.mmap(-1, max(8 * (3 * n + 2 * width), 8))  # anonymous, shared with a child across fork
-        shared = np.frombuffer(mem, dtype=np.int64, count=3 * n + 2 * width)
-        total, opened, nbytes = shared[:n], shared[n:2 * n], shared[2 * n:3 * n]
-        done, finished = shared[3 * n:3 * n + width], shared[3 * n + width:]
-        total[:], opened[:], nbytes[:] = self.total_ns, self.open_ns, self.nbytes
+        mem = mmap.mmap(-1, max(8 * (4 * n + 2 * width), 8))  # anonymous, shared with a child across fork
+        shared = np.frombuffer(mem, dtype=np.int64, count=4 * n + 2 * width)
+        total, opened, nbytes, throttled = shared[:n], shared[n:2 * n], shared[2 * n:3 * n], shared[3 * n:4 * n]
+        done, finished = shared[4 * n:4 * n + width], shared[4 * n + width:]
+        total[:], opened[:], nbytes[:], throttled[:] = self.total_ns, self.open_ns, self.nbytes, self.throttled
         done[:len(self.done)] = list(self.done)
-        self.total_ns, self.open_ns, self.nbytes = total, opened, nbytes
+        self.total_ns, self.open_ns, self.nbytes, self.throttled = total, opened, nbytes, throttled
         self.done = _LiveCounts(done)  # type: ignore[assignment]
         return done, finished
 

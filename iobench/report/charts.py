@@ -33,11 +33,12 @@ class Figure:
 
 
 def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
-    """(cache, order/decode name, [(readers, mean samples/s)]) for the replay sweep, cold first."""
+    """(cache, order/decode name, [(requests in flight: the readers for files, mean samples/s)]) for the replay
+    sweep, cold first."""
     groups: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in replay_runs(result):
         kind = r.order + (", decode" if r.decode else "") + ("" if r.source == "files" else f", {r.source}")
-        groups[(r.cache, kind)][r.concurrency].append(r.samples_per_s)
+        groups[(r.cache, kind)][r.in_flight].append(r.samples_per_s)
     out = []
     for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1])):
         out.append((cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())]))
@@ -54,6 +55,8 @@ def _fio_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
 
 
 def _readers_unit(result: Result) -> str:
+    if result.mount.objects:
+        return "requests in flight (readers x --in-flight)"
     return "DataLoader workers" if result.settings.reader == "workers" else "reader threads"
 
 
@@ -153,11 +156,11 @@ def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -
 
 
 def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
-    runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.concurrency, r.order))
-    colors: dict[tuple[str, int, str, bool], str] = {}
+    runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.in_flight, r.concurrency, r.order))
+    colors: dict[tuple[str, int, int, str, bool], str] = {}
     out = []
     for r in runs:
-        key = (r.cache, r.concurrency, r.order, r.decode)
+        key = (r.cache, r.concurrency, r.depth, r.order, r.decode)
         if key in colors:
             continue
         colors[key] = PALETTE[len(colors) % len(PALETTE)]

@@ -299,21 +299,26 @@ def runs_table(result: Result) -> Table:
         num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
         num(r.cpu_us_per_sample, 1),
         num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
+        + ((num(r.in_flight), num(r.throttled)) if result.mount.objects else ())
         for r in result.runs)
+    # object storage: the requests in flight (readers x --in-flight) and the throttled answers retried
+    objects = ("in flight", "throttled") if result.mount.objects else ()
     # p90 is left to the latency chart: a table that fits the page has a column fewer
     return Table(f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
                  f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)",
                  ("engine", "pattern", "readers", "cache", "measures", "samples/s", "MB/s", "p50 ms", "p99 ms",
-                  "p99.9 ms", "max ms", "cores used", "CPU us/sample", "vs fio", "GPUs", "AU"),
+                  "p99.9 ms", "max ms", "cores used", "CPU us/sample", "vs fio", "GPUs", "AU", *objects),
                  rows, left=5, wide=(11,),
-                 keep=("engine", "pattern", "readers", "cache", "samples/s", "MB/s", "p99 ms", "measures", "AU",
-                       "GPUs", "vs fio", "CPU us/sample", "p50 ms", "max ms", "p99.9 ms"), core=7)
+                 keep=("engine", "pattern", "readers", *objects[:1], "cache", "samples/s", "MB/s", "p99 ms",
+                       "measures", *objects[1:], "AU", "GPUs", "vs fio", "CPU us/sample", "p50 ms", "max ms",
+                       "p99.9 ms"), core=7 + len(objects[:1]))
 
 
 def _readers_cell(r: Run) -> str:
     """The runs table's readers: '4 workers' (its engine column says DataLoader, its GPUs column the GPUs), '16
-    threads'."""
-    return readers(r) if r.reader == "threads" else counted(r.workers or 0, "worker")
+    threads' (the requests in flight in a column of their own)."""
+    return counted(r.concurrency, "thread") if r.reader == "threads" else counted(r.workers or 0, "worker")
+
 
 
 def metadata_table(result: Result) -> Table | None:

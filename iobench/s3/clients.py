@@ -1,17 +1,22 @@
 """The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
 
 boto3 lists, heads, writes and deletes (the store), and reads where `--s3-client boto3` is chosen; the AWS CRT
-through s3torchconnector (made for ML reads: its own connection pool and event loop in native code) reads by
-default. Both take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and
-credentials, --profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are
-bounded by --io-timeout: a server that stops answering ends a request, not the run's patience."""
+(awscrt's S3 client: aws-c-s3, the native client under s3torchconnector and Mountpoint, with its own connection pool
+and event loop in native code) reads by default, asynchronously and with its retries off. s3torchconnector itself is
+not used to read: its get_object waits for the response's headers (one request at a time per thread) and retries a
+throttled GET at least once, out of sight. Both take credentials, region and profile from the standard AWS chain
+(environment, ~/.aws/config and credentials, --profile) in the process that makes them: a DataLoader worker makes
+its own after fork. Time-outs are bounded by --io-timeout: a server that stops answering ends a request, not the
+run's patience."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from iobench.errors import EnvironmentRefused, UserError
 
@@ -53,26 +58,56 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
         raise explain(exc, loc, "making an S3 client") from None
 
 
-CRT_ATTEMPTS = 2  # the fewest the CRT honours: max_attempts=1 is taken as its default (10), retries hidden in time
-READ_RETRIES = {"crt": CRT_ATTEMPTS - 1, "boto3": 0}  # what a GET may be retried on the reading path
+READ_CONNECTIONS = 512  # connections a reading client opens at most: the deepest default sweep (64 threads x 8)
+READ_RETRIES = {"crt": 0, "boto3": 0}  # retries a client makes of a GET on the reading path: none (iobench's own
+# retry of a throttled answer is counted: sources/s3.py)
 
 
-def crt_client(loc: S3Location, *, attempts: int = CRT_ATTEMPTS) -> Any:
-    """An s3torchconnector S3Client (the AWS CRT) for the location; one per process (made after fork). A
-    throttled GET is retried once (CRT_ATTEMPTS), then fails."""
-    from s3torchconnector._s3client import S3Client, S3ClientConfig
+@dataclass(frozen=True)
+class CrtClient:
+    """The AWS CRT's S3 client (awscrt: aws-c-s3, the native client s3torchconnector also wraps) with what a GET
+    needs: its requests are asynchronous (callbacks on the CRT's event-loop threads), so one reader thread keeps
+    many in flight; its retries are off (`S3RetryMode.NONE`): a throttled answer reaches iobench, which counts it."""
 
-    config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)
+    client: Any
+    host: str  # the Host header: the endpoint's, or the bucket's virtual host
+    path: str  # the prefix of a key's path: "/BUCKET/" (path style) or "/"
+
+
+CRT_TARGET_GBPS = 1000.0  # the CRT sizes its connections by its throughput target: 10 Gbps (its default) holds ~26
+
+
+def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtClient:
+    """An awscrt S3 client for the location, opening up to `connections` at once; one per process (made after fork:
+    the CRT's threads are not forked). Its own default target would queue GETs past ~26 inside the client, out of
+    sight, so the target is set high and the connections capped instead."""
+    from awscrt import auth, io, s3
+
+    endpoint = urlparse(loc.endpoint or f"https://s3.{region(loc)}.amazonaws.com")
     try:
-        return S3Client(region(loc), endpoint=loc.endpoint, s3client_config=config)
+        bootstrap = io.ClientBootstrap(elg := io.EventLoopGroup(), io.DefaultHostResolver(elg))
+        creds = (auth.AwsCredentialsProvider.new_profile(bootstrap, profile_name=loc.profile) if loc.profile else
+                 auth.AwsCredentialsProvider.new_default_chain(bootstrap))
+        signing = auth.AwsSigningConfig(
+            algorithm=auth.AwsSigningAlgorithm.V4, signature_type=auth.AwsSignatureType.HTTP_REQUEST_HEADERS,
+            service="s3", region=region(loc), credentials_provider=creds,
+            signed_body_header_type=auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
+            signed_body_value=auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD)
+        tls = s3.S3RequestTlsMode.DISABLED if endpoint.scheme == "http" else s3.S3RequestTlsMode.ENABLED
+        client = s3.S3Client(bootstrap=bootstrap, region=region(loc), tls_mode=tls, signing_config=signing,
+                             throughput_target_gbps=CRT_TARGET_GBPS, max_active_connections_override=connections,
+                             retry_config=s3.S3RetryConfig(retry_mode=s3.S3RetryMode.NONE))
     except Exception as exc:
         raise explain(exc, loc, "making an S3 client") from None
+    if loc.path_style:
+        return CrtClient(client, endpoint.netloc, f"/{loc.bucket}/")
+    return CrtClient(client, f"{loc.bucket}.{endpoint.netloc}", "/")
 
 
 def versions() -> dict[str, str]:
     """The client libraries' versions, as a result records them."""
     found = {}
-    for name in ("boto3", "botocore", "s3torchconnector", "s3torchconnectorclient"):
+    for name in ("boto3", "botocore", "awscrt"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
     return found
@@ -137,9 +172,14 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
 
 
 def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:
-    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}); iobench does not hide "
-                              "that in retries: measure with fewer requests in flight (--threads, --workers), or ask "
-                              "its owner for a higher limit")
+    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}): measure with fewer "
+                              "requests in flight (--in-flight, --threads, --workers), or ask its owner for a higher "
+                              "limit")
+
+
+def throttled_error(loc: S3Location, doing: str, answer: str) -> EnvironmentRefused:
+    """A GET throttled past iobench's patience (sources/s3.py) as one line, as `explain` says a throttled answer."""
+    return _throttled(doing, f"{loc} at {loc.endpoint or 'AWS S3'}", answer)
 
 
 def _first_line(exc: BaseException) -> str:

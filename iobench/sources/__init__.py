@@ -30,7 +30,9 @@ class Reader(Protocol):
     buffer: bytearray  # the last sample's bytes are buffer[:n]
     open_ns: int  # time the last read spent opening (0 where a source has no open)
     total_ns: int  # the last read's whole time: open + read to EOF + close
-
+    # answers throttled (and retried) before the last read's: 0 but for objects (503 SlowDown); engines read it
+    # where a reader has it. The objects reader also has start(index)/finish() for --in-flight (sources/s3.py).
+    throttled: int
 
     def read(self, index: int) -> int: ...
 

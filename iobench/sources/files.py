@@ -58,6 +58,7 @@ class FileReader:
     reads, two stores: the per-sample contract, see iobench/sources/__init__.py)."""
 
     __slots__ = ("_path", "buffer", "_whole", "_eof", "open_ns", "total_ns", "_advice")
+    throttled = 0  # answers throttled before a read: none here (Reader)
 
     def __init__(self, paths: PathTable, max_size: int, advice: int | None = None):
         self._path = paths.raw  # the i-th path as bytes: no str kept per sample

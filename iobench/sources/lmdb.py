@@ -154,6 +154,7 @@ class LmdbSource:
 
 class LmdbReader:
     __slots__ = ("_env", "_txn", "_get", "buffer", "open_ns", "total_ns")
+    throttled = 0  # answers throttled before a read: none here (Reader)
 
     def __init__(self, env, max_size: int):
         self._env = env  # keeps the env alive as long as the reader

@@ -1,27 +1,57 @@
-"""The objects source: one object per sample, read whole with a GET, as s3torchconnector's S3MapDataset reads it.
+"""The objects source: one object per sample, read whole with a GET, as s3torchconnector's S3MapDataset reads it,
+with `depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader (s3dlio, a prefetching
+IterableDataset) keeps them.
 
-Per request the reader times the first byte (`open_ns`: request sent to the first bytes of the body in hand, the
-object store's counterpart of a file's open) and the whole (`total_ns`: to the last byte), and copies the body into
-its reusable buffer. The client is the process's own (`_client`): readers threads of one process share it, a
-DataLoader worker or a forked epoch makes its own after fork. boto3 does not retry a GET; the CRT retries it once
-(the fewest it allows); a GET that fails (or is throttled) past that ends the epoch in one line instead of hiding
-in the figures."""
+A reader keeps a ring of `depth` slots, each a request and its own buffer: `start(index)` sends a sample's GET,
+`finish()` waits for the oldest (the samples are finished in the order they were started) and makes its bytes the
+reader's `buffer`; `read(index)` is the two at once. Per sample the reader times the first byte (`open_ns`: the
+answering request sent to the first bytes of its answer, the object store's counterpart of a file's open) and the
+whole (`total_ns`: the sample's first request sent to its last byte in hand, so a started-early request's time in
+flight counts and a throttled one's pauses do). With the CRT (awscrt, asynchronous) the clock is read in its
+callbacks, when the bytes arrive, not when the reader comes to them; boto3's calls block, so `depth` > 1 costs it a
+thread per request in flight.
+
+Neither client retries (CRT: retries off; boto3: one attempt): a throttled answer (503 SlowDown and the like)
+reaches the reader, which counts it (`throttled`: the last sample's throttled answers), waits the server's pause
+(its Retry-After, else a short backoff) and sends the GET again, so the epoch completes; a sample throttled for
+`give_up_s` (the run's --io-timeout, less a margin) ends the epoch in one line. Any other failure ends it at once.
+The client is the process's own (`_client`): readers threads of one process share it, a DataLoader worker or a
+forked epoch makes its own after fork."""
 
 from __future__ import annotations
 
 import os
+import random
 import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from time import perf_counter_ns as _clock
 from typing import Any
+from urllib.parse import quote
+
+from awscrt.http import HttpHeaders, HttpRequest
+from awscrt.s3 import S3RequestType
 
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.s3 import S3Location
-from iobench.s3.clients import READ_RETRIES, boto3_client, crt_client, explain
+from iobench.s3.clients import (
+    READ_CONNECTIONS,
+    READ_RETRIES,
+    THROTTLED,
+    CrtClient,
+    boto3_client,
+    crt_client,
+    explain,
+    throttled_error,
+)
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
+PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
+GIVE_UP = 0.75  # a sample throttled this share of --io-timeout ends the epoch (before the watchdog calls it a stall)
 
 
 def _client(loc: S3Location, connections: int) -> Any:
@@ -29,16 +59,15 @@ def _client(loc: S3Location, connections: int) -> Any:
     key = (os.getpid(), loc)
     with _made:
         if key not in _clients:
-            _clients[key] = (crt_client(loc) if loc.client == "crt" else
+            _clients[key] = (crt_client(loc, connections=connections) if loc.client == "crt" else
                              boto3_client(loc, connections=connections, attempts=1))
         return _clients[key]
 
 
 def preload(client: str) -> None:
-    """Import the client's library in this process (no client is made: one made before fork is not the child's)."""
-    if client == "crt":
-        import s3torchconnector._s3client  # noqa: F401
-    else:
+    """Import the client's library in this process (no client is made: one made before fork is not the child's);
+    awscrt is imported with this module."""
+    if client == "boto3":
         import boto3  # noqa: F401
 
 
@@ -47,23 +76,25 @@ class ObjectSource:
 
     name = "objects"
 
-    def __init__(self, manifest: Manifest, connections: int = 512):
+    def __init__(self, manifest: Manifest, connections: int = READ_CONNECTIONS):
         assert isinstance(manifest.root, S3Location)
         self.loc = manifest.root
         self.keys = manifest.paths  # prefix + relative key: the object's key
         self.max_size = int(manifest.sizes.max()) if len(manifest) else 0
-        self.connections = connections  # boto3: connections its pool keeps (512: the deepest sweep of issue 22)
+        self.connections = connections  # connections a client opens at most (512: the deepest default sweep)
         # the client's library imported here, once: a forked epoch or DataLoader worker that imports it itself
-        # pays seconds of CPU (s3torchconnector imports torch) inside its measured epoch
+        # pays its import's CPU inside its measured epoch
         preload(self.loc.client)
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def reader(self) -> CrtReader | Boto3Reader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> CrtReader | Boto3Reader:
+        """A reader keeping up to `depth` GETs in flight (start/finish); `io_timeout_s` the run's --io-timeout."""
         client = _client(self.loc, self.connections)
         kind = CrtReader if self.loc.client == "crt" else Boto3Reader
-        return kind(client, self.loc, self.keys, self.max_size)
+        give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
+        return kind(client, self.loc, self.keys, self.max_size, depth, give_up)
 
     def sample_name(self, index: int) -> str:
         return f"s3://{self.loc.bucket}/{self.keys[index]}"
@@ -73,82 +104,219 @@ class ObjectSource:
 
     def describe(self) -> dict:
         return {"source": self.name, "samples": len(self), "client": self.loc.client,
-                "retries": READ_RETRIES[self.loc.client]}
+                "retries": READ_RETRIES[self.loc.client], "connections": self.connections}
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""
 
 
-class _Reader:
-    __slots__ = ("_client", "_loc", "_bucket", "_key", "buffer", "_view", "open_ns", "total_ns")
+class _Slot:
+    """One request in flight: its sample, its buffer, its clock readings and how it ended (set by the client's
+    callbacks or the pool's thread, read by the reader once `done`)."""
 
-    def __init__(self, client: Any, loc: S3Location, keys: PathTable, max_size: int):
+    __slots__ = ("index", "buffer", "view", "first", "t0", "t1", "t2", "n", "status", "error", "pause", "done",
+                 "job", "callbacks")
+
+    def __init__(self, size: int):
+        self.index = -1
+        self.buffer = bytearray(size + 1)
+        self.view = memoryview(self.buffer)
+        self.first = self.t0 = self.t1 = self.t2 = self.n = self.status = 0
+        self.error: BaseException | None = None
+        self.pause: float | None = None  # the server's Retry-After, where a throttled answer gave one
+        self.done = threading.Event()
+        self.job: Any = None  # what keeps the request alive: the CRT's request, or the pool's future
+        self.callbacks = (self._headers, self._body, self._done)  # bound once: no method object per request
+
+    def grow(self, need: int) -> None:
+        """Slow path: an object bigger than the manifest said (the epoch's size check names it)."""
+        self.view.release()
+        self.buffer.extend(bytearray(need - len(self.buffer) + 1))
+        self.view = memoryview(self.buffer)
+
+    # the CRT's callbacks, on its event-loop threads
+    def _headers(self, status_code: int, headers: Any, **_: Any) -> None:
+        if not self.t1:
+            self.t1 = _clock()
+        self.status = status_code
+
+    def _body(self, chunk: bytes, offset: int, **_: Any) -> None:
+        if not self.t1:
+            self.t1 = _clock()
+        end = offset + len(chunk)
+        if end >= len(self.buffer):
+            self.grow(end)
+        self.view[offset:end] = chunk
+        if end > self.n:
+            self.n = end
+
+    def _done(self, error: BaseException | None = None, status_code: int | None = None,
+              error_headers: Any = None, **_: Any) -> None:
+        self.t2 = _clock()
+        self.error = error
+        if status_code:
+            self.status = status_code
+        if error is not None:
+            self.pause = _retry_after(error_headers)
+        self.job = None
+        self.done.set()
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The seconds a throttled answer's Retry-After asks for, if it has one in seconds."""
+    for name, value in headers or ():
+        if name.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return None
+    return None
+
+
+class _Reader:
+    __slots__ = ("_client", "_loc", "_bucket", "_key", "_slots", "_depth", "_head", "_live", "_give_up_s",
+                 "buffer", "open_ns", "total_ns", "throttled")
+
+    def __init__(self, client: Any, loc: S3Location, keys: PathTable, max_size: int, depth: int,
+                 give_up_s: float):
         self._client = client
         self._loc = loc
         self._bucket = loc.bucket
         self._key = keys.raw  # the i-th key as bytes: no str kept per sample
-        self.buffer = bytearray(max_size + 1)
-        self._view = memoryview(self.buffer)
+        self._slots = [_Slot(max_size) for _ in range(depth)]
+        self._depth = depth
+        self._head = 0  # the oldest request's slot
+        self._live = 0  # requests in flight
+        self._give_up_s = give_up_s
+        self.buffer = self._slots[0].buffer
         self.open_ns = 0
         self.total_ns = 0
+        self.throttled = 0  # the last sample's throttled answers (each retried)
 
-    def _grow(self, need: int) -> None:
-        """Slow path: an object bigger than the manifest said (the epoch's size check names it)."""
-        self._view.release()
-        self.buffer.extend(bytearray(need - len(self.buffer) + 1))
-        self._view = memoryview(self.buffer)
+    def read(self, index: int) -> int:
+        self.start(index)
+        return self.finish()
 
-    def _failed(self, exc: Exception, index: int) -> Exception:
+    def start(self, index: int) -> None:
+        """Send sample `index`'s GET (at most `depth` unfinished at once)."""
+        s = self._slots[(self._head + self._live) % self._depth]
+        self._live += 1
+        s.index = index
+        s.first = 0
+        self._send(s)
+
+    def finish(self) -> int:
+        """Wait for the oldest GET started; its bytes are then buffer[:n]. A throttled answer is counted and the
+        GET sent again after the server's pause."""
+        s = self._slots[self._head]
+        self._head = (self._head + 1) % self._depth
+        self._live -= 1
+        throttled = 0
+        self._wait(s)
+        while s.error is not None:  # slow path
+            if not self._is_throttled(s):
+                raise self._failed(s.error, s.index)
+            if (waited := (_clock() - s.first) / 1e9) >= self._give_up_s:
+                raise throttled_error(replace(self._loc, prefix=self._key(s.index).decode()), "reading",
+                                      f"{s.status or 503} to each of {throttled + 1} GETs of one object over "
+                                      f"{waited:.1f} s")
+            throttled += 1
+            pause = s.pause if s.pause is not None else min(PAUSE_S[1], PAUSE_S[0] * 2 ** (throttled - 1))
+            time.sleep(pause * (0.5 + random.random() / 2) if s.pause is None else pause)
+            self._send(s)
+            self._wait(s)
+        self.throttled = throttled
+        self.buffer = s.buffer
+        self.open_ns = (s.t1 or s.t2) - s.t0
+        self.total_ns = s.t2 - s.first
+        return s.n
+
+    def _send(self, s: _Slot) -> None:
+        raise NotImplementedError
+
+    def _wait(self, s: _Slot) -> None:
+        raise NotImplementedError
+
+    def _is_throttled(self, s: _Slot) -> bool:
+        raise NotImplementedError
+
+    def _failed(self, exc: BaseException, index: int) -> Exception:
         return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading")
 
 
 class CrtReader(_Reader):
-    """GETs through the AWS CRT (s3torchconnector): the body arrives as chunks, each copied once into the buffer."""
+    """GETs through the AWS CRT (awscrt): `start` returns once the request is queued; the body arrives as chunks on
+    the CRT's threads, each copied once into the slot's buffer."""
 
     __slots__ = ()
 
-    def read(self, index: int) -> int:
-        t0 = _clock()
-        try:
-            stream = self._client._get_object_stream(self._bucket, self._key(index).decode())
-            n = 0
-            t1 = 0
-            for chunk in stream:
-                if not t1:
-                    t1 = _clock()
-                k = len(chunk)
-                if n + k >= len(self.buffer):
-                    self._grow(n + k)
-                self._view[n:n + k] = chunk
-                n += k
-        except Exception as exc:
-            raise self._failed(exc, index) from None
-        t2 = _clock()
-        self.open_ns = (t1 or t2) - t0
-        self.total_ns = t2 - t0
-        return n
+    def _send(self, s: _Slot) -> None:
+        c: CrtClient = self._client
+        s.t1 = s.t2 = s.n = s.status = 0
+        s.error = s.pause = None
+        s.done.clear()
+        request = HttpRequest("GET", c.path + quote(self._key(s.index)), HttpHeaders([("Host", c.host)]))
+        on_headers, on_body, on_done = s.callbacks
+        s.t0 = _clock()
+        if not s.first:
+            s.first = s.t0
+        s.job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=on_headers,
+                                      on_body=on_body, on_done=on_done)
+
+    def _wait(self, s: _Slot) -> None:
+        s.done.wait()  # a server that stops answering: the engine's watchdog (--io-timeout) ends the epoch
+
+    def _is_throttled(self, s: _Slot) -> bool:
+        return s.status in (503, 429) or "SLOW_DOWN" in getattr(s.error, "name", "")
 
 
 class Boto3Reader(_Reader):
-    """GETs through boto3: get_object returns at the response's headers; the body is read into the buffer."""
+    """GETs through boto3: get_object returns at the response's headers; the body is read into the slot's buffer.
+    Its calls block: at depth 1 the reader's own thread makes them, deeper a pool of `depth` threads."""
 
-    __slots__ = ()
+    __slots__ = ("_pool",)
 
-    def read(self, index: int) -> int:
-        t0 = _clock()
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._pool = ThreadPoolExecutor(self._depth, thread_name_prefix="iobench-get") if self._depth > 1 else None
+
+    def _send(self, s: _Slot) -> None:
+        s.t0 = _clock()
+        if not s.first:
+            s.first = s.t0
+        if self._pool is not None:
+            s.job = self._pool.submit(self._get, s)
+
+    def _wait(self, s: _Slot) -> None:
+        if self._pool is None:
+            self._get(s)
+        else:
+            job: Future = s.job
+            job.result()
+            s.job = None
+
+    def _get(self, s: _Slot) -> None:
+        s.error = s.pause = None
+        s.t1 = s.status = 0
         try:
-            got = self._client.get_object(Bucket=self._bucket, Key=self._key(index).decode())
-            t1 = _clock()
+            got = self._client.get_object(Bucket=self._bucket, Key=self._key(s.index).decode())
+            s.t1 = _clock()
             length = got["ContentLength"]
-            if length >= len(self.buffer):
-                self._grow(length)
-            body = got["Body"]
+            if length >= len(s.buffer):
+                s.grow(length)
+            body, view = got["Body"], s.view
             n = 0
-            while n < length and (k := body.readinto(self._view[n:])):
+            while n < length and (k := body.readinto(view[n:])):
                 n += k
             body.close()
+            s.n = n
         except Exception as exc:
-            raise self._failed(exc, index) from None
-        self.open_ns = t1 - t0
-        self.total_ns = _clock() - t0
-        return n
+            s.error = exc
+            meta = getattr(exc, "response", {}).get("ResponseMetadata", {})
+            s.status = meta.get("HTTPStatusCode") or 0
+            s.pause = _retry_after((meta.get("HTTPHeaders") or {}).items())
+        s.t2 = _clock()
+
+    def _is_throttled(self, s: _Slot) -> bool:
+        code = str(getattr(s.error, "response", {}).get("Error", {}).get("Code", ""))
+        return s.status in (503, 429) or code in THROTTLED

@@ -25,16 +25,20 @@ import io
 import os
 import threading
 from array import array
+from collections import deque
 from time import perf_counter_ns as _clock
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
+from awscrt.http import HttpHeaders, HttpRequest
+from awscrt.s3 import S3RequestType
 
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.record.recorder import EpochRecorder, latency_summary
 from iobench.s3 import S3Location
-from iobench.s3.clients import READ_RETRIES, explain
+from iobench.s3.clients import READ_RETRIES, CrtClient, explain
 from iobench.sources.pack_s3 import S3Pack
 from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
 from iobench.sources.s3 import _client, preload
@@ -103,7 +107,7 @@ class _Shards:
 
 class _Reader:
     __slots__ = ("_src", "_client", "_bucket", "_keys", "_shard", "_offset", "_size", "buffer", "_view",
-                 "open_ns", "total_ns")
+                 "open_ns", "total_ns", "throttled")
 
     def __init__(self, src: _Shards):
         self._src = src
@@ -115,12 +119,13 @@ class _Reader:
         self._view = memoryview(self.buffer)
         self.open_ns = 0
         self.total_ns = 0
+        self.throttled = 0  # a throttled GET of a shard ends the epoch in one line (not retried here)
 
     def _get(self, key: str, start: int, end: int | None) -> tuple[Any, int]:
         """A GET of key's bytes [start, end) (end None: to its end): (a stream with readinto, when its first bytes
         were in hand)."""
         if self._src.loc.client == "crt":
-            body = _CrtBody(self._client._get_object_stream(self._bucket, key, start, end))
+            body = _CrtBody(self._client, key, start, end)
             return body, body.first()
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         body = self._client.get_object(Bucket=self._bucket, Key=key, Range=rng)["Body"]
@@ -145,23 +150,63 @@ class _Reader:
 
 
 class _CrtBody:
-    """The CRT's chunks of a GET as a stream with readinto (each chunk copied once, into the reader's buffer)."""
+    """A GET through the CRT (awscrt) as a stream with readinto: the chunks its event-loop threads deliver, in order,
+    queued as they come and each copied once, into the reader's buffer; `close` cancels a GET not read to its end."""
 
-    __slots__ = ("_it", "_chunk", "_at")
+    __slots__ = ("_job", "_cv", "_chunks", "_chunk", "_at", "_ended", "_error", "_status", "t1")
 
-    def __init__(self, it: Any):
-        self._it = it
+    def __init__(self, c: CrtClient, key: str, start: int, end: int | None):
+        self._cv = threading.Condition()
+        self._chunks: deque[bytes] = deque()
         self._chunk = memoryview(b"")
         self._at = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self._status = 0
+        self.t1 = 0
+        rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", rng)]))
+        self._job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=self._headers,
+                                          on_body=self._body, on_done=self._done)
+
+    # the CRT's callbacks, on its threads
+    def _headers(self, status_code: int, **_: Any) -> None:
+        self._status = status_code
+
+    def _body(self, chunk: bytes, **_: Any) -> None:
+        with self._cv:
+            if not self.t1:
+                self.t1 = _clock()
+            self._chunks.append(chunk)
+            self._cv.notify()
+
+    def _done(self, error: BaseException | None = None, status_code: int | None = None, **_: Any) -> None:
+        with self._cv:
+            self._error, self._ended = error, True
+            if status_code:
+                self._status = status_code
+            self._cv.notify()
+
+    def _next(self) -> bytes | None:
+        """The next chunk (None: the GET has ended); waits for it. A server that stops answering: the engine's
+        watchdog (--io-timeout) ends the epoch."""
+        with self._cv:
+            while not self._chunks and not self._ended:
+                self._cv.wait()
+            if self._chunks:
+                return self._chunks.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
 
     def first(self) -> int:
         """Wait for the first chunk; when it came."""
-        self._chunk = memoryview(next(self._it, b""))
-        return _clock()
+        self._chunk, self._at = memoryview(self._next() or b""), 0
+        return self.t1 or _clock()
 
     def readinto(self, view: memoryview) -> int:
         if self._at >= len(self._chunk):
-            chunk = next(self._it, None)
+            chunk = self._next()
             if chunk is None:
                 return 0
             self._chunk, self._at = memoryview(chunk), 0
@@ -171,7 +216,8 @@ class _CrtBody:
         return k
 
     def close(self) -> None:
-        """The CRT ends the request with the iterator."""
+        if not self._ended:
+            self._job.cancel()
 
 
 class RangeSource(_Shards):

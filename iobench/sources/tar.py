@@ -139,6 +139,7 @@ class TarSource:
 
 class TarReader:
     __slots__ = ("_src", "_fds", "_shard", "_offset", "_size", "buffer", "_view", "open_ns", "total_ns")
+    throttled = 0  # answers throttled before a read: none here (Reader)
 
     def __init__(self, src: TarSource):
         self._src = src

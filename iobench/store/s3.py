@@ -32,7 +32,7 @@ from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_
 from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
 from iobench.s3 import S3Location
-from iobench.s3.clients import READ_RETRIES, boto3_client, explain, quiet_metadata_service, versions
+from iobench.s3.clients import READ_CONNECTIONS, READ_RETRIES, boto3_client, explain, quiet_metadata_service, versions
 from iobench.sources.pack_folder import PACK_MARKER, PACKED
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location, Progress
@@ -144,7 +144,7 @@ class S3Store:
         details: dict[str, str | int | None] = {
             "endpoint": dataset.endpoint or "AWS S3", "bucket": dataset.bucket, "prefix": dataset.prefix,
             "client": dataset.client, "profile": dataset.profile, "path_style": str(dataset.path_style).lower(),
-            "read_retries": READ_RETRIES[dataset.client],
+            "read_retries": READ_RETRIES[dataset.client], "read_connections": READ_CONNECTIONS,
             **{f"version_{k}": v for k, v in versions().items()}}
         return {"path": str(self.loc), "source": dataset.endpoint or "AWS S3", "fstype": "s3", "options": "",
                 "family": "object", "device": None, "read_ahead_kb": None, "bdi": "", "details": details,
