@@ -59,11 +59,10 @@ REFUSALS = (
     Refusal(("url",), lambda v, o, c: v is not None and o.dataset is not None,
             "--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give one or the "
             "other"),
-    # object storage: the phases that read files through the kernel (fio, the metadata phase's stat and open) and
-    # the packs have no object-storage form yet
-    Refusal(("fio", "mitigations"), lambda v, o, c: o.url is not None and _asks(v),
-            "{opt} does not apply to object storage (--url) yet: the raw baseline and the mitigations read files; "
-            "the run measures the loaders' GETs (and LIST and HEAD in its metadata phase)"),
+    # object storage: the mitigations and the packs have no object-storage form yet
+    Refusal(("mitigations",), lambda v, o, c: o.url is not None and _asks(v),
+            "{opt} does not apply to object storage (--url) yet: the mitigations read files; the run measures the "
+            "loaders' GETs (and LIST and HEAD in its metadata phase)"),
     Refusal(("source",), lambda v, o, c: o.url is not None and v != ("files",),
             "--source lmdb and tar read packs, which are not made in object storage yet: --url reads one object per "
             "sample (--source files)"),
