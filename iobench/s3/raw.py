@@ -21,18 +21,18 @@ import sys
 import threading
 import time
 import urllib.parse
+from importlib import metadata
 from typing import Any
 
 NAME = "awscrt"
 
 
 def version() -> str | None:
-    """awscrt's version, or None where it is not installed."""
+    """awscrt's version, or None where it is not installed (its package's metadata: the library is not loaded)."""
     try:
-        import awscrt
-    except ImportError:
+        return metadata.version("awscrt")
+    except metadata.PackageNotFoundError:
         return None
-    return str(getattr(awscrt, "__version__", "unknown"))
 
 
 def _where(endpoint: str | None, bucket: str, region: str, path_style: bool) -> tuple[str, str, bool]:
