@@ -258,8 +258,14 @@ class Mitigation(Model):
 
 
 class Baseline(Model):
-    fio_version: str | None = Field(description="fio's version; null when fio is not installed")
-    fio: list[FioBaseline] = Field(default_factory=list, description="raw fio baseline, per concurrency and cache")
+    fio_version: str | None = Field(description="fio's version; null when fio is not installed, and for objects")
+    tool: Literal["fio", "awscrt"] = Field(
+        "fio", description="what measured the raw points: fio (files), or the AWS CRT's native S3 client (awscrt, "
+                           "objects: every key GET once per point, `concurrency` requests in flight)")
+    tool_version: str | None = Field(None, description="its version; null when it is not installed (and for fio in "
+                                                       "results written before it)")
+    fio: list[FioBaseline] = Field(default_factory=list, description="the raw baseline's points (fio's, or the raw "
+                                                                     "S3 client's), per concurrency and cache")
     note: str | None = Field(None, description="why the baseline is missing or partial")
 
 

@@ -287,7 +287,8 @@ class UI:
                 t = replace(t, wide=(*t.wide, t.head.index(VS_FIO)))
                 self.table(t)
                 if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
-                    self._screen().print(Text(f"  {VS_FIO}: in the efficiency table, once fio has run", style="dim"))
+                    raw = "the raw baseline" if result.mount.objects else "fio"  # objects: awscrt, in fio's column
+                    self._screen().print(Text(f"  {VS_FIO}: in the efficiency table, once {raw} has run", style="dim"))
                 continue
             self.table(t)
 

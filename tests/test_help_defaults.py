@@ -101,6 +101,7 @@ REAL: dict[tuple[str, str], Real] = {
     ("fio", "--files"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.files),
     ("fio", "--size-dist"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.dist.spec),
     ("fio", "--seed"): ([], (*FIO, (runs, "measure")), lambda s: _settings(s).seed),
+    ("fio", "--io-timeout"): ([], (*FIO, (runs, "measure")), lambda s: _settings(s).io_timeout_s),
     ("fio", "--threads"): ([], (*FIO, (runs, "measure")), lambda s: _list(_settings(s).concurrency)),
     ("fio", "--cache"): ([], (*FIO, (runs, "measure")), lambda s: "both" if _settings(s).cache == ["cold", "warm"]
                          else s),

@@ -75,8 +75,10 @@ def test_gen_uploads_the_dataset_as_objects_and_reuses_it(s3_bed, prefix: str) -
 
 def _run(bed, prefix: str, tmp: Path, *args: str) -> Result:
     out = tmp / "r"
+    # the raw baseline is tests/test_s3_raw.py's: left out here, for the suite's time
     proc = iobench("run", "--url", f"s3://{bed.bucket}/{prefix}", *SHAPE, "--cache", "cold", "--epochs", "1",
-                   "--out", str(out), "--quiet", *(args or ("--no-metadata",)), env=bed.env(), cwd=tmp, timeout=600)
+                   "--out", str(out), "--quiet", "--no-fio", *(args or ("--no-metadata",)), env=bed.env(), cwd=tmp,
+                   timeout=600)
     assert proc.returncode == 0, proc.stderr
     return Result.load(out / "result.json")
 
@@ -96,7 +98,7 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
         assert run.open_ms.p50 is not None and 0 < run.open_ms.p50 <= run.latency_ms.p50  # first byte, then all
     assert r.mount.family == "object" and r.mount.fstype == "s3" and r.mount.details["client"] == client
     assert r.mount.details["endpoint"] == s3_bed.endpoint
-    assert r.baseline is None or not r.baseline.fio  # fio reads files: not run on objects
+    assert r.baseline is None  # --no-fio
     text = (tmp_path / "r" / "result.json").read_text() + (tmp_path / "r" / "report.html").read_text()
     assert s3_bed.secret_key not in text and s3_bed.access_key not in text
     # plan from it: the requests a job keeps in flight for 8 GPUs, by Little's law at the latency measured
@@ -137,15 +139,12 @@ def test_bad_input_and_refusals_are_one_line_each(s3_bed, prefix: str, tmp_path:
         ((["--url", "s3:/x"]), 2, "is not an s3://BUCKET/PREFIX URL"),
         ((["--url", f"s3://no-such-bucket-{uuid.uuid4().hex[:6]}/p"]), 3, "does not exist"),
         ((["--url", url, "--endpoint-url", "http://127.0.0.1:9"]), 3, "the endpoint does not answer"),
-        ((["--url", url, "--fio"]), 2, "--fio does not apply to object storage"),
         ((["--url", url, "--source", "lmdb"]), 2, "--source lmdb reads an LMDB, which is not made in object storage"),
         ((["--url", url, "--mount", str(tmp_path), "--ranks", "2"]), 2, "--mount with --url reads a FUSE view"),
     ]
     for args, code, words in cases:
         rc, line = _fails(s3_bed, *args)
         assert rc == code and words in line, (args, rc, line)
-    fio = iobench("fio", "--url", url, "--quiet", env=s3_bed.env())
-    assert fio.returncode == 2 and "a raw baseline for object storage (--url) is not built yet" in fio.stderr
     nobody = {**s3_bed.env(), "AWS_ACCESS_KEY_ID": s3_bed.nobody_access_key,
               "AWS_SECRET_ACCESS_KEY": s3_bed.nobody_secret_key}
     rc, line = _fails(s3_bed, "--url", url, *SHAPE, env=nobody)
@@ -178,8 +177,9 @@ def test_clean_removes_what_iobench_wrote_and_leaves_the_rest(s3_bed, tmp_path: 
 def test_two_ranks_read_the_bucket_each_object_once_per_epoch(s3_bed, prefix: str, tmp_path: Path) -> None:
     _, samples = _dataset(s3_bed, prefix)
     out = tmp_path / "d"
-    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--ranks", "2", "--workers", "1",
-                   "--batch-size", "32", "--epochs", "1", "--cache", "cold", "--gpu", "h200", "--model", "resnet50",
+    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio", "--ranks", "2",
+                   "--workers", "1", "--batch-size", "32", "--epochs", "1", "--cache", "cold", "--gpu", "h200",
+                   "--model", "resnet50",
                    "--out", str(out), "--quiet", env=s3_bed.env(), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
@@ -197,7 +197,7 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
     state = json.loads((s3_bed.state / "state.json").read_text())
     (pid,) = [p["pid"] for p in state["procs"] if p["what"] == "weed server"]
     out = tmp_path / "r"
-    cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
+    cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio",
            "--engine", "threads", "--threads", "2", "--in-flight", "4", "--cache", "cold", "--epochs", "20",
            "--io-timeout", "4",
            "--no-metadata",
@@ -236,8 +236,8 @@ def test_with_a_known_round_trip_more_requests_in_flight_give_more(s3_bed_delaye
     assert made.returncode == 0, made.stderr
     out = tmp_path / "r"
     proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1",
-                   "--in-flight", "1,8", "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out),
-                   "--quiet", env=bed.env(), cwd=tmp_path, timeout=600)
+                   "--in-flight", "1,8", "--cache", "cold", "--epochs", "1", "--no-metadata", "--no-fio", "--out",
+                   str(out), "--quiet", env=bed.env(), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
     one, eight = r.runs
@@ -308,7 +308,7 @@ def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, pref
     _, samples = _dataset(throttling, prefix)
     for client in ("crt", "boto3"):
         out = tmp_path / client
-        proc = iobench("run", "--url", f"s3://{throttling.bucket}/{prefix}", *SHAPE, "--engine", "threads",
+        proc = iobench("run", "--url", f"s3://{throttling.bucket}/{prefix}", *SHAPE, "--no-fio", "--engine", "threads",
                        "--threads", "4", "--in-flight", "4", "--cache", "cold", "--epochs", "1", "--s3-client",
                        client, "--no-metadata", "--quiet", "--out", str(out), env=throttling.env(), cwd=tmp_path,
                        timeout=300)
@@ -328,7 +328,7 @@ def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, pref
     each retry, make no progress, and the run ends within --io-timeout in one line naming the throttling (exit 3:
     the worker's error is the line, not torch's traceback), the epoch measured kept."""
     out = tmp_path / "r"
-    cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
+    cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio",
            "--engine", "dataloader", "--workers", "2", "--batch-size", "32", "--in-flight", "4", "--cache", "cold",
            "--epochs", "40", "--io-timeout", "4", "--no-metadata", "--out", str(out)]
     proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -363,3 +363,98 @@ def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: st
     html = (tmp_path / "r" / "report.html").read_text()
     assert f"{FILES + 2:,} keys in 1 LIST requests" in html and "HEAD/s" in html
     assert "1,281,167 keys (1,282 LIST requests of 1,000)" in (tmp_path / "r" / "report.md").read_text()
+
+
+# ------------------------------------------------------------------ the raw baseline (fio's role on objects)
+
+
+def test_the_raw_baseline_reads_every_key_once_per_depth_beside_the_loaders(s3_bed, prefix: str,
+                                                                            tmp_path: Path) -> None:
+    """`run --url` with its raw phase (on by default, as fio on files): the AWS CRT's native client GETs every key
+    once per depth of the sweep; its points are where fio's go, the loaders' efficiency is against them, and the
+    storage figure is the best of both, named by its tool in the verdict."""
+    from iobench.answer.rules import fio_valid, storage_figure
+    from iobench.s3.raw import version
+
+    _, samples = _dataset(s3_bed, prefix)
+    out = tmp_path / "r"
+    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio", "--engine", "threads",
+                   "--threads", "1,4", "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out),
+                   "--quiet", env=s3_bed.env(), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = Result.load(out / "result.json")
+    b = r.baseline
+    assert b is not None and (b.tool, b.tool_version, b.fio_version) == ("awscrt", version(), None), b
+    assert [(p.concurrency, p.cache) for p in b.fio] == [(1, "cold"), (4, "cold")]
+    for p in b.fio:
+        assert (p.files, p.bytes) == (len(samples), sum(samples.values()))  # every key once, whole
+        assert p.cpu_us_per_sample and p.cpu_us_per_sample > 0 and p.latency_ms.p50 > 0
+        assert (out / (p.json_file or "")).is_file() and "--in-flight" in p.job
+    assert all(run.efficiency is not None for run in r.runs)
+    fig = storage_figure(r)
+    assert fio_valid(b.fio[0]) and fig is not None  # one in flight lasts well over 0.5 s
+    best = max([x.samples_per_s for x in r.runs] + [p.files_per_s for p in b.fio if fio_valid(p)])
+    assert fig.samples_per_s == best and f"({fig.what}" in (r.verdict.text if r.verdict else "")
+    md = (out / "report.md").read_text()
+    assert "## raw baseline (awscrt)" in md and "| in flight | cache | objects/s |" in md
+    text = (out / "result.json").read_text() + (out / "report.html").read_text() + md
+    assert s3_bed.secret_key not in text and s3_bed.access_key not in text
+
+
+def test_iobench_fio_url_runs_the_raw_baseline_alone(s3_bed, prefix: str, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    proc = iobench("fio", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--threads", "1", "--cache", "cold",
+                   "--out", str(out), env=s3_bed.env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    r = Result.load(out / "result.json")
+    assert not r.runs and r.baseline is not None and [p.files for p in r.baseline.fio] == [FILES]
+    assert r.verdict is not None and r.verdict.text.startswith("raw baseline (awscrt) only: ")
+    assert "files/s cold (awscrt, 1 in flight)" in r.verdict.text and "awscrt" in proc.stdout + proc.stderr
+
+
+def test_a_frozen_server_ends_the_raw_baseline_within_its_io_timeout(s3_bed, prefix: str, tmp_path: Path) -> None:
+    """The S3 server frozen (SIGSTOP) while the raw client reads: exit 3 in one line within --io-timeout, the
+    client's process gone; no credential on its command line."""
+    state = json.loads((s3_bed.state / "state.json").read_text())
+    (pid,) = [p["pid"] for p in state["procs"] if p["what"] == "weed server"]
+    cmd = [sys.executable, "-m", "iobench.cli", "fio", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE,
+           "--threads", "1", "--cache", "cold", "--io-timeout", "4", "--quiet", "--out", str(tmp_path / "r")]
+    proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def raw_client() -> tuple[int, str] | None:
+        for p in Path("/proc").iterdir():
+            if p.name.isdigit():
+                try:
+                    line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    continue
+                if "iobench.s3.raw" in line:
+                    return int(p.name), line
+        return None
+
+    thaw = threading.Timer(30, lambda: os.kill(pid, signal.SIGCONT))  # whatever happens, it thaws
+    try:
+        deadline, found = time.monotonic() + 120, None
+        while found is None:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            found = raw_client()
+            time.sleep(0.05)
+        child, line = found
+        assert s3_bed.secret_key not in line and s3_bed.access_key not in line, line
+        time.sleep(0.3)  # its requests under way
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        thaw.start()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - frozen
+    finally:
+        thaw.cancel()
+        os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "the storage stopped answering" in err and "awscrt ran its baseline" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert took < 4 + 10, took
+    assert not Path(f"/proc/{child}").exists() or "iobench.s3.raw" not in Path(f"/proc/{child}/cmdline").read_text()

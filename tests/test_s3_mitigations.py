@@ -103,9 +103,9 @@ def test_mitigations_on_objects_and_the_fuse_view_in_one_run(s3_bed_fuse, packed
     prefix, top = packed
     out = tmp_path / "r"
     proc = iobench("run", "--url", f"s3://{s3_bed_fuse.bucket}/{prefix}", "--mount", str(s3_bed_fuse.mount), *SHAPE,
-                   "--engine", "dataloader", "--workers", "2", "--batch-size", "16", "--cache", "cold", "--epochs",
-                   "1", "--no-metadata", "--mitigations", "--out", str(out), env={**s3_bed_fuse.env(),
-                                                                                   "COLUMNS": "250"},
+                   "--no-fio", "--engine", "dataloader", "--workers", "2", "--batch-size", "16", "--cache", "cold",
+                   "--epochs", "1", "--no-metadata", "--mitigations", "--out", str(out),
+                   env={**s3_bed_fuse.env(), "COLUMNS": "250"},
                    cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
@@ -139,7 +139,7 @@ def test_mitigations_on_objects_and_the_fuse_view_in_one_run(s3_bed_fuse, packed
 
 def test_a_mount_that_is_not_the_bucket_is_refused_in_one_line(s3_bed_fuse, packed, tmp_path: Path) -> None:
     prefix, _ = packed
-    proc = iobench("run", "--url", f"s3://{s3_bed_fuse.bucket}/{prefix}", "--mount", str(tmp_path), *SHAPE,
+    proc = iobench("run", "--url", f"s3://{s3_bed_fuse.bucket}/{prefix}", "--mount", str(tmp_path), *SHAPE, "--no-fio",
                    "--engine", "threads", "--threads", "2", "--cache", "cold", "--no-metadata", "--out",
                    str(tmp_path / "r"), env=s3_bed_fuse.env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stderr

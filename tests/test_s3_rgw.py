@@ -43,7 +43,7 @@ def test_gen_run_clean_on_radosgw(rgw_bed: S3Bed, tmp_path: Path) -> None:
     samples = {k: s for k, s in _keys(rgw_bed, url.split("/", 3)[3] + "/").items() if k.endswith(".JPEG")}
     assert len(samples) == FILES
     out = tmp_path / "r"
-    run = iobench("run", "--url", url, *SHAPE, "--engine", "threads", "--threads", "4", "--cache", "cold",
+    run = iobench("run", "--url", url, *SHAPE, "--no-fio", "--engine", "threads", "--threads", "4", "--cache", "cold",
                   "--epochs", "1", "--no-metadata", "--out", str(out), "--quiet", env=rgw_bed.env(), cwd=tmp_path,
                   timeout=300)
     assert run.returncode == 0, run.stderr

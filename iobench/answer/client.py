@@ -56,7 +56,7 @@ from iobench.answer.rules import (
     supply_run,
     training_runs,
 )
-from iobench.answer.words import gpus_short
+from iobench.answer.words import gpus_short, raw_baseline
 from iobench.result import Result, Verdict
 
 
@@ -102,7 +102,8 @@ def answer(result: Result) -> Verdict:
                           storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
             return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
         if pipe is None and store is not None:
-            first = f"fio baseline only: {where} gives {store.samples_per_s:,.0f} files/s cold ({store.what})."
+            first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} files/s cold "
+                     f"({store.what}).")
         else:
             assert pipe is not None
             first = (f"{where} gives {store.samples_per_s:,.0f} samples/s cold ({store.what}); this client's pipeline "

@@ -27,7 +27,7 @@ from iobench.answer.rules import (
     training_runs,
     usable_cores,
 )
-from iobench.answer.words import gpu_short, reader_unit, readers
+from iobench.answer.words import gpu_short, raw_depth, raw_tool, reader_unit, readers
 from iobench.result import Result, Run
 
 
@@ -262,7 +262,8 @@ def plateau_of(result: Result, sat: int | None, best: Run | None) -> str | None:
         return f"the loaders saturate at ~{sat} {reader_unit(best)}"
     fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
     sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.files_per_s) for b in fio))
-    return None if sat is None else f"fio saturates at ~{sat} jobs"
+    tool = raw_tool(result)
+    return None if sat is None else f"{tool} saturates at ~{raw_depth(tool, sat)}"
 
 
 def cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> str | None:

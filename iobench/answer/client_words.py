@@ -25,7 +25,16 @@ from iobench.answer.rules import (
     times,
     usable_cores,
 )
-from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, reader_unit, readers, server_cache_note
+from iobench.answer.words import (
+    LIMIT_WORDS,
+    gpu_short,
+    gpus_short,
+    raw_baseline,
+    raw_tool,
+    reader_unit,
+    readers,
+    server_cache_note,
+)
 from iobench.gpu.rates import rates
 from iobench.result import Result, Run, Settings
 
@@ -184,9 +193,9 @@ def no_answer(result: Result, invalid: list[Run]) -> list[str]:
     if not s.replay and fio:
         fastest = max(b.files_per_s for b in fio)
         files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
-        return [f"fio baseline only, and no storage figure: read more, --files {files:,} or more.",
-                f"Every cold fio run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} files/s; a cold run "
-                "cannot loop over its files)."]
+        return [f"{raw_baseline(result)} only, and no storage figure: read more, --files {files:,} or more.",
+                f"Every cold {raw_tool(result)} run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} "
+                "files/s; a cold run cannot loop over its files)."]
     if not invalid:
         return [f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."]
     files = advised_files(result)

@@ -24,6 +24,7 @@ from iobench.answer.plan_figures import (
 )
 from iobench.answer.plan_words import figure, mixed_kinds, planned, who
 from iobench.answer.rules import replay_runs, storage_figure, storage_runs
+from iobench.answer.words import raw_depth, raw_tool
 from iobench.answer.words import readers as readers_of
 from iobench.gpu.rates import KIND_ALIASES, kind_of_source
 from iobench.result import Result, Run
@@ -65,7 +66,7 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
     point = fig.run or fig.fio if fig is not None else ref
     assert point is not None
     readers = point.in_flight if isinstance(point, Run) else point.concurrency  # objects: readers x --in-flight
-    engine = point.engine if isinstance(point, Run) else "fio"
+    engine = point.engine if isinstance(point, Run) else raw_tool(result)
     # C, the cache rate: warm runs that really read from the page cache (a FUSE or NFS client may not keep it)
     c_rate = max((r.samples_per_s for r in warm if r.measures == "page-cache"), default=None)
     if cache == "cold" and warm and c_rate is None:
@@ -150,8 +151,9 @@ def _highest_seen(result: Result) -> tuple[float, str] | None:
     seen = [(r.samples_per_s, f"{r.cache} {r.mitigation or r.source}, "
                               + (f"{r.in_flight} in flight" if r.source == "objects" else f"{r.concurrency} readers"))
             for r in result.runs if r.complete and r.gpus is None]
-    seen += [(b.files_per_s, f"fio {b.cache}, {b.concurrency} jobs") for b in (result.baseline.fio if result.baseline
-                                                                              else [])]
+    tool = raw_tool(result)
+    seen += [(b.files_per_s, f"{tool} {b.cache}, {raw_depth(tool, b.concurrency)}")
+             for b in (result.baseline.fio if result.baseline else [])]
     return max(seen) if seen else None
 
 

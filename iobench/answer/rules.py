@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from iobench.answer.words import readers
+from iobench.answer.words import raw_depth, raw_tool, readers
 from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings
 
 # ------------------------------------------------------------------------------------------------- the rules
@@ -418,11 +418,11 @@ class StorageFigure:
 
     samples_per_s: float
     mb_per_s: float | None
-    what: str  # "fio, 16 jobs", "dataloader, 4 DataLoader workers"
+    what: str  # "fio, 16 jobs", "awscrt, 16 in flight", "dataloader, 4 DataLoader workers"
     lower_bound: bool  # the client's CPU was saturated (or decoding set the pace) while measuring it: the storage
     # may give more
-    run: Run | None  # the loader run that set it (None: fio did)
-    fio: FioBaseline | None  # the fio job that set it (None: a loader did)
+    run: Run | None  # the loader run that set it (None: the raw baseline did)
+    fio: FioBaseline | None  # the raw baseline's point that set it (fio's, or the raw S3 client's; None: a loader)
     spread: Spread
 
 
@@ -434,10 +434,10 @@ def storage_figure(result: Result) -> StorageFigure | None:
                                    + ("" if r.source == "files" else f", {r.source}"),
                                    cpu_saturated(r.cpu, result) or r.measures == "decode", r, None,
                                    run_spread(result, r)))
+    tool = raw_tool(result)  # fio, or the raw S3 client on objects: its points are where fio's are
     for b in (result.baseline.fio if result.baseline else []):
         if b.cache == "cold" and fio_valid(b):
-            found.append(StorageFigure(b.files_per_s, b.mb_per_s,
-                                       f"fio, {b.concurrency} job{'' if b.concurrency == 1 else 's'}",
+            found.append(StorageFigure(b.files_per_s, b.mb_per_s, f"{tool}, {raw_depth(tool, b.concurrency)}",
                                        cpu_saturated(b.cpu, result), None, b, fio_spread(b)))
     return max(found, key=lambda f: f.samples_per_s, default=None)
 

@@ -14,6 +14,22 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def raw_tool(result: Result) -> str:
+    """What measured the raw baseline: "fio" (files), or the raw S3 client ("awscrt", objects)."""
+    return result.baseline.tool if result.baseline else "fio"
+
+
+def raw_baseline(result: Result) -> str:
+    """'fio baseline', or for objects 'raw baseline (awscrt)': what the words say where a file run's say fio."""
+    tool = raw_tool(result)
+    return "fio baseline" if tool == "fio" else f"raw baseline ({tool})"
+
+
+def raw_depth(tool: str, n: int) -> str:
+    """One raw point's concurrency: '16 jobs' of fio, '16 in flight' of the raw S3 client."""
+    return counted(n, "job") if tool == "fio" else f"{n} in flight"
+
+
 def loader_words(run: Run) -> str:
     """The readers of one loader: '16 threads', '4 DataLoader workers' (every report says them so)."""
     deep = f" x {run.depth} in flight ({run.in_flight:,} GETs)" if run.depth > 1 else ""

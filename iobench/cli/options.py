@@ -227,6 +227,10 @@ def measure_options(fio: bool) -> Callable[[F], F]:
                          help="Print only the verdict line (nothing at all with --json -); errors still go to "
                               "stderr."),
             s3_options,
+            click.option("--io-timeout", type=float, default=60.0, show_default=True,
+                         help="Seconds without a finished read after which the storage counts as stalled: the run "
+                              "ends there (exit 3), the epoch kept with complete false, readers stuck in IO left "
+                              "behind."),
         ]):
             f = opt(f)
         return f
@@ -239,9 +243,9 @@ def _commas(values: tuple[int, ...]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    """`iobench run` (and `fio`, which has the first eleven) as typed: each field is the parameter of that name,
-    None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the fields and `run`'s
-    parameters one set."""
+    """`iobench run` (and `fio`, which has the first sixteen: measure_options') as typed: each field is the
+    parameter of that name, None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the
+    fields and `run`'s parameters one set."""
 
     # where, what, how concurrent, which cache states, where to (measure_options)
     mount: Path | None
@@ -259,6 +263,7 @@ class RunOptions:
     endpoint_url: str | None = None
     profile: str | None = None
     s3_client: str | None = None
+    io_timeout: float = 60.0
     # `run` alone
     workload: str | None = None
     order: tuple[str, ...] | None = None
@@ -283,7 +288,6 @@ class RunOptions:
     consumer: str = "sleep"
     mitigations: bool = False
     check: bool = False
-    io_timeout: float = 60.0
     ranks: int | None = None
     timeout: float | None = None
 

@@ -59,11 +59,7 @@ REFUSALS = (
     Refusal(("url",), lambda v, o, c: v is not None and o.dataset is not None,
             "--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give one or the "
             "other"),
-    # object storage: the raw baseline reads files through the kernel, and an LMDB is a file a process maps: neither
-    # has an object-storage form yet (tar shards do: pack --url)
-    Refusal(("fio",), lambda v, o, c: o.url is not None and _asks(v),
-            "{opt} does not apply to object storage (--url) yet: the raw baseline reads files; the run measures the "
-            "loaders' GETs (and LIST and HEAD in its metadata phase)"),
+    # object storage: an LMDB is a file a process maps: it has no object-storage form (tar shards do: pack --url)
     Refusal(("source",), lambda v, o, c: o.url is not None and "lmdb" in v,
             "--source lmdb reads an LMDB, which is not made in object storage: --url reads one object per sample "
             "(--source files) or tar shards by ranged GETs (--source tar)"),

@@ -34,6 +34,7 @@ from iobench.ui import UI
 from iobench.workload import DEFAULT, Workload, load
 
 DEFAULT_RANK_TIMEOUT_S = 300.0
+
 PREFETCH_FACTOR = 2  # DataLoader batches each worker keeps ready, where --prefetch-factor is not given
 SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset, where --scale-files is not given
 
@@ -56,7 +57,8 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
               help="Measure the replay sweep N times: each figure is the mean over them, with its standard deviation "
                    "and spread (over 5% is flagged unstable).")
 @click.option("--fio/--no-fio", default=None,
-              help="Raw fio baseline on the same files (when fio is installed).  [default: fio]")
+              help="Raw baseline: fio on the same files (when fio is installed); with --url, the AWS CRT's native S3 "
+                   "client GETting the same keys.  [default: fio]")
 @click.option("--metadata/--no-metadata", default=None, help="Metadata phase: list, stat, open+close.  "
                                                                "[default: metadata]")
 @click.option("--scale-files", type=int, default=None,
@@ -99,9 +101,6 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
 @click.option("--check", is_flag=True,
               help="Exit 1 (after a complete run) unless the storage feeds the GPUs asked about with --gpus N (its "
                    "figure covers their demand; without a cold run, this client's training run at N); 0 when it does.")
-@click.option("--io-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds without a finished read after which the storage counts as stalled: the run ends there "
-                   "(exit 3), the epoch kept with complete false, readers stuck in IO left behind.")
 @click.option("--ranks", type=click.IntRange(min=1), default=None,
               help="Launch this many ranks on this host (torchrun's launcher, gloo): one distributed run, each rank a "
                    "GPU with its own DataLoader, a per-step allreduce. Across nodes: torchrun (docs/distributed.md).")
@@ -139,9 +138,6 @@ def run(**params: Any) -> None:
     if o.consumer == "cuda":
         _check_cuda(engine)
     settings = _settings(o, wl, engine, orders)
-    if o.url is not None:
-        notes.append("object storage: no fio baseline (fio reads files through the kernel): the storage figure is "
-                     "the loaders' best")
     if many:
         local_ranks = o.ranks
         if not local_ranks:
@@ -175,7 +171,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         concurrency=list(p.workers if engine == "dataloader" else p.threads), cache=list(o.cache),
         in_flight=list(o.in_flight or (DEFAULT_IN_FLIGHT if o.url is not None else (1,))),
         epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed,
-        fio=o.fio is not False and o.url is None, metadata=o.metadata is not False,
+        fio=o.fio is not False, metadata=o.metadata is not False,
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
         engine=engine, batch_size=p.batch_size,
         prefetch_factor=PREFETCH_FACTOR if o.prefetch_factor is None else o.prefetch_factor, decode=p.decode,
@@ -214,13 +210,13 @@ def _check_cuda(engine: str) -> None:
 @click.command("fio")
 @measure_options(fio=True)
 def fio_cmd(**params: Any) -> None:
-    """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency."""
+    """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency (with --url, the AWS
+    CRT's native S3 client GETting every key at each number of requests in flight)."""
     o = RunOptions.from_params(params)
-    if o.url is not None:
-        raise UserError("iobench fio reads files through the kernel: a raw baseline for object storage (--url) is "
-                        "not built yet; iobench run --url measures the loaders' GETs")
-    require_fio()
+    if o.url is None:
+        require_fio()
     settings = Settings(orders=[], concurrency=list(o.threads or FIO_THREADS), cache=list(o.cache), epochs=1,
-                        seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True)
+                        seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True,
+                        io_timeout_s=o.io_timeout)
     measure(settings, o.where, o.dataset, shape_of(o.files, o.size_dist, o.classes, o.seed), o.json_path, o.out,
             UI(o.quiet, stdout_free=o.json_path == STDOUT))

@@ -191,15 +191,18 @@ FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
 FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
 
 
-def _run(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float | None = None,
-         on_tick: Callable[[int], None] | None = None) -> tuple[int, str, str]:
-    """Run fio in its own process group so a timeout can stop its forked jobs too. `io_timeout_s`: fio's processes
-    doing nothing for that long (no bytes read, no read() call, no job waking up: the storage stopped answering)
-    raises StorageStalled. Stopping fio never waits more than a few seconds: a job stuck in uninterruptible IO
-    cannot be killed, and is named (left behind) instead. `on_tick`: each tick, the bytes fio's processes have read
-    so far (fio prints no percent done for a replayed iolog: this is its progress)."""
+def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float | None = None,
+                on_tick: Callable[[int], None] | None = None, tool: str = "fio",
+                env: dict[str, str] | None = None, done: Callable[[], int] | None = None) -> tuple[int, str, str]:
+    """Run fio (or another raw `tool`: the objects' baseline) in its own process group so a timeout can stop its
+    forked jobs too. `io_timeout_s`: fio's processes doing nothing for that long (no bytes read, no read() call, no
+    job waking up: the storage stopped answering) raises StorageStalled. Stopping fio never waits more than a few
+    seconds: a job stuck in uninterruptible IO cannot be killed, and is named (left behind) instead. `on_tick`: each
+    tick, the bytes fio's processes have read so far (fio prints no percent done for a replayed iolog: this is its
+    progress). `env`: the process's environment (None: this one's). `done`: the bytes the tool says it has read so
+    far, for a tool whose /proc counters move while it waits (the CRT's event loops do): both progress and ticks."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", start_new_session=True)
+                            errors="replace", start_new_session=True, env=env)
     t0 = last_t = time.monotonic()
     last = None
     try:
@@ -214,20 +217,20 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float
             if timeout_s is not None and now - t0 >= timeout_s:
                 break
             if on_tick is not None:
-                on_tick(_bytes_read(proc.pid))
+                on_tick(_bytes_read(proc.pid) if done is None else done())
             if io_timeout_s is not None:
-                progress = _progress(proc.pid)
+                progress = _progress(proc.pid) if done is None else done()
                 if progress != last:
                     last, last_t = progress, now
                 elif now - last_t >= io_timeout_s:
-                    raise stalled("fio ran its baseline", io_timeout_s, _stop(proc), "fio process")
+                    raise stalled(f"{tool} ran its baseline", io_timeout_s, _stop(proc), f"{tool} process")
     except StorageStalled:
         raise
     except BaseException:  # Ctrl-C: fio, in a session of its own, would read on
         _stop(proc)
         raise
     _stop(proc)
-    raise FioError(f"fio timed out after {timeout_s} s")
+    raise FioError(f"{tool} timed out after {timeout_s} s")
 
 
 def _descendants(pid: int) -> list[int]:
@@ -310,7 +313,7 @@ def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
     return _alive(pids)
 
 
-def _status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
+def status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
                setup_bytes: int) -> Callable[[int], None]:
     """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
     done of all the runs, (files/s, MB/s) or None while it sets up, (k + 1, repeats), seconds left. `setup_bytes`:
@@ -372,7 +375,7 @@ def run_fio(
     replays (each written atomically; ``saved`` lists them). ``name`` names the job and its files.
 
     ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
-    ``_run``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
+    ``run_watched``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
 
     ``status``: called about every second with the percent done of all the repeats, (files/s, MB/s) or None while
     fio sets up, (the run, of ``repeats``) and the seconds left (from the bytes fio's processes have read: fio
@@ -401,8 +404,8 @@ def run_fio(
                 prepare()
             drops0 = _drop_counts()
             t0 = time.perf_counter()
-            tick = None if status is None else _status_of(status, k, repeats, total_bytes, job.ios, t0, setup_bytes)
-            rc, out, err = _run(cmd, folder, timeout_s, io_timeout_s, tick)
+            tick = None if status is None else status_of(status, k, repeats, total_bytes, job.ios, t0, setup_bytes)
+            rc, out, err = run_watched(cmd, folder, timeout_s, io_timeout_s, tick)
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
             try:

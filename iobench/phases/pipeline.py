@@ -52,6 +52,7 @@ from iobench.phases.mitigations import (
     variants,
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations
+from iobench.phases.raw_objects import objects_baseline
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Run, Settings
@@ -218,10 +219,16 @@ def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec,
 
 
 def _fio(ctx: RunContext) -> None:
-    """fio on (a sample of) the same files, per concurrency and cache state; then each loader run's
-    efficiency against it."""
+    """The raw baseline (fio on (a sample of) the same files; on objects, the raw S3 client over every key), per
+    concurrency and cache state; then each loader run's efficiency against it."""
+    if ctx.result.mount.objects:
+        try:
+            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / "fio", ctx.save)
+        except StorageStalled as exc:
+            _stalled(exc, ctx)
+        return _efficiency(ctx)
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    baseline = result.baseline = Baseline(fio_version=fio_version())
+    baseline = result.baseline = Baseline(fio_version=fio_version(), tool_version=fio_version())
     if baseline.fio_version is None:
         baseline.note = "fio is not installed: no raw baseline (install it with apt-get install -y fio)"
         ui.warn(baseline.note)
@@ -245,11 +252,15 @@ def _fio(ctx: RunContext) -> None:
             with ui.step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}"):
                 if not _fio_point(ctx, where, paths, sizes, pick, conc, state):
                     return
-    ref = {(b.concurrency, b.cache): b.files_per_s for b in baseline.fio}
-    for run in result.runs:
-        fio_rate = ref.get((run.concurrency, run.cache))
-        if fio_rate and run.complete:
-            run.efficiency = round(run.samples_per_s / fio_rate, 3)
+    _efficiency(ctx)
+
+
+def _efficiency(ctx: RunContext) -> None:
+    """Each complete loader run's rate over the raw baseline's at its concurrency and cache state."""
+    ref = {(b.concurrency, b.cache): b.files_per_s for b in (ctx.result.baseline.fio if ctx.result.baseline else [])}
+    for run in ctx.result.runs:
+        if (rate := ref.get((run.concurrency, run.cache))) and run.complete:
+            run.efficiency = round(run.samples_per_s / rate, 3)
     ctx.save()
 
 

@@ -26,7 +26,7 @@ from iobench.answer.rules import (
     supply_run,
     times,
 )
-from iobench.answer.words import counted
+from iobench.answer.words import counted, raw_baseline, raw_depth, raw_tool
 from iobench.errors import UserError
 from iobench.report.format import engine, gb, ms, num, readers, when
 from iobench.result import FioBaseline, Result, Run, Verdict
@@ -164,7 +164,7 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
                    + "; ".join(f"epoch {r.epoch}, {r.invalid_reason}" for r in invalid[:3])
                    + ("; ..." if len(invalid) > 3 else "") + ".")
     if result.baseline and result.baseline.note:
-        out.append(f"fio baseline: {result.baseline.note}")
+        out.append(f"{raw_baseline(result)}: {result.baseline.note}")
     return out
 
 
@@ -180,8 +180,8 @@ def _headline(result: Result, f: Facts) -> str:
         return v.answer
     fio = fio_best_run(result)
     if fio is not None:
-        return (f"fio baseline only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} MB/s) "
-                f"cold at {fio.concurrency} jobs.")
+        return (f"{raw_baseline(result)} only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} "
+                f"MB/s) cold at {raw_depth(raw_tool(result), fio.concurrency)}.")
     return "No storage figure: no valid cold (storage) run completed."
 
 
@@ -342,6 +342,10 @@ def fio_table(result: Result) -> Table | None:
         return None
     rows = tuple(_cells(x.concurrency, x.cache + ("" if fio_valid(x) else " (invalid)"), num(x.files_per_s),
                         num(x.mb_per_s, 1), ms(x.latency_ms.p50), ms(x.latency_ms.p99), x.files) for x in b.fio)
+    if b.tool != "fio":  # the raw S3 client: every key GET once per point
+        return Table(f"{b.tool} {b.tool_version or ''} GETting all {b.fio[0].files:,} objects",
+                     ("in flight", "cache", "objects/s", "MB/s", "GET p50 ms", "GET p99 ms", "objects"), rows, left=0,
+                     text_cols=(1,), wide=(6,))
     return Table(f"fio {b.fio_version or ''} on {b.fio[0].files:,} of the files",
                  ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms", "files"), rows, left=0,
                  text_cols=(1,), wide=(6,))
@@ -353,8 +357,9 @@ def efficiency_table(result: Result) -> Table | None:
     if not eff:
         return None
     rows = tuple(_cells(readers(r), r.cache, num(r.samples_per_s), num(r.efficiency, 2)) for r in eff)
-    return Table("efficiency: iobench's loader against fio at the same concurrency and cache state",
-                 ("readers", "cache", "samples/s", "samples/s ÷ fio files/s"), rows, left=2)
+    tool = raw_tool(result)
+    return Table(f"efficiency: iobench's loader against {tool} at the same concurrency and cache state",
+                 ("readers", "cache", "samples/s", f"samples/s ÷ {tool} files/s"), rows, left=2)
 
 
 def mitigations_table(result: Result) -> Table | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from iobench.answer.words import raw_baseline
 from iobench.report.compare import compare_headline, compare_table, like_for_like, winner_sentences
 from iobench.report.facts import (
     Facts,
@@ -72,7 +73,8 @@ def _sections(result: Result, h: str = "##") -> list[str]:
     if result.runs:
         out += [f"{h} Runs", "", _md_table(runs_table(result)), ""]
     b = result.baseline
-    out += _section(h, "fio baseline", fio_table(result), b.note if b and b.note else "No fio baseline in this result.")
+    raw = raw_baseline(result)
+    out += _section(h, raw, fio_table(result), b.note if b and b.note else f"No {raw} in this result.")
     out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
     out += _section(h, "Mitigations", mitigations_table(result),
                     "No mitigation phase in this result (`--mitigations`).")

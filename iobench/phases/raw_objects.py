@@ -1,0 +1,166 @@
+"""The raw baseline for objects: fio's role where the dataset is in a bucket. The AWS CRT's native S3 client
+(iobench/s3/raw.py, a process of its own) GETs every key of the dataset once per point, at each of the sweep's
+depths (requests in flight) and cache states; its points go where fio's go (`result.baseline.fio`, with
+`baseline.tool` "awscrt" and its version), and the storage figure is the best of them and the loaders' runs
+(answer/rules.storage_figure), as on files.
+
+Why awscrt: of the S3 clients on hand that Python does not bound (rclone 1.75, s5cmd 2.3, the CRT driven natively)
+it read the most objects per second and per CPU-second on the SeaweedFS bed (docs/performance.md). It is watched
+as fio is (`run_watched`): nothing read for --io-timeout (a server that stopped answering) kills it and raises
+StorageStalled."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import iobench
+from iobench.answer.rules import fio_validity
+from iobench.dataset import Manifest
+from iobench.host.stall import StorageStalled
+from iobench.phases.epoch import per_sample_us
+from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
+from iobench.record.recorder import Counters
+from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Settings
+from iobench.s3 import S3Location
+from iobench.s3.clients import region
+from iobench.s3.raw import NAME, version
+from iobench.safefs import write_file
+from iobench.ui import UI
+
+__all__ = ["NAME", "RawResult", "run_raw", "version"]
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """What the raw client measured at one depth: every key read once."""
+
+    requests: int
+    bytes: int
+    seconds: float
+    """From the first request sent to the last body received (the client's own clock)."""
+    cpu_s: float
+    """User + system CPU seconds of the client's process over those seconds."""
+    latency_ms: dict[str, float]
+    """p50, p90, p99, p999, max and mean of each GET, request sent to last byte, in ms."""
+    first_byte_ms: dict[str, float]
+    in_flight: int
+    version: str
+    command: str
+    """The client's command line (no credential is on it: they come from the standard chain)."""
+    setup_s: float = 0.0
+    raw_json: str = field(default="", repr=False)
+
+    @property
+    def files_per_s(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+
+
+def _env(loc: S3Location) -> dict[str, str]:
+    """The client's environment: this one (the credentials' chain), the location's profile, and this iobench on the
+    path (`-m iobench.s3.raw` must be this checkout's)."""
+    env = dict(os.environ)
+    if loc.profile:
+        env["AWS_PROFILE"] = loc.profile
+    top = str(Path(iobench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([top, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _received(progress: Path) -> int:
+    """The bytes the raw client says it has received (0 before it first says)."""
+    try:
+        return int(progress.read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def run_raw(loc: S3Location, keys: Sequence[str], sizes: Sequence[int], in_flight: int, *,
+            io_timeout_s: float | None = None, status: FioStatus | None = None,
+            name: str = "awscrt") -> RawResult:
+    """GET each of `keys` (whole object keys) once with `in_flight` requests at a time through the raw client.
+
+    Raises FioError when it fails (with its one line) or reads other than the keys' `sizes`, StorageStalled when it
+    reads nothing for `io_timeout_s`."""
+    if version() is None:
+        raise FioError("awscrt is not installed: pip install awscrt")
+    with tempfile.TemporaryDirectory(prefix="iobench-raw-") as tmp:
+        listing = Path(tmp) / f"{name}.keys"
+        listing.write_text("".join(k + "\n" for k in keys), encoding="utf-8")
+        cmd = [sys.executable, "-m", "iobench.s3.raw", "--bucket", loc.bucket, "--region", region(loc),
+               "--in-flight", str(in_flight), "--keys", listing.name, "--progress", "progress",
+               *(["--endpoint", loc.endpoint] if loc.endpoint else []), *(["--path-style"] if loc.path_style else [])]
+        nbytes = int(sum(sizes))
+        t0 = time.perf_counter()
+        tick = None if status is None else status_of(status, 0, 1, nbytes, len(keys), t0, 0)
+        rc, out, err = run_watched(cmd, Path(tmp), None, io_timeout_s, tick, tool=NAME, env=_env(loc),
+                                   done=lambda: _received(Path(tmp) / "progress"))
+        wall = time.perf_counter() - t0
+    if rc != 0:
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        raise FioError(f"{NAME} failed: {lines[-1] if lines else f'exit status {rc}'}")
+    doc: dict[str, Any] = json.loads(out)
+    if (doc["requests"], doc["bytes"]) != (len(keys), nbytes):
+        raise FioError(f"{NAME} read {doc['requests']} objects / {doc['bytes']} B, expected {len(keys)} / {nbytes}")
+    shown = " ".join(cmd[1:]).replace(sys.executable, "python")
+    return RawResult(requests=doc["requests"], bytes=doc["bytes"], seconds=doc["seconds"], cpu_s=doc["cpu_s"],
+                     latency_ms=doc["latency_ms"], first_byte_ms=doc["first_byte_ms"], in_flight=in_flight,
+                     version=doc["version"], command=f"python {shown}", setup_s=max(0.0, wall - doc["seconds"]),
+                     raw_json=out.strip())
+
+
+def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui: UI, folder: Path,
+                     save: Callable[[], None]) -> None:
+    """The raw client over every key of the dataset, per depth and cache state, each point kept in the baseline as
+    fio's are, its JSON in `folder` and the result saved (`save`) after each (a failure ends the phase with the
+    baseline's note saying how; a stall raises StorageStalled)."""
+    loc = manifest.root
+    assert isinstance(loc, S3Location)
+    baseline = result.baseline = Baseline(fio_version=None, tool=NAME, tool_version=version())
+    if baseline.tool_version is None:
+        baseline.note = "awscrt is not installed: no raw baseline (pip install awscrt)"
+        ui.warn(baseline.note)
+        return
+    keys, sizes, n = list(manifest.paths), manifest.sizes.tolist(), len(manifest)
+    for conc in settings.fio_jobs(n):
+        for state in settings.cache:
+            # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
+            name = f"{NAME}-{conc}inflight-{state}"
+            with ui.step("fio", f"{state}, {conc} in flight", n, f"fio {state}"):
+                try:
+                    counters = Counters(None)  # the client is iobench's child: its CPU is counted
+                    with ui.fio_progress(f"{NAME}, {state}: {n:,} objects, {conc} in flight") as status:
+                        res = run_raw(loc, keys, sizes, conc, io_timeout_s=settings.io_timeout_s, status=status,
+                                      name=name)
+                except FioError as exc:
+                    baseline.note = f"the raw baseline failed at {conc} in flight, {state}: {exc}"
+                    ui.warn(baseline.note)
+                    save()
+                    return
+                except StorageStalled:
+                    save()
+                    raise
+            folder.mkdir(parents=True, exist_ok=True)
+            write_file(folder / f"{name}.json", res.raw_json + "\n")
+            baseline.fio.append(FioBaseline(
+                concurrency=conc, cache=state, files=res.requests, bytes=res.bytes, seconds=res.seconds,
+                files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+                latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
+                setup_s=round(res.setup_s, 3), job=res.command, cpu=Cpu(**counters.result()["cpu"]),
+                cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
+                json_file=f"fio/{name}.json"))
+            point = baseline.fio[-1]
+            point.invalid_reason = fio_validity(point)
+            point.valid = point.invalid_reason is None
+            save()
