@@ -166,6 +166,11 @@ class Settings(Model):
         like one job."""
         return sorted({max(c, 1) for c in self.concurrency if c <= most})
 
+    def raw_depths(self, most: int) -> list[int]:
+        """The raw baseline's requests in flight on object storage, to meet each of the sweep's runs at its own
+        (readers x --in-flight, as runs[].in_flight), up to `most` (the keys: deeper, some would have no GET)."""
+        return sorted({max(c, 1) * d for c in self.concurrency for d in self.in_flight if max(c, 1) * d <= most})
+
 
 class Distributed(Model):
     world_size: Positive = Field(description="ranks in the job: one process per GPU, on all nodes")

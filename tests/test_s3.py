@@ -378,9 +378,9 @@ def test_the_raw_baseline_reads_every_key_once_per_depth_beside_the_loaders(s3_b
 
     _, samples = _dataset(s3_bed, prefix)
     out = tmp_path / "r"
-    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio", "--engine", "threads",
-                   "--threads", "1,4", "--cache", "cold", "--epochs", "1", "--no-metadata", "--out", str(out),
-                   "--quiet", env=s3_bed.env(), cwd=tmp_path, timeout=600)
+    proc = iobench("run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--engine", "threads",
+                   "--threads", "1,4", "--in-flight", "1", "--cache", "cold", "--epochs", "1", "--no-metadata",
+                   "--out", str(out), "--quiet", env=s3_bed.env(), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
     b = r.baseline

@@ -73,7 +73,7 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     ctx = RunContext(manifest, settings, result, result_path, ui)
     fuse = fuse_manifest(manifest, settings.fuse_view) if settings.fuse_view else None  # refused before measuring
     try:
-        with ui.run_plan(plan_of(len(manifest), settings)):
+        with ui.run_plan(plan_of(len(manifest), settings, objects=result.mount.objects)):
             for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
                                   (settings.replay and settings.rate_per_gpu is not None, _train),
                                   (settings.mitigations, _mitigations),
@@ -90,9 +90,10 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
 TRAINING_STEPS = 2  # training runs planned for the ETA: the one at the boundary's guess and its neighbour
 
 
-def plan_of(files: int, settings: Settings) -> Plan:
+def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
     """The run's steps as the settings ask for them, for the terminal's ETAs (training and mitigations as
-    guessed now: the run adds or skips steps as it finds out)."""
+    guessed now: the run adds or skips steps as it finds out); `objects`: a bucket's (its raw baseline GETs every
+    key at each of the runs' requests in flight)."""
     steps: list[Step] = []
     if settings.metadata:
         steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
@@ -101,7 +102,10 @@ def plan_of(files: int, settings: Settings) -> Plan:
             for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
-    if settings.fio:
+    if settings.fio and objects:
+        steps += [Step("fio", f"{state}, {conc} in flight", files, f"fio {state}")
+                  for conc in settings.raw_depths(files) for state in settings.cache]
+    elif settings.fio:
         n = min(FIO_SAMPLE, files)
         steps += [Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")
                   for conc in settings.fio_jobs(n) for state in settings.cache]
@@ -256,10 +260,11 @@ def _fio(ctx: RunContext) -> None:
 
 
 def _efficiency(ctx: RunContext) -> None:
-    """Each complete loader run's rate over the raw baseline's at its concurrency and cache state."""
+    """Each complete loader run's rate over the raw baseline's at its concurrency (objects: its requests in flight)
+    and cache state."""
     ref = {(b.concurrency, b.cache): b.files_per_s for b in (ctx.result.baseline.fio if ctx.result.baseline else [])}
     for run in ctx.result.runs:
-        if (rate := ref.get((run.concurrency, run.cache))) and run.complete:
+        if (rate := ref.get((run.in_flight, run.cache))) and run.complete:
             run.efficiency = round(run.samples_per_s / rate, 3)
     ctx.save()
 

@@ -133,7 +133,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
         ui.warn(baseline.note)
         return
     keys, sizes, n = list(manifest.paths), manifest.sizes.tolist(), len(manifest)
-    for conc in settings.fio_jobs(n):
+    for conc in settings.raw_depths(n):
         for state in settings.cache:
             # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
             name = f"{NAME}-{conc}inflight-{state}"
