@@ -18,6 +18,7 @@ import math
 import os
 import random
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
 from typing import TYPE_CHECKING
@@ -90,6 +91,7 @@ class SourceDataset:
         self.decode = decode
         self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
         self._reader: Reader | None = None
+        self._into: Callable[[int, memoryview], int] | None = None  # the reader's read_into, where it has one
         self._shared = False
         self._worker = 0
         self._pid = 0
@@ -112,6 +114,8 @@ class SourceDataset:
         self._rng = random.Random(torch.initial_seed())  # distinct per worker (torch seeds each one)
         self._busy = self.busy.numpy()[self._worker]
         self._reader = self.source.reader()
+        # read_into is optional (sources/__init__.py's IntoReader): looked up once per worker, not per sample
+        self._into = getattr(self._reader, "read_into", None)
         return self._reader
 
     def _alloc(self, n: int) -> torch.Tensor:
@@ -159,28 +163,37 @@ class SourceDataset:
         return buf[:hdr + used], k, done, self._worker, self._pid, slot, error
 
     def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
+        """The raw batch: each sample read into `buf` after the header. A reader with `read_into` (files) reads
+        straight there, one copy (the kernel's); another (objects, LMDB, tar) into its own buffer, copied here."""
+        into = self._into
         cap = buf.numel()
         out = buf.numpy().data
-        read = reader.read
-        pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
+        # the meta rows as memoryviews: a store into one costs a third of a numpy item store
+        pos_off, pos_n, pos_t, pos_o = (meta[r].data for r in (OFFSET, NBYTES, TOTAL_NS, OPEN_NS))
         off = hdr
         i = 0
         error = None
         try:
             for index in indices:
-                n = read(index)  # the reader times it (sources/__init__.py): here it is only stored
-                pos_t[i] = reader.total_ns
-                pos_o[i] = reader.open_ns
+                if into is not None:
+                    n = into(index, out[off:])  # the reader times it (sources/__init__.py): here it is only stored
+                    fits = off + n <= cap
+                else:
+                    n = reader.read(index)
+                    fits = False
                 if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
                     cap = max(2 * cap, off + n + (1 << 16))
                     bigger = self._alloc(cap)
                     bigger.numpy().data[:off] = out[:off]
                     buf, out = bigger, bigger.numpy().data
                     meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, -1)
-                    pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
+                    pos_off, pos_n, pos_t, pos_o = (meta[r].data for r in (OFFSET, NBYTES, TOTAL_NS, OPEN_NS))
                     if slot >= 0:
                         self._pool[slot] = bigger
-                out[off:off + n] = memoryview(reader.buffer)[:n]
+                if not fits:  # in the reader's buffer: read(), or a sample longer than the room left
+                    out[off:off + n] = memoryview(reader.buffer)[:n]
+                pos_t[i] = reader.total_ns
+                pos_o[i] = reader.open_ns
                 pos_off[i] = off - hdr
                 pos_n[i] = n
                 off += n

@@ -172,10 +172,12 @@ class ThreadEngine:
                 t.join(TICK_S)  # wakes to run the SIGTERM handler
         send_report(wfd, self._error)
 
-    def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
-              opened: np.ndarray, nbytes: np.ndarray, done, finished) -> None:
+    def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total_ns: np.ndarray,
+              open_ns: np.ndarray, nbytes_: np.ndarray, done, finished) -> None:
         n = len(order)
         count = int(done[w])
+        # the record's arrays as memoryviews: a store into one costs a third of a numpy item store
+        total, opened, nbytes = total_ns.data, open_ns.data, nbytes_.data
         try:
             reader = source.reader()
             read = reader.read
