@@ -192,11 +192,11 @@ def test_a_batch_bigger_than_its_estimate_keeps_every_byte(small_dataset):
     ds = SourceDataset(FileSource(manifest), False, torch.zeros((1, 4), dtype=torch.int32))
     ds._avg = 1  # the estimate: far too small for any sample
     indices = np.arange(40, dtype=np.int64)
-    buf, k, done, _worker, _pid, _slot, error = ds.__getitems__((0, indices))
-    assert error is None and k == done == 40
+    buf, k, done, used, _worker, _pid, _slot, error = ds.__getitems__((0, indices))
+    assert error is None and k == done == 40 and buf is not None
     hdr = 7 * k * 8
     meta = buf[:hdr].numpy().view(np.int64).reshape(7, k)
-    data = buf[hdr:].numpy().tobytes()
+    data = buf[hdr:used].numpy().tobytes()
     for i in range(k):
         with open(manifest.paths[i], "rb") as f:
             assert data[meta[OFFSET, i]:meta[OFFSET, i] + meta[NBYTES, i]] == f.read()

@@ -4,9 +4,11 @@ into ONE uint8 tensor in shared memory: a header, `meta`, int64 (7, k): position
 total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
 CPU time, its thread's clock); then the data: the batch's raw bytes concatenated (sample i at offset[i], nbytes[i]
 long), or with decode=True the decoded (k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid,
-buffer slot) and the OSError that stopped the batch, if any (the rows read before it are kept). What crosses from a
-worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
-two views of that one tensor.
+buffer slot, bytes used) and the OSError that stopped the batch, if any (the rows read before it are kept). What
+crosses from a worker to the main process is one batch, never one object per sample: the main process sees `meta`
+and `data` as two views of that one tensor. A pooled buffer crosses once, with its first batch (torch passes a
+shared tensor as a file descriptor, over a connection of its own, ~1 ms); the main process keeps it, and later
+batches in it cross as small ints alone. Raw samples are read straight into it (the files reader's `read_into`).
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
 
@@ -96,6 +98,7 @@ class SourceDataset:
         self._worker = 0
         self._pid = 0
         self._pool: list[torch.Tensor | None] = [None] * busy.shape[1]
+        self._sent = [False] * busy.shape[1]  # the main process holds this slot's buffer: it is not sent again
         self._avg = max(source.max_size // 2, 4096)  # bytes per sample, learnt
         self._rng: random.Random | None = None
 
@@ -128,20 +131,25 @@ class SourceDataset:
         return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (n,), (1,))
 
     def _take(self, n: int) -> tuple[int, torch.Tensor]:
-        """A free pooled buffer of at least n bytes, as (slot, tensor); (-1, fresh tensor) if none is free."""
+        """A free pooled buffer of at least n bytes, as (slot, tensor); (-1, fresh tensor) if none is free. A new
+        buffer has a quarter more room than asked: the estimate moves from batch to batch, and each new buffer
+        costs a page fault per 4 KiB of it (and its first trip to the main process)."""
         busy = self._busy
         for slot, buf in enumerate(self._pool):
             if busy[slot] == 0:
                 if buf is None or buf.numel() < n:
-                    buf = self._pool[slot] = self._alloc(n)
+                    buf = self._pool[slot] = self._alloc(n + n // 4)
+                    self._sent[slot] = False
                 busy[slot] = 1
                 return slot, buf
         return -1, self._alloc(n)
 
     def __getitems__(self, item: tuple[int, np.ndarray]):
-        """Read one batch. Returns (buf, k, done, worker, pid, slot, error): buf is ONE uint8 tensor,
+        """Read one batch. Returns (buf, k, done, used, worker, pid, slot, error): buf[:used] is ONE uint8 tensor,
         a header of META_ROWS x k int64 (meta) then the data: raw bytes concatenated, or done decoded
-        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch."""
+        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch. buf is None when
+        the main process already holds the slot's buffer (sent with an earlier batch: its shared memory is
+        mapped there once, not per batch)."""
         reader = self._reader or self._open()
         p0, indices = item
         k = len(indices)
@@ -160,7 +168,11 @@ class SourceDataset:
             used = done * IMAGE_BYTES
         else:
             buf, done, used, error = self._read_raw(reader, indices.tolist(), meta, buf, hdr, slot)
-        return buf[:hdr + used], k, done, self._worker, self._pid, slot, error
+        # the batch as small ints; its buffer only on the slot's first trip (the main process keeps it)
+        sent = slot >= 0 and self._sent[slot]
+        if slot >= 0:
+            self._sent[slot] = True
+        return None if sent else buf, k, done, hdr + used, self._worker, self._pid, slot, error
 
     def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
         """The raw batch: each sample read into `buf` after the header. A reader with `read_into` (files) reads
@@ -190,6 +202,7 @@ class SourceDataset:
                     pos_off, pos_n, pos_t, pos_o = (meta[r].data for r in (OFFSET, NBYTES, TOTAL_NS, OPEN_NS))
                     if slot >= 0:
                         self._pool[slot] = bigger
+                        self._sent[slot] = False
                 if not fits:  # in the reader's buffer: read(), or a sample longer than the room left
                     out[off:off + n] = memoryview(reader.buffer)[:n]
                 pos_t[i] = reader.total_ns
