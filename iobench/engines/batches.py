@@ -7,7 +7,7 @@ long), or with decode=True the decoded (k, 3, 224, 224) uint8 images. Beside it 
 buffer slot, bytes used) and the OSError that stopped the batch, if any (the rows read before it are kept). What
 crosses from a worker to the main process is one batch, never one object per sample: the main process sees `meta`
 and `data` as two views of that one tensor. A pooled buffer crosses once, with its first batch (torch passes a
-shared tensor as a file descriptor, over a connection of its own, ~1 ms); the main process keeps it, and later
+shared tensor as a file descriptor, over a connection of its own, and maps it); the main process keeps it, and later
 batches in it cross as small ints alone. Raw samples are read straight into it (the files reader's `read_into`).
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
