@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import os
 import time
+import zlib
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -161,3 +163,41 @@ def test_non_persistent_workers_are_new_each_epoch_and_gone_after(small_dataset)
             pids.append(engine.worker_pids())
             assert children_gone() == []  # the epoch's workers ended with it
     assert len(pids[0]) == 2 and not set(pids[0]) & set(pids[1])
+
+
+def test_raw_batches_hold_every_file_byte_for_byte(small_dataset):
+    """The one-copy path (each file read straight into the batch's shared buffer): every sample of every batch, as
+    the main process gets it, is its file's bytes."""
+    manifest = small_dataset
+    n = len(manifest)
+    order = epoch_order("shuffled", n, 3, 1)
+    want = {p: zlib.crc32(Path(manifest.paths[order[p]]).read_bytes()) for p in range(n)}
+    got: dict[int, int] = {}
+
+    def check(batch) -> None:
+        for i, p in enumerate(batch.positions.tolist()):
+            got[p] = zlib.crc32(batch.sample(i))
+
+    with DataLoaderEngine(workers=2, batch_size=32) as engine:
+        engine.epoch(FileSource(manifest), order, EpochRecorder(n, 2), on_batch=check)
+    assert got == want
+
+
+def test_a_batch_bigger_than_its_estimate_keeps_every_byte(small_dataset):
+    """The rare path: the batch's buffer is sized from a short estimate, so samples land past its end (read into
+    the reader's own buffer and copied, the batch grown); the bytes and times are those of the files."""
+    from iobench.engines.batches import NBYTES, OFFSET, OPEN_NS, TOTAL_NS, SourceDataset
+
+    manifest = small_dataset
+    ds = SourceDataset(FileSource(manifest), False, torch.zeros((1, 4), dtype=torch.int32))
+    ds._avg = 1  # the estimate: far too small for any sample
+    indices = np.arange(40, dtype=np.int64)
+    buf, k, done, used, _worker, _pid, _slot, error = ds.__getitems__((0, indices))
+    assert error is None and k == done == 40 and buf is not None
+    hdr = 7 * k * 8
+    meta = buf[:hdr].numpy().view(np.int64).reshape(7, k)
+    data = buf[hdr:used].numpy().tobytes()
+    for i in range(k):
+        with open(manifest.paths[i], "rb") as f:
+            assert data[meta[OFFSET, i]:meta[OFFSET, i] + meta[NBYTES, i]] == f.read()
+    assert (meta[TOTAL_NS] >= meta[OPEN_NS]).all() and (meta[OPEN_NS] > 0).all()

@@ -77,6 +77,18 @@ def test_sources_open_packs_once_and_every_source_reads_the_same_bytes(tmp_path,
     again.close()
 
 
+def test_the_file_reader_reads_into_the_callers_memory_or_its_own_buffer_when_it_does_not_fit(tmp_path):
+    m = make_dataset(tmp_path, 4, "fixed:8KiB", classes=1)
+    reader = FileSource(m).reader()
+    want = Path(m.paths[2]).read_bytes()
+    out = bytearray(len(want) + 100)
+    n = reader.read_into(2, memoryview(out))
+    assert n == len(want) and bytes(out[:n]) == want and 0 < reader.open_ns <= reader.total_ns
+    small = bytearray(100)  # shorter than the sample: it is in the reader's buffer, whole
+    n = reader.read_into(2, memoryview(small))
+    assert n == len(want) and bytes(reader.buffer[:n]) == want
+
+
 def test_engines_make_the_engine_the_settings_name():
     settings = Settings(orders=["shuffled"], concurrency=[3], cache=["cold"], epochs=1, seed=0, engine="threads")
     engine = engines.make(settings, 3)

@@ -83,6 +83,11 @@ class PathTable(Sequence[str]):
         b = self._base
         return self.prefix + self._block[b + self._ends[i]:b + self._ends[i + 1]]
 
+    def pieces(self) -> tuple[bytes, bytes | mmap.mmap, int, memoryview]:
+        """What `raw(i)` joins, for a reader that builds its paths inline (one call less per sample): prefix, block,
+        base and ends, the i-th path being prefix + block[base + ends[i]:base + ends[i + 1]]."""
+        return self.prefix, self._block, self._base, self._ends
+
     def block(self) -> bytes:
         """Every relative path, end to end (cut at `offsets`)."""
         return bytes(self._block[self._base:self._base + int(self.offsets[-1])])

@@ -1,12 +1,15 @@
-"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that reads
-it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker into
-ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in the epoch, offset, nbytes, total_ns
-(open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's CPU time,
-its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the batch's raw
-bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded (k, 3, 224, 224) uint8
-images. Beside it only small ints (k, worker id, pid, buffer slot) and the OSError (or one-line error) that stopped
-the batch, if any (the rows read before it are kept). What crosses from a worker to the main process is one batch,
-never one object per sample: the main process sees `meta` and `data` as two views of that one tensor.
+"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that
+reads it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker
+into ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in the epoch, offset, nbytes,
+total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
+CPU time, its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the
+batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded
+(k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot, bytes used) and the
+OSError (or one-line error) that stopped the batch, if any (the rows read before it are kept). What crosses from a
+worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
+two views of that one tensor. A pooled buffer crosses once, with its first batch (torch passes a shared tensor as a
+file descriptor, over a connection of its own, and maps it); the main process keeps it, and later batches in it
+cross as small ints alone. Raw samples are read straight into it (the files reader's `read_into`).
 On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
 torch is imported on use (`import_torch`), when an engine is made."""
 
@@ -18,6 +21,7 @@ import math
 import os
 import random
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
 from typing import TYPE_CHECKING, TypeVar
@@ -96,10 +100,12 @@ class SourceDataset:
         self.io_timeout_s = io_timeout_s
         self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
         self._reader: Reader | None = None
+        self._into: Callable[[int, memoryview], int] | None = None  # the reader's read_into, where it has one
         self._shared = False
         self._worker = 0
         self._pid = 0
         self._pool: list[torch.Tensor | None] = [None] * busy.shape[1]
+        self._sent = [False] * busy.shape[1]  # the main process holds this slot's buffer: it is not sent again
         self._avg = max(source.max_size // 2, 4096)  # bytes per sample, learnt
         self._rng: random.Random | None = None
 
@@ -119,6 +125,8 @@ class SourceDataset:
         self._busy = self.busy.numpy()[self._worker]
         self._reader = (self.source.reader(self.depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects
                         if self.depth > 1 else self.source.reader())
+        # read_into is optional (sources/__init__.py's IntoReader): looked up once per worker, not per sample
+        self._into = getattr(self._reader, "read_into", None)
         return self._reader
 
     def _alloc(self, n: int) -> torch.Tensor:
@@ -131,20 +139,25 @@ class SourceDataset:
         return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (n,), (1,))
 
     def _take(self, n: int) -> tuple[int, torch.Tensor]:
-        """A free pooled buffer of at least n bytes, as (slot, tensor); (-1, fresh tensor) if none is free."""
+        """A free pooled buffer of at least n bytes, as (slot, tensor); (-1, fresh tensor) if none is free. A new
+        buffer has a quarter more room than asked: the estimate moves from batch to batch, and each new buffer
+        costs a page fault per 4 KiB of it (and its first trip to the main process)."""
         busy = self._busy
         for slot, buf in enumerate(self._pool):
             if busy[slot] == 0:
                 if buf is None or buf.numel() < n:
-                    buf = self._pool[slot] = self._alloc(n)
+                    buf = self._pool[slot] = self._alloc(n + n // 4)
+                    self._sent[slot] = False
                 busy[slot] = 1
                 return slot, buf
         return -1, self._alloc(n)
 
     def __getitems__(self, item: tuple[int, np.ndarray]):
-        """Read one batch. Returns (buf, k, done, worker, pid, slot, error): buf is ONE uint8 tensor,
+        """Read one batch. Returns (buf, k, done, used, worker, pid, slot, error): buf[:used] is ONE uint8 tensor,
         a header of META_ROWS x k int64 (meta) then the data: raw bytes concatenated, or done decoded
-        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch."""
+        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch. buf is None when
+        the main process already holds the slot's buffer (sent with an earlier batch: its shared memory is
+        mapped there once, not per batch)."""
         reader = self._reader or self._open()
         p0, indices = item
         k = len(indices)
@@ -164,13 +177,20 @@ class SourceDataset:
             used = done * IMAGE_BYTES
         else:
             buf, done, used, error = self._read_raw(reader, indices.tolist(), meta, buf, hdr, slot)
-        return buf[:hdr + used], k, done, self._worker, self._pid, slot, error
+        # the batch as small ints; its buffer only on the slot's first trip (the main process keeps it)
+        sent = slot >= 0 and self._sent[slot]
+        if slot >= 0:
+            self._sent[slot] = True
+        return None if sent else buf, k, done, hdr + used, self._worker, self._pid, slot, error
 
     def _read_raw(self, reader, indices: list[int], meta: np.ndarray, buf, hdr: int, slot: int):
+        """The raw batch: each sample read into `buf` after the header. A reader with `read_into` (files) reads
+        straight there, one copy (the kernel's); another (objects, LMDB, tar) into its own buffer, copied here."""
+        into = self._into
         cap = buf.numel()
         out = buf.numpy().data
-        read = reader.read
-        pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
+        # the meta rows as memoryviews: a store into one costs a third of a numpy item store
+        pos_off, pos_n, pos_t, pos_o = (meta[r].data for r in (OFFSET, NBYTES, TOTAL_NS, OPEN_NS))
         off = hdr
         i = 0
         error = None
@@ -178,9 +198,15 @@ class SourceDataset:
         counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
         try:
             for index in indices:
-                n = finish() if ahead else read(index)  # the reader times it (sources/__init__.py): only stored here
-                pos_t[i] = reader.total_ns
-                pos_o[i] = reader.open_ns
+                if ahead:  # objects at depth > 1: the oldest GET in flight, in its slot's buffer
+                    n = finish()
+                    fits = False
+                elif into is not None:
+                    n = into(index, out[off:])  # the reader times it (sources/__init__.py): here it is only stored
+                    fits = off + n <= cap
+                else:
+                    n = reader.read(index)
+                    fits = False
                 if counts and reader.throttled:  # answers throttled before it (objects): rare
                     meta[THROTTLED, i] = reader.throttled
                 if off + n > cap:  # rare: the size estimate was short; grow and keep what is there
@@ -189,10 +215,14 @@ class SourceDataset:
                     bigger.numpy().data[:off] = out[:off]
                     buf, out = bigger, bigger.numpy().data
                     meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, -1)
-                    pos_off, pos_n, pos_t, pos_o = meta[OFFSET], meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS]
+                    pos_off, pos_n, pos_t, pos_o = (meta[r].data for r in (OFFSET, NBYTES, TOTAL_NS, OPEN_NS))
                     if slot >= 0:
                         self._pool[slot] = bigger
-                out[off:off + n] = memoryview(reader.buffer)[:n]
+                        self._sent[slot] = False
+                if not fits:  # in the reader's buffer: read(), or a sample longer than the room left
+                    out[off:off + n] = memoryview(reader.buffer)[:n]
+                pos_t[i] = reader.total_ns
+                pos_o[i] = reader.open_ns
                 if ahead and ahead < len(indices):  # the buffer copied: its slot takes the next GET
                     start(indices[ahead])
                     ahead += 1

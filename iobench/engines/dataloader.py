@@ -114,6 +114,7 @@ class DataLoaderEngine:
         self._sampler: _Batches | None = None
         self._it: Any = None
         self._busy: np.ndarray | None = None
+        self._held: dict[tuple[int, int], Any] = {}  # (worker, slot): its batch buffer, as a worker sent it once
         self._pids: tuple[int, ...] = ()
         # No batch and no byte read by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
         # with workers=0 the main process itself reads, and a read stuck in the kernel cannot be watched from there.
@@ -156,6 +157,7 @@ class DataLoaderEngine:
         if multi:
             busy.share_memory_()  # before the workers fork: they inherit the shared mapping
         self._busy = busy.numpy()
+        self._held = {}  # new workers: each sends its buffers afresh
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
                 SourceDataset(source, self.decode, busy, self.depth, self.io_timeout_s),
@@ -200,12 +202,16 @@ class DataLoaderEngine:
                 it = self._it = self._start(loader)
             deliver(held)
             last = perf_counter()
-            busy = self._busy
+            busy, kept = self._busy, self._held
             assert busy is not None  # _loader_for made it with the loader
             # a poll (_poll_s) only with a timeout (_poll_for)
             watch = _Watchdog(self.io_timeout_s, last) if self._poll_s and self.io_timeout_s is not None else None
             while (item := self._next(it, rec, on_tick, watch)) is not None:
-                buf, k, n, worker, pid, slot, error = item
+                buf, k, n, used, worker, pid, slot, error = item
+                if buf is None:  # the slot's buffer, sent with an earlier batch
+                    buf = kept[worker, slot]
+                elif slot >= 0:
+                    kept[worker, slot] = buf
                 hdr = META_ROWS * k * 8
                 meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)[:, :n]
                 pos = meta[POS]
@@ -221,7 +227,7 @@ class DataLoaderEngine:
                 if error is not None:
                     raise error
                 if on_batch is not None:
-                    data = buf[hdr:]
+                    data = buf[hdr:used]
                     if self.decode:
                         data = data.view(n, 3, CROP, CROP)
                     on_batch(Batch(data, buf[:hdr].view(torch.int64).view(META_ROWS, k)[:, :n], worker, pid))
@@ -257,6 +263,8 @@ class DataLoaderEngine:
             self._pids = tuple(sorted(pids))
             if not self.persistent_workers or self.workers == 0:
                 self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
+                if self.workers:
+                    self._held = {}  # and their buffers
 
     def _start(self, loader):
         """The epoch's iterator. Persistent workers are resumed, and torch waits for each to answer with the
@@ -302,6 +310,7 @@ class DataLoaderEngine:
         it, self._it = self._it, None
         loader, self._loader = self._loader, None
         self._source = None
+        self._held = {}
         if loader is not None and loader._iterator is not None and loader._iterator is not it:
             _stop_workers(loader._iterator, graceful)  # not expected: one iterator per loader here
         if loader is not None:

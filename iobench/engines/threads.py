@@ -175,10 +175,12 @@ class ThreadEngine:
                 t.join(TICK_S)  # wakes to run the SIGTERM handler
         send_report(wfd, self._error)
 
-    def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
-              opened: np.ndarray, nbytes: np.ndarray, throttled: np.ndarray, done, finished) -> None:
+    def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total_ns: np.ndarray,
+              open_ns: np.ndarray, nbytes_: np.ndarray, throttled: np.ndarray, done, finished) -> None:
         n = len(order)
         count = int(done[w])
+        # the record's arrays as memoryviews: a store into one costs a third of a numpy item store
+        total, opened, nbytes = total_ns.data, open_ns.data, nbytes_.data
         try:
             if self.depth > 1:
                 self._work_deep(w, source, order, take, total, opened, nbytes, throttled, done)
@@ -204,8 +206,8 @@ class ThreadEngine:
         finally:
             finished[w] = 1
 
-    def _work_deep(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: np.ndarray,
-                   opened: np.ndarray, nbytes: np.ndarray, throttled: np.ndarray, done) -> None:
+    def _work_deep(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total: memoryview,
+                   opened: memoryview, nbytes: memoryview, throttled: np.ndarray, done) -> None:
         """`depth` requests in flight from this thread: the GETs of its next positions are started before the
         oldest is finished (in the order taken), so threads x depth are in flight."""
         n, depth = len(order), self.depth

@@ -6,7 +6,9 @@ A source hands each worker thread or process its own `Reader`; `Reader.read(inde
 `index` whole into the reader's reusable buffer, times it (the per-sample contract: the reader times, an engine
 only schedules reads and stores `total_ns`, `open_ns` and the length where the recorder wants them) and returns its
 length. One reader per worker keeps the hot path free of locks and allocations; sources that need per-process
-state (an LMDB env after fork) open it in `reader()`.
+state (an LMDB env after fork) open it in `reader()`. A reader may also have `read_into(index, out)` (`IntoReader`:
+files), which reads straight into the caller's memory, timed the same way: the DataLoader's raw batches are filled
+so, one copy (the kernel's) instead of two; the engines use `read` where a reader has no `read_into`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ class Reader(Protocol):
     throttled: int
 
     def read(self, index: int) -> int: ...
+
+
+class IntoReader(Reader, Protocol):
+    def read_into(self, index: int, out: memoryview) -> int:
+        """Read sample `index` into `out` and return its length n: its bytes are out[:n] when n <= len(out), else
+        (a sample longer than `out`) buffer[:n]. Timed as `read` is."""
+        ...
 
 
 class Source(Protocol):

@@ -55,52 +55,80 @@ def _not_regular(fd: int, path: bytes) -> OSError | None:
 
 class FileReader:
     """Reads a sample whole and times it: `open_ns` the open, `total_ns` open + read to EOF + close (three clock
-    reads, two stores: the per-sample contract, see iobench/sources/__init__.py)."""
+    reads, two stores: the per-sample contract, see iobench/sources/__init__.py). `read` reads into the reader's
+    buffer, `read_into` straight into the caller's memory (a DataLoader batch: one copy, the kernel's)."""
 
-    __slots__ = ("_path", "buffer", "_whole", "_eof", "open_ns", "total_ns", "_advice")
+    __slots__ = ("_prefix", "_block", "_base", "_ends", "buffer", "_whole", "_into", "_eof", "open_ns",
+                 "total_ns", "_advice")
     throttled = 0  # answers throttled before a read: none here (Reader)
 
     def __init__(self, paths: PathTable, max_size: int, advice: int | None = None):
-        self._path = paths.raw  # the i-th path as bytes: no str kept per sample
+        # the i-th path is prefix + block[base + ends[i]:base + ends[i + 1]]: PathTable.raw, inlined (one call less
+        # per sample), as bytes: no str kept or made per sample
+        self._prefix, self._block, self._base, self._ends = paths.pieces()
         self._advice = advice
         self.buffer = bytearray(max_size + 1)  # +1: a file that grew shows up as a full buffer
-        self._whole = [self.buffer]
+        self._whole: list[bytearray | memoryview] = [self.buffer]
+        # read_into's target, set per call: readv's list is not made per sample
+        self._into: list[bytearray | memoryview] = [self.buffer]
         self._eof = [bytearray(65536)]  # the read that finds EOF goes here: no allocation per sample
         self.open_ns = 0
         self.total_ns = 0
 
     def read(self, index: int) -> int:
+        return self._read(index, self._whole)
+
+    def read_into(self, index: int, out: memoryview) -> int:
+        """Read sample `index` straight into `out` and return its length n: its bytes are out[:n] when n <=
+        len(out); a sample longer than `out` is in `buffer[:n]` instead (the caller makes room and copies)."""
+        self._into[0] = out
+        return self._read(index, self._into)
+
+    def _read(self, index: int, into: list[bytearray | memoryview]) -> int:
         t0 = _clock()
+        b = self._base
+        path = self._prefix + self._block[b + self._ends[index]:b + self._ends[index + 1]]
         try:
             # O_NONBLOCK: a FIFO put where a file was opens at once (and reads nothing: the epoch's size check names
             # it) instead of waiting for a writer; on a regular file it changes nothing
-            fd = os.open(self._path(index), os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:  # named by a str, as a loader's open() names it (the path here is bytes)
             raise OSError(exc.errno, exc.strerror, os.fsdecode(exc.filename)) from None
         t1 = _clock()
         try:
             if self._advice is not None:
                 os.posix_fadvise(fd, 0, 0, self._advice)
-            n = os.readv(fd, self._whole)
+            n = os.readv(fd, into)
             # Read on to EOF as a loader's f.read() does; a network FS may return short reads.
             while (k := os.readv(fd, self._eof)) > 0:
-                n = self._append(fd, index, n, k)
+                n = self._append(fd, path, into, n, k)
         except OSError as exc:
-            raise _not_regular(fd, self._path(index)) or exc from None
+            raise _not_regular(fd, path) or exc from None
         finally:
             os.close(fd)
         self.open_ns = t1 - t0
         self.total_ns = _clock() - t0
         return n
 
-    def _append(self, fd: int, index: int, n: int, k: int) -> int:
-        """Slow path: bytes past the first read (short read, or a file bigger than the buffer). A special file (a
-        device reads forever) is refused here, where its bytes would go on."""
-        if (why := _not_regular(fd, self._path(index))) is not None:
+    def _append(self, fd: int, path: bytes, into: list[bytearray | memoryview], n: int, k: int) -> int:
+        """Slow path: bytes past the first read (short read, or a file bigger than its target). A special file (a
+        device reads forever) is refused here, where its bytes would go on. Into a caller's `out` while they fit,
+        else (`read_into`'s rule) the whole sample moves to `buffer`, which grows."""
+        if (why := _not_regular(fd, path)) is not None:
             raise why
+        out = into[0]
+        if out is not self.buffer and n + k <= len(out):
+            out[n : n + k] = self._eof[0][:k]
+            return n + k
+        if out is not self.buffer and n <= len(out):  # the first bytes past `out`: the sample moves to buffer
+            if n > len(self.buffer):
+                self._grow(n)
+            self.buffer[:n] = out[:n]
         if n + k > len(self.buffer):
-            self.buffer.extend(bytearray(n + k - len(self.buffer) + 1))
-            self._whole = [self.buffer]
+            self._grow(n + k)
         self.buffer[n : n + k] = self._eof[0][:k]
         return n + k
 
+    def _grow(self, need: int) -> None:
+        self.buffer.extend(bytearray(need - len(self.buffer) + 1))
+        self._whole[0] = self.buffer
