@@ -186,7 +186,7 @@ def test_raw_batches_hold_every_file_byte_for_byte(small_dataset):
 def test_a_batch_bigger_than_its_estimate_keeps_every_byte(small_dataset):
     """The rare path: the batch's buffer is sized from a short estimate, so samples land past its end (read into
     the reader's own buffer and copied, the batch grown); the bytes and times are those of the files."""
-    from iobench.engines.batches import NBYTES, OFFSET, OPEN_NS, TOTAL_NS, SourceDataset
+    from iobench.engines.batches import META_ROWS, NBYTES, OFFSET, OPEN_NS, TOTAL_NS, SourceDataset
 
     manifest = small_dataset
     ds = SourceDataset(FileSource(manifest), False, torch.zeros((1, 4), dtype=torch.int32))
@@ -194,8 +194,8 @@ def test_a_batch_bigger_than_its_estimate_keeps_every_byte(small_dataset):
     indices = np.arange(40, dtype=np.int64)
     buf, k, done, used, _worker, _pid, _slot, error = ds.__getitems__((0, indices))
     assert error is None and k == done == 40 and buf is not None
-    hdr = 7 * k * 8
-    meta = buf[:hdr].numpy().view(np.int64).reshape(7, k)
+    hdr = META_ROWS * k * 8
+    meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)
     data = buf[hdr:used].numpy().tobytes()
     for i in range(k):
         with open(manifest.paths[i], "rb") as f:
