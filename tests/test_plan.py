@@ -1,6 +1,9 @@
 """Capacity arithmetic (iobench.answer.plan) against hand arithmetic."""
 
 import math
+import os
+import re
+from pathlib import Path
 
 import pytest
 from conftest import iobench
@@ -376,3 +379,16 @@ def test_plan_cli_kinds(tmp_path):
     assert "(measured rate)" in out and "this comparison mixes kinds" not in out
     g = iobench("gpus", "--rate-kind", "published", check=True).stdout
     assert "│ published" in g and "│ measured" not in g and "│ mlperf-storage" not in g and "gpu_rates_h200.json" in g
+
+
+def test_the_in_flight_a_job_needs_is_the_minimum_times_the_latency_the_sentence_names():
+    """Little's law in plan's words: "X samples/s x W ms = L reads at once": L is X x W for the W printed (the p50
+    of the point the storage figure comes from: here fio's, not the loaders' best run, whose latency differs)."""
+    golden = Path(__file__).parent / "data" / "golden" / "local.json"
+    proc = iobench("plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--result", str(golden),
+                   env={**os.environ, "COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"in flight for the minimum: ([\d,]+) samples/s x ([\d.]+) ms = ([\d,]+) reads at once", proc.stdout)
+    assert m, proc.stdout
+    x, w_ms, got = (float(g.replace(",", "")) for g in m.groups())
+    assert abs(x * w_ms / 1000 - got) <= 0.5 + x * 0.0005 / 1000, (x, w_ms, got)  # the printed figures, rounded

@@ -123,7 +123,7 @@ class Measured:
     cache_whatif: list[CacheWhatIf] = field(default_factory=list)
     concurrency_whatif: list[ConcurrencyWhatIf] = field(default_factory=list)
     in_flight: float | None = None  # L = X0 x W at the reference run
-    in_flight_needed: float | None = None  # L = X x W for the plan's minimum X at the reference run's p50 W
+    in_flight_needed: float | None = None  # L = X x W: the plan's minimum X at p50_ms, the storage figure's point
     objects: bool = False  # the result read object storage (GETs, keys), not files
     cap: float | None = None
     cap_reason: str = ""

@@ -129,6 +129,10 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
     if cache == "cold" and job is None and ref is not None:  # Little's law over one client's loaders; a job has none
         extra.update(_concurrency_whatif(p, ref, pool, c_rate, _highest_seen(result)))
+        # the requests a job keeps in flight to get the plan's minimum, by Little's law at the latency of the point
+        # the storage figure comes from (m.p50_ms, the one the sentence names; a floor: a request's latency grows
+        # as the storage nears its limit)
+        extra["in_flight_needed"] = p.minimum_samples_per_s * m.p50_ms / 1000.0 if m.p50_ms else None
     return Measured(**{**m.__dict__, **extra})
 
 
@@ -189,8 +193,4 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
         pred = min(uncapped, cap) if cap is not None else uncapped
         rows.append(ConcurrencyWhatIf(c, pred, uncapped, means.get(c), gpus_supported(pred, p.rate_per_gpu,
                                                                                       p.au_target)))
-    # the requests a job keeps in flight to get the plan's minimum at the latency measured (a floor: a request's
-    # latency grows as the storage nears its limit)
-    needed = p.minimum_samples_per_s * w if w > 0 else None
-    return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason,
-            "in_flight_needed": needed}
+    return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason}
