@@ -110,12 +110,14 @@ def test_mitigations_on_objects_and_the_fuse_view_in_one_run(s3_bed_fuse, packed
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
     names = [m.name for m in r.mitigations]
-    assert names == ["baseline", "tar-range", "tar-stream"]
+    assert names == ["baseline", "tar-range", "tar-stream", "in-flight-8"]  # the sweep's deepest --in-flight: 8
     total = sum(_listed(s3_bed_fuse, f"{top}/train/").values())
-    for run in r.runs:  # the sweep, the three mitigations and the two of the FUSE view: every sample, once
+    for run in r.runs:  # the sweep, the four mitigations and the two of the FUSE view: every sample, once
         assert run.complete and (run.samples, run.bytes) == (FILES, total), run.mitigation
     by = {m.name: m for m in r.mitigations}
-    assert by["baseline"].requests == by["tar-range"].requests == FILES
+    assert by["baseline"].requests == by["tar-range"].requests == by["in-flight-8"].requests == FILES
+    deeper = next(x for x in r.runs if x.mitigation == "in-flight-8")
+    assert (deeper.depth, deeper.in_flight) == (8, 16)  # the baseline's 2 workers, 8 GETs each
     shards = [k for k in _listed(s3_bed_fuse, f"{top}/packed/tar-1MiB/") if k.endswith(".tar")]
     # one GET per shard, each worker streaming its own; once a worker's shards run out the DataLoader still hands it
     # every other batch: each such batch of the other's stream is a GET of its own

@@ -56,6 +56,7 @@ class Variant:
     willneed: bool = False  # files: WILLNEED prefetch of the next files
     read_ahead_kb: int | None = None  # device readahead while this variant runs
     readers: int | None = None  # threads or workers, instead of the baseline's
+    depth: int = 1  # objects: GETs in flight per reader (--in-flight), the baseline's being 1
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
         """The variant's source (its pack made first when missing); its describe() has the pack's costs."""

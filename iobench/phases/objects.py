@@ -35,9 +35,15 @@ STATS = 32  # stats in flight checking a FUSE view against the dataset's keys
 STAT_CHUNK = 256  # files a stat thread checks per task
 
 
-def object_variants() -> list[Variant]:
-    """What `--mitigations` measures on object storage, the baseline first."""
-    return [Variant("baseline"), Variant("tar-range", source="tar"), Variant("tar-stream", source="tar", stream=True)]
+DEEPER = 8  # GETs in flight per reader of the "more in flight" row, where the sweep went no deeper
+
+
+def object_variants(in_flight: list[int]) -> list[Variant]:
+    """What `--mitigations` measures on object storage, the baseline first (one GET at a time per reader), the
+    last more requests in flight from the same readers (the sweep's deepest --in-flight, at least DEEPER)."""
+    deeper = max([DEEPER, *in_flight])
+    return [Variant("baseline"), Variant("tar-range", source="tar"), Variant("tar-stream", source="tar", stream=True),
+            Variant(f"in-flight-{deeper}", source="files", depth=deeper)]
 
 
 def object_mitigations(ctx: RunContext) -> None:
@@ -45,19 +51,21 @@ def object_mitigations(ctx: RunContext) -> None:
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     readers = baseline_readers(result)
     base_rate = 0.0
-    for v in object_variants():
+    for v in object_variants(settings.in_flight):
         with ui.step("mitigations", v.name, len(manifest)):  # the pack's upload included, when it is missing
             source = v.open(manifest, ui)
             pack = source.describe()
-            engine = engines.make(settings, readers)
+            engine = engines.make(settings, readers, depth=v.depth)
             order = _stream_order(source, engine, settings.seed, len(result.runs) + 1) if v.stream else None
             run, lane = _epoch(ctx, engine, source, manifest, v.name, order, "shard-stream" if v.stream else "shuffled")
         requests = getattr(source, "requests", None)
         got = (requests(lane.order, lane.rec) if requests is not None else
                (run.samples, run.open_ms.model_dump(), run.latency_ms.model_dump()))
         base_rate = base_rate or run.samples_per_s
-        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, requests=got,
-                                        note=STREAM_NOTE + " (one GET per shard)" if v.stream else None))
+        note = (STREAM_NOTE + " (one GET per shard)" if v.stream else
+                f"{v.depth} GETs in flight per reader, {readers * v.depth} in all (the others: 1 per reader)"
+                if v.depth > 1 else None)
+        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, requests=got, note=note))
         ctx.save()
 
 

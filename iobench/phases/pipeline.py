@@ -51,7 +51,7 @@ from iobench.phases.mitigations import (
     readahead_file,
     variants,
 )
-from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations
+from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
 from iobench.phases.raw_objects import objects_baseline
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
@@ -112,7 +112,8 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
     if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
     if settings.mitigations:
-        steps += [Step("mitigations", v.name, files, "mitigations") for v in [Variant("baseline"), *variants(1, False)]]
+        wanted = object_variants(settings.in_flight) if objects else [Variant("baseline"), *variants(1, False)]
+        steps += [Step("mitigations", v.name, files, "mitigations") for v in wanted]
     if settings.fuse_view:
         steps += [Step("fuse view", name, files, "fuse view") for name in ("objects", "fuse-view")]
     return Plan(steps)
