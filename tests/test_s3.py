@@ -250,6 +250,32 @@ def test_with_a_known_round_trip_more_requests_in_flight_give_more(s3_bed_delaye
             "more requests in flight (--in-flight" in v.text), v.text
 
 
+def test_a_bed_of_known_bandwidth_is_named_the_limit(s3_bed_delayed, tmp_path: Path) -> None:
+    """The delayed bed's answers share one wire of S3_DELAYED_MB_S (16 MB/s): 256 KiB objects come at most ~61/s
+    whatever the requests in flight. One GET at a time stays under it (a round trip and a transfer each); with more
+    in flight the rate meets the cap and stops rising; the client's CPU is nowhere near its limit at ~61/s, so the
+    verdict names the storage as the limit, with a figure within the cap."""
+    from testbed_fixtures import S3_DELAYED_MB_S
+
+    bed, p = s3_bed_delayed, "bandwidth"
+    shape = ["--files", "120", "--size-dist", "fixed:256KiB", "--classes", "2"]
+    made = iobench("gen", "--url", f"s3://{bed.bucket}/{p}", *shape, env=bed.env(), timeout=600)
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "r"
+    proc = iobench("run", "--url", f"s3://{bed.bucket}/{p}", *shape, "--engine", "threads", "--threads", "1",
+                   "--in-flight", "1,4,16", "--cache", "cold", "--epochs", "1", "--no-metadata", "--no-fio",
+                   "--out", str(out), "--quiet", env=bed.env(), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = Result.load(out / "result.json")
+    cap = S3_DELAYED_MB_S * 1e6 / (256 * 1024)
+    rates = [run.samples_per_s for run in r.runs]
+    assert [run.in_flight for run in r.runs] == [1, 4, 16] and all(run.samples == 120 for run in r.runs)
+    assert max(rates) <= 1.05 * cap and rates[-1] >= 0.8 * cap, (rates, cap)
+    v = r.verdict
+    assert v is not None and v.limit == "storage" and not v.still_rising, v.text
+    assert v.storage_samples_per_s is not None and v.storage_samples_per_s <= 1.05 * cap, v.text
+
+
 def test_gen_stops_within_an_object_on_ctrl_c_and_resumes_where_it_stopped(s3_bed) -> None:
     p = f"g-{uuid.uuid4().hex[:8]}"
     args = ["gen", "--url", f"s3://{s3_bed.bucket}/{p}", "--files", "1500", "--size-dist", "fixed:8KiB",

@@ -7,7 +7,7 @@ Use them from ``tests/conftest.py`` with ``from testbed_fixtures import *``:
     sshfs_delay_mount  the same through a TCP proxy adding 2 ms each way (~4 ms per round trip)
     gluster_mount      one-node GlusterFS volume, FUSE client
     s3_bed             SeaweedFS S3 on 127.0.0.1 with bucket ``iobench`` (no root needed), as an `S3Bed`
-    s3_bed_delayed     the same through the delay proxy, 2 ms each way (~4 ms more per request)
+    s3_bed_delayed     the same through the delay proxy, 2 ms each way (~4 ms more per request), 16 MB/s in all
     s3_bed_fuse        the same with ``weed mount`` of the bucket at ``S3Bed.mount`` (root)
     rgw_bed            Ceph's radosgw (one monitor, one BlueStore OSD on a file) with the same bucket and identities,
                        as an `S3Bed` (root; ``up`` installs radosgw, ceph-mon, ceph-osd with apt-get when missing)
@@ -62,6 +62,7 @@ __all__ = [
     "s3_testbed",
     "s3_bed",
     "s3_bed_delayed",
+    "S3_DELAYED_MB_S",
     "s3_bed_fuse",
     "rgw_bed",
     "procs_naming",
@@ -304,10 +305,14 @@ def s3_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Bed]:
     yield from _session_s3(tmp_path_factory, "s3")
 
 
+S3_DELAYED_MB_S = 16  # s3_bed_delayed's bandwidth: 256 KiB objects at most ~61/s, 8 KiB ones ~1,950/s
+
+
 @pytest.fixture(scope="session")
 def s3_bed_delayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Bed]:
-    """The same through a proxy that delays every chunk 2 ms each way (~4 ms more per request)."""
-    yield from _session_s3(tmp_path_factory, "s3-delay", delay_ms=2)
+    """The same through a proxy that delays every chunk 2 ms each way (~4 ms more per request) and sends the
+    server's answers at most S3_DELAYED_MB_S MB/s in all (an object store of known bandwidth)."""
+    yield from _session_s3(tmp_path_factory, "s3-delay", delay_ms=2, mb_s=S3_DELAYED_MB_S)
 
 
 @pytest.fixture(scope="session")
