@@ -333,20 +333,23 @@ def throttling(s3_bed):
 def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, prefix: str, tmp_path: Path) -> None:
     """The breaker lets 2 reads at a time through and answers the rest 503: at 4 threads x 4 in flight each
     client sees the throttled answers (no retry of its own hides them), iobench retries them after a pause, every
-    object is read once, and the run says how many of its requests were throttled at how many in flight."""
+    object is read once, and the run says how many of its requests were throttled at how many in flight.
+    s3torchconnector (16 threads x 1) retries once inside itself: what it surfaces is counted, perhaps none."""
     _, samples = _dataset(throttling, prefix)
-    for client in ("crt", "boto3"):
+    for client, threads, depth in (("crt", "4", "4"), ("boto3", "4", "4"), ("s3torchconnector", "16", "1")):
         out = tmp_path / client
         proc = iobench("run", "--url", f"s3://{throttling.bucket}/{prefix}", *SHAPE, "--no-fio", "--engine", "threads",
-                       "--threads", "4", "--in-flight", "4", "--cache", "cold", "--epochs", "1", "--s3-client",
+                       "--threads", threads, "--in-flight", depth, "--cache", "cold", "--epochs", "1", "--s3-client",
                        client, "--no-metadata", "--quiet", "--out", str(out), env=throttling.env(), cwd=tmp_path,
                        timeout=300)
         assert proc.returncode == 0, proc.stderr
         r = Result.load(out / "result.json")
         (run,) = r.runs
         assert run.complete and (run.samples, run.bytes) == (FILES, sum(samples.values()))
-        assert run.throttled > 0 and run.in_flight == 16, client
+        assert run.in_flight == 16 and (run.throttled > 0 or client == "s3torchconnector"), client
         assert r.verdict is not None
+        if not run.throttled:
+            continue
         words = (f"the server throttled {run.throttled:,} of {FILES + run.throttled:,} requests (503 SlowDown) at "
                  "16 in flight")
         assert words in r.verdict.text and "the server's limit under throttling" in r.verdict.text, r.verdict.text
