@@ -173,8 +173,8 @@ def s3_options(f: F) -> F:
                      help="The AWS profile (~/.aws/config, credentials) for --url.  [default: $AWS_PROFILE, else "
                           "the default chain]"),
         click.option("--s3-client", type=click.Choice(CLIENTS), default=None,
-                     help="The client that reads objects for --url: crt (the AWS CRT, awscrt's asynchronous S3 client) "
-                          "or boto3.  "
+                     help="The client that reads objects for --url: crt (the AWS CRT, awscrt's asynchronous S3 "
+                          "client), boto3, or s3torchconnector (what S3MapDataset reads with; one GET per reader).  "
                           "[default: crt]"),
     ]):
         f = opt(f)

@@ -69,6 +69,9 @@ REFUSALS = (
     Refusal(("in_flight",), lambda v, o, c: v is not None and o.url is None,
             "--in-flight keeps several GETs in flight per reader: it applies to object storage (--url); a file is "
             "read one at a time per reader (--threads, --workers)"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and o.s3_client == "s3torchconnector" and max(v) > 1,
+            "s3torchconnector's get_object waits for each response's headers: depth comes from more "
+            "--threads/--workers (--in-flight 1), or read with --s3-client crt"),
     Refusal(("in_flight",), lambda v, o, c: v is not None and c.distributed,
             "--in-flight is not built for a distributed run yet: its ranks read one GET at a time per worker"),
     Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,

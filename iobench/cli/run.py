@@ -69,7 +69,8 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
 @click.option("--in-flight", default=None,
               help="Object storage (--url): GETs each reader thread or DataLoader worker keeps in flight, started "
                    "ahead in order (readers x this are in flight); a comma list is a sweep, each reader count at "
-                   f"each.  [default: {','.join(map(str, DEFAULT_IN_FLIGHT))} with --url]")
+                   f"each.  [default: {','.join(map(str, DEFAULT_IN_FLIGHT))} with --url; 1 with --s3-client "
+                   "s3torchconnector]")
 @click.option("--workers", default=None,
               help="DataLoader workers (per GPU); a comma list is a sweep; 0 = the main process reads.  "
                    "[default: the workload's: 2,4,8]")
@@ -169,7 +170,9 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
     return Settings(
         sources=list(o.source), orders=list(orders),
         concurrency=list(p.workers if engine == "dataloader" else p.threads), cache=list(o.cache),
-        in_flight=list(o.in_flight or (DEFAULT_IN_FLIGHT if o.url is not None else (1,))),
+        # s3torchconnector keeps one GET in flight per reader (its get_object blocks)
+        in_flight=list(o.in_flight or (DEFAULT_IN_FLIGHT if o.url is not None and o.s3_client != "s3torchconnector"
+                                       else (1,))),
         epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed,
         fio=o.fio is not False, metadata=o.metadata is not False,
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,

@@ -1,13 +1,20 @@
 """The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
 
-boto3 lists, heads, writes and deletes (the store), and reads where `--s3-client boto3` is chosen; the AWS CRT
-(awscrt's S3 client: aws-c-s3, the native client under s3torchconnector and Mountpoint, with its own connection pool
-and event loop in native code) reads by default, asynchronously and with its retries off. s3torchconnector itself is
-not used to read: its get_object waits for the response's headers (one request at a time per thread) and retries a
-throttled GET at least once, out of sight. Both take credentials, region and profile from the standard AWS chain
-(environment, ~/.aws/config and credentials, --profile) in the process that makes them: a DataLoader worker makes
-its own after fork. Time-outs are bounded by --io-timeout: a server that stops answering ends a request, not the
-run's patience."""
+boto3 lists, heads, writes and deletes (the store). Three clients read (`--s3-client`):
+
+- `crt` (the default): the AWS CRT's own S3 client (awscrt: aws-c-s3, the native client under s3torchconnector and
+  Mountpoint, with its own connection pool and event loop in native code), asynchronous, its retries off: any
+  depth from one reader thread, and the leanest client CPU per GET. Choose it to measure what the storage gives.
+- `s3torchconnector`: the client a training job's S3MapDataset/S3IterableDataset reads with (the same CRT under a
+  blocking `get_object`): choose it to replay what such a job gets. Its GET waits for the response's headers, so
+  depth comes from readers (threads, workers), one GET each; it retries a throttled GET at least once out of
+  sight (READ_RETRIES) and has no time-out setting (the engine's watchdog, --io-timeout, bounds a GET).
+- `boto3`: the Python SDK, one attempt per GET; its calls block (a pool thread per GET in flight) and cost several
+  times the CRT's CPU each: choose it to compare with a loader built on boto3.
+
+All take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and credentials,
+--profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are bounded by
+--io-timeout: a server that stops answering ends a request, not the run's patience."""
 
 from __future__ import annotations
 
@@ -59,8 +66,10 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
 
 
 READ_CONNECTIONS = 512  # connections a reading client opens at most: the deepest default sweep (64 threads x 8)
-READ_RETRIES = {"crt": 0, "boto3": 0}  # retries a client makes of a GET on the reading path: none (iobench's own
-# retry of a throttled answer is counted: sources/s3.py)
+S3TC_ATTEMPTS = 2  # the fewest s3torchconnector honours: its max_attempts=1 is taken as its default (10)
+# retries a client makes of a GET on the reading path, out of iobench's sight: none for the CRT and boto3 (iobench's
+# own retry of a throttled answer is counted: sources/s3.py); s3torchconnector retries a failed or throttled GET once
+READ_RETRIES = {"crt": 0, "boto3": 0, "s3torchconnector": S3TC_ATTEMPTS - 1}
 
 
 @dataclass(frozen=True)
@@ -104,10 +113,23 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
     return CrtClient(client, f"{loc.bucket}.{endpoint.netloc}", "/")
 
 
+def s3torchconnector_client(loc: S3Location, *, attempts: int = S3TC_ATTEMPTS) -> Any:
+    """An s3torchconnector S3Client for the location, as S3MapDataset makes one; one per process (its native client
+    is made on first use, in the process that uses it). It has no time-out setting: a GET to a server that stops
+    answering is ended by the engine's watchdog (--io-timeout)."""
+    from s3torchconnector._s3client import S3Client, S3ClientConfig
+
+    config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)
+    try:
+        return S3Client(region(loc), endpoint=loc.endpoint, s3client_config=config)
+    except Exception as exc:
+        raise explain(exc, loc, "making an S3 client") from None
+
+
 def versions() -> dict[str, str]:
     """The client libraries' versions, as a result records them."""
     found = {}
-    for name in ("boto3", "botocore", "awscrt"):
+    for name in ("boto3", "botocore", "awscrt", "s3torchconnector", "s3torchconnectorclient"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
     return found

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 from iobench.errors import UserError
 
-CLIENTS = ("crt", "boto3")  # `--s3-client`: the AWS CRT (awscrt; the default), or boto3
+CLIENTS = ("crt", "boto3", "s3torchconnector")  # `--s3-client`: the AWS CRT (awscrt; the default), boto3, or
+# s3torchconnector (what S3MapDataset/S3IterableDataset read with)
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the AWS SDKs' own names, most specific first
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's bucket naming rules (3-63 characters)
 

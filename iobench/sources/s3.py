@@ -9,14 +9,16 @@ answering request sent to the first bytes of its answer, the object store's coun
 whole (`total_ns`: the sample's first request sent to its last byte in hand, so a started-early request's time in
 flight counts and a throttled one's pauses do). With the CRT (awscrt, asynchronous) the clock is read in its
 callbacks, when the bytes arrive, not when the reader comes to them; boto3's calls block, so `depth` > 1 costs it a
-thread per request in flight.
+thread per request in flight. s3torchconnector (what S3MapDataset reads with) blocks until each response's headers:
+its reader is a ring of one slot, the GET made in `finish` on the reader's own thread (depth comes from readers).
 
-Neither client retries (CRT: retries off; boto3: one attempt): a throttled answer (503 SlowDown and the like)
-reaches the reader, which counts it (`throttled`: the last sample's throttled answers), waits the server's pause
-(its Retry-After, else a short backoff) and sends the GET again, so the epoch completes; a sample throttled for
-`give_up_s` (the run's --io-timeout, less a margin) ends the epoch in one line. Any other failure ends it at once.
-The client is the process's own (`_client`): readers threads of one process share it, a DataLoader worker or a
-forked epoch makes its own after fork."""
+Neither the CRT nor boto3 retries (CRT: retries off; boto3: one attempt); s3torchconnector retries a GET once out of
+sight (the fewest it allows: READ_RETRIES), and what it surfaces after that is handled as the others' answers are.
+A throttled answer (503 SlowDown and the like) reaches the reader, which counts it (`throttled`: the last sample's
+throttled answers), waits the server's pause (its Retry-After, else a short backoff) and sends the GET again, so
+the epoch completes; a sample throttled for `give_up_s` (the run's --io-timeout, less a margin) ends the epoch in
+one line. Any other failure ends it at once. The client is the process's own (`_client`): readers threads of one
+process share it, a DataLoader worker or a forked epoch makes its own after fork."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from iobench.s3.clients import (
     boto3_client,
     crt_client,
     explain,
+    s3torchconnector_client,
     throttled_error,
 )
 
@@ -60,15 +63,18 @@ def _client(loc: S3Location, connections: int) -> Any:
     with _made:
         if key not in _clients:
             _clients[key] = (crt_client(loc, connections=connections) if loc.client == "crt" else
+                             s3torchconnector_client(loc) if loc.client == "s3torchconnector" else
                              boto3_client(loc, connections=connections, attempts=1))
         return _clients[key]
 
 
 def preload(client: str) -> None:
     """Import the client's library in this process (no client is made: one made before fork is not the child's);
-    awscrt is imported with this module."""
+    awscrt is imported with this module; s3torchconnector imports torch, seconds of CPU a forked epoch would pay."""
     if client == "boto3":
         import boto3  # noqa: F401
+    elif client == "s3torchconnector":
+        import s3torchconnector._s3client  # noqa: F401
 
 
 class ObjectSource:
@@ -89,10 +95,10 @@ class ObjectSource:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> CrtReader | Boto3Reader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> _Reader:
         """A reader keeping up to `depth` GETs in flight (start/finish); `io_timeout_s` the run's --io-timeout."""
         client = _client(self.loc, self.connections)
-        kind = CrtReader if self.loc.client == "crt" else Boto3Reader
+        kind = READERS[self.loc.client]
         give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
         return kind(client, self.loc, self.keys, self.max_size, depth, give_up)
 
@@ -320,3 +326,39 @@ class Boto3Reader(_Reader):
     def _is_throttled(self, s: _Slot) -> bool:
         code = str(getattr(s.error, "response", {}).get("Error", {}).get("Code", ""))
         return s.status in (503, 429) or code in THROTTLED
+
+
+class ConnectorReader(_Reader):
+    """GETs through s3torchconnector's client, as its S3MapDataset makes them (`_get_object_stream`: the GET under
+    its S3Reader, without the S3Reader's own copy into a BytesIO): the call returns at the response's headers, the
+    body's chunks are copied once into the slot's buffer. One GET at a time per reader: `start` only stamps the
+    clock, `finish` makes the GET on the reader's thread (depth 1: cli/refusals.py refuses --in-flight > 1)."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        assert self._depth == 1, "s3torchconnector keeps one GET in flight per reader"
+
+    def _send(self, s: _Slot) -> None:
+        s.t0 = _clock()
+        if not s.first:
+            s.first = s.t0
+
+    def _wait(self, s: _Slot) -> None:
+        s.error = s.pause = None
+        s.t1 = s.status = s.n = 0
+        on_body = s.callbacks[1]  # as the CRT's chunks: the first one's time, each copied once at its offset
+        try:
+            for chunk in self._client._get_object_stream(self._bucket, self._key(s.index).decode()):
+                on_body(chunk, s.n)
+        except Exception as exc:  # its errors (S3Exception) carry no status: their words say it
+            s.error = exc
+        s.t2 = _clock()
+
+    def _is_throttled(self, s: _Slot) -> bool:
+        text = str(s.error).lower()
+        return any(w in text for w in ("slowdown", "slow down", "throttl", "503", "429", "toomanyrequests"))
+
+
+READERS: dict[str, type[_Reader]] = {"crt": CrtReader, "boto3": Boto3Reader, "s3torchconnector": ConnectorReader}

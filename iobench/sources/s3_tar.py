@@ -125,7 +125,10 @@ class _Reader:
         """A GET of key's bytes [start, end) (end None: to its end): (a stream with readinto, when its first bytes
         were in hand)."""
         if self._src.loc.client == "crt":
-            body = _CrtBody(self._client, key, start, end)
+            body: _Chunks = _CrtBody(self._client, key, start, end)
+            return body, body.first()
+        if self._src.loc.client == "s3torchconnector":  # its get_object returns at the headers; end is exclusive
+            body = _ConnectorBody(self._client._get_object_stream(self._bucket, key, start, end))
             return body, body.first()
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         body = self._client.get_object(Bucket=self._bucket, Key=key, Range=rng)["Body"]
@@ -149,21 +152,70 @@ class _Reader:
                        "reading")
 
 
-class _CrtBody:
-    """A GET through the CRT (awscrt) as a stream with readinto: the chunks its event-loop threads deliver, in order,
-    queued as they come and each copied once, into the reader's buffer; `close` cancels a GET not read to its end."""
+class _Chunks:
+    """A GET's body as a stream with readinto, over the chunks `_next` gives in order (None: the end), each copied
+    once into the reader's buffer."""
 
-    __slots__ = ("_job", "_cv", "_chunks", "_chunk", "_at", "_ended", "_error", "_status", "t1")
+    __slots__ = ("_chunk", "_at", "t1")
 
-    def __init__(self, c: CrtClient, key: str, start: int, end: int | None):
-        self._cv = threading.Condition()
-        self._chunks: deque[bytes] = deque()
+    def __init__(self) -> None:
         self._chunk = memoryview(b"")
         self._at = 0
+        self.t1 = 0  # when the first chunk came
+
+    def _next(self) -> bytes | None:
+        raise NotImplementedError
+
+    def first(self) -> int:
+        """Wait for the first chunk; when it came."""
+        self._chunk, self._at = memoryview(self._next() or b""), 0
+        return self.t1 or _clock()
+
+    def readinto(self, view: memoryview) -> int:
+        if self._at >= len(self._chunk):
+            chunk = self._next()
+            if chunk is None:
+                return 0
+            self._chunk, self._at = memoryview(chunk), 0
+        k = min(len(view), len(self._chunk) - self._at)
+        view[:k] = self._chunk[self._at:self._at + k]
+        self._at += k
+        return k
+
+    def close(self) -> None:
+        """A GET not read to its end is let go."""
+
+
+class _ConnectorBody(_Chunks):
+    """A GET through s3torchconnector: its stream's chunks, taken on the reader's thread (it has no cancel: a
+    stream let go before its end is dropped with its request)."""
+
+    __slots__ = ("_it",)
+
+    def __init__(self, stream: Any):
+        super().__init__()
+        self._it = iter(stream)
+
+    def _next(self) -> bytes | None:
+        chunk = next(self._it, None)
+        if chunk is not None and not self.t1:
+            self.t1 = _clock()
+        return chunk
+
+
+class _CrtBody(_Chunks):
+    """A GET through the CRT (awscrt): the chunks its event-loop threads deliver, in order, queued as they come;
+    `close` cancels a GET not read to its end."""
+
+    __slots__ = ("_job", "_cv", "_chunks", "_ended", "_error", "_status")
+
+    def __init__(self, c: CrtClient, key: str, start: int, end: int | None):
+        super().__init__()
+        self._cv = threading.Condition()
+        self._chunks: deque[bytes] = deque()
         self._ended = False
         self._error: BaseException | None = None
         self._status = 0
-        self.t1 = 0
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", rng)]))
         self._job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=self._headers,
@@ -198,22 +250,6 @@ class _CrtBody:
             if self._error is not None:
                 raise self._error
             return None
-
-    def first(self) -> int:
-        """Wait for the first chunk; when it came."""
-        self._chunk, self._at = memoryview(self._next() or b""), 0
-        return self.t1 or _clock()
-
-    def readinto(self, view: memoryview) -> int:
-        if self._at >= len(self._chunk):
-            chunk = self._next()
-            if chunk is None:
-                return 0
-            self._chunk, self._at = memoryview(chunk), 0
-        k = min(len(view), len(self._chunk) - self._at)
-        view[:k] = self._chunk[self._at:self._at + k]
-        self._at += k
-        return k
 
     def close(self) -> None:
         if not self._ended:

@@ -144,7 +144,9 @@ class S3Store:
         details: dict[str, str | int | None] = {
             "endpoint": dataset.endpoint or "AWS S3", "bucket": dataset.bucket, "prefix": dataset.prefix,
             "client": dataset.client, "profile": dataset.profile, "path_style": str(dataset.path_style).lower(),
-            "read_retries": READ_RETRIES[dataset.client], "read_connections": READ_CONNECTIONS,
+            "read_retries": READ_RETRIES[dataset.client],
+            # s3torchconnector's CRT sizes its own pool by its throughput target (10 Gbps: ~26), as a job's has it
+            "read_connections": None if dataset.client == "s3torchconnector" else READ_CONNECTIONS,
             **{f"version_{k}": v for k, v in versions().items()}}
         return {"path": str(self.loc), "source": dataset.endpoint or "AWS S3", "fstype": "s3", "options": "",
                 "family": "object", "device": None, "read_ahead_kb": None, "bdi": "", "details": details,
