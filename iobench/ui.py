@@ -25,7 +25,7 @@ from iobench.progress import Plan, clock
 from iobench.result import Result, Verdict
 
 BAR = 12  # a bar's columns in the live display
-VS_FIO = "vs fio"  # the runs table's comparison with fio's baseline (its efficiency)
+VS_RAW = ("vs fio", "vs raw")  # the runs table's comparison with the raw baseline (its efficiency): files, objects
 
 # A bar's figures, in the order shown: (separator before it, its text, how much it is needed). A terminal too narrow
 # for them all drops the least needed first (the rightmost of equals); CORE ones stay.
@@ -281,14 +281,15 @@ class UI:
             if shown:
                 t = replace(t, title=f"{t.title} (continued)", rows=t.rows[shown:],
                             wins=frozenset((r - shown, c) for r, c in t.wins if r >= shown))
-            if key == "runs" and VS_FIO in t.head and all(row[t.head.index(VS_FIO)] == "-" for row in t.rows):
+            vs = next((c for c in VS_RAW if c in t.head), None)
+            if key == "runs" and vs is not None and all(row[t.head.index(vs)] == "-" for row in t.rows):
                 # fio has not run yet (or will not): its column would be all dashes, its figures come later in
                 # the efficiency table, printed once fio has run (rather than the whole runs table again)
-                t = replace(t, wide=(*t.wide, t.head.index(VS_FIO)))
+                t = replace(t, wide=(*t.wide, t.head.index(vs)))
                 self.table(t)
                 if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
                     raw = "the raw baseline" if result.mount.objects else "fio"  # objects: awscrt, in fio's column
-                    self._screen().print(Text(f"  {VS_FIO}: in the efficiency table, once {raw} has run", style="dim"))
+                    self._screen().print(Text(f"  {vs}: in the efficiency table, once {raw} has run", style="dim"))
                 continue
             self.table(t)
 
