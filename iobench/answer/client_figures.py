@@ -235,7 +235,8 @@ def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread
     near = spread.low(share) < REACHES <= spread.high(share)
     if share >= REACHES and plateau:
         return "storage", other or ("input-pipeline" if near else None), (
-            f"Limit: the storage: the pipeline reached {pct(share)} of it and more readers gave no more ({plateau}).")
+            f"Limit: the storage: the pipeline reached {pct(share)} of it and more {_unit(result)} gave no more "
+            f"({plateau}).")
     if share >= REACHES and still_rising:
         return "input-pipeline", other, ("Limit: the input pipeline's reader count: the rate still rose with the most "
                                          f"{_unit(result)} measured, so the storage's own limit was not reached: try "
@@ -247,8 +248,9 @@ def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread
     if still_rising:
         how = f"the loaders still rose with more {_unit(result)}: more {_more(result)} may get more of it"
     elif plateau:
-        how = (f"more readers gave no more ({plateau}): the per-sample path on this client (opening files, handing "
-               "batches between processes), not the storage, sets the pace; --mitigations measures packed layouts")
+        how = (f"more {_unit(result)} gave no more ({plateau}): the per-sample path on this client (opening files, "
+               "handing batches between processes), not the storage, sets the pace; --mitigations measures packed "
+               "layouts")
     else:
         how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
     return "input-pipeline", other or ("storage" if near and plateau else None), (
