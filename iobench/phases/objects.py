@@ -19,9 +19,8 @@ from iobench import engines, sources
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.engines import Engine
-from iobench.errors import UserError, explain_oserror
+from iobench.errors import UserError
 from iobench.host.mounts import mount_of
-from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
 from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
@@ -92,12 +91,7 @@ def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, 
     finally:
         engine.close()
         source.close()
-    ctx.record(run)
-    if isinstance(error, StorageStalled):
-        raise error.with_note(ctx.kept()) from None
-    if error is not None:
-        raise error if not isinstance(error, OSError) else explain_oserror(
-            error, f"{label} failed reading the dataset {manifest.root}")
+    ctx.keep(run, error, label)
     return run, lanes[0]
 
 

@@ -476,12 +476,7 @@ def _mitigations(ctx: RunContext) -> None:
             finally:
                 engine.close()
                 source.close()
-        ctx.record(run)
-        if isinstance(error, StorageStalled):
-            raise error.with_note(ctx.kept()) from None
-        if error is not None:
-            raise error if not isinstance(error, OSError) else explain_oserror(
-                error, f"mitigation {v.name} failed reading the dataset {manifest.root}")
+        ctx.keep(run, error, f"mitigation {v.name}")
         base_rate = base_rate or run.samples_per_s
         result.mitigations.append(entry(run, v.name, base_rate, settings, pack,
                                         note=STREAM_NOTE if v.stream else None))

@@ -213,3 +213,30 @@ def quiet_metadata_service() -> None:
     """No EC2 instance-metadata lookups for credentials on hosts that are not in EC2: each costs seconds of
     time-outs before the 'no credentials' answer."""
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def get_small(client: Any, loc: S3Location, rel: str, limit: int | None = None,
+              what: str = "an iobench marker") -> bytes | None:
+    """`rel` under `loc` whole, through boto3 `client` (None: no such key), for iobench's own small objects (markers,
+    manifests); one bigger than `limit` is not `what` (a one-line error); any failure is one line."""
+    from botocore.exceptions import ClientError
+
+    try:
+        got = client.get_object(Bucket=loc.bucket, Key=loc.key(rel))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise explain(exc, loc, f"reading {rel} of") from None
+    except Exception as exc:
+        raise explain(exc, loc, f"reading {rel} of") from None
+    if limit is not None and got["ContentLength"] > limit:
+        raise UserError(f"{loc}/{rel} is {got['ContentLength']:,} bytes: not {what}; move it away")
+    return bytes(got["Body"].read())
+
+
+def put_small(client: Any, loc: S3Location, rel: str, body: bytes) -> None:
+    """Write `body` as `rel` under `loc` through boto3 `client`; any failure is one line."""
+    try:
+        client.put_object(Bucket=loc.bucket, Key=loc.key(rel), Body=body)
+    except Exception as exc:
+        raise explain(exc, loc, f"writing {rel} to") from None

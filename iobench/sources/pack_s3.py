@@ -24,7 +24,7 @@ from iobench import __version__
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.s3 import S3Location
-from iobench.s3.clients import boto3_client, explain
+from iobench.s3.clients import boto3_client, explain, get_small, put_small
 from iobench.sources.pack_folder import (
     DEFAULT_SHARD_SIZE,
     PACK_MARKER,
@@ -54,26 +54,10 @@ class S3Pack:
     client: Any = field(repr=False)
 
     def get(self, rel: str, limit: int | None = None) -> bytes | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            got = self.client.get_object(Bucket=self.loc.bucket, Key=self.loc.key(rel))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise explain(exc, self.loc, f"reading {rel} of") from None
-        except Exception as exc:
-            raise explain(exc, self.loc, f"reading {rel} of") from None
-        if limit is not None and got["ContentLength"] > limit:
-            raise UserError(f"{self.loc}/{rel} is {got['ContentLength']:,} bytes: not an iobench pack marker; move "
-                            "it away")
-        return bytes(got["Body"].read())
+        return get_small(self.client, self.loc, rel, limit, "an iobench pack marker")
 
     def put(self, rel: str, body: bytes) -> None:
-        try:
-            self.client.put_object(Bucket=self.loc.bucket, Key=self.loc.key(rel), Body=body)
-        except Exception as exc:
-            raise explain(exc, self.loc, f"writing {rel} to") from None
+        put_small(self.client, self.loc, rel, body)
 
     def marker(self) -> dict | None:
         data = self.get(PACK_MARKER, MARKER_LIMIT)

@@ -26,6 +26,7 @@ import os
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from time import perf_counter_ns as _clock
@@ -179,7 +180,7 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-class _Reader:
+class _Reader(ABC):
     __slots__ = ("_client", "_loc", "_bucket", "_key", "_slots", "_depth", "_head", "_live", "_give_up_s",
                  "buffer", "open_ns", "total_ns", "throttled")
 
@@ -237,14 +238,17 @@ class _Reader:
         self.total_ns = s.t2 - s.first
         return s.n
 
+    @abstractmethod
     def _send(self, s: _Slot) -> None:
-        raise NotImplementedError
+        """Send (or, where the client's call blocks, stamp) slot `s`'s GET: its clock readings from here."""
 
+    @abstractmethod
     def _wait(self, s: _Slot) -> None:
-        raise NotImplementedError
+        """Return once slot `s`'s GET has ended (its bytes in its buffer, or its error set)."""
 
+    @abstractmethod
     def _is_throttled(self, s: _Slot) -> bool:
-        raise NotImplementedError
+        """Whether slot `s`'s failed GET was a throttled answer (503 SlowDown, 429): counted and sent again."""
 
     def _failed(self, exc: BaseException, index: int) -> Exception:
         return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading")

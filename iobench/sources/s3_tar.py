@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from abc import ABC, abstractmethod
 from array import array
 from collections import deque
 from time import perf_counter_ns as _clock
@@ -152,7 +153,7 @@ class _Reader:
                        "reading")
 
 
-class _Chunks:
+class _Chunks(ABC):
     """A GET's body as a stream with readinto, over the chunks `_next` gives in order (None: the end), each copied
     once into the reader's buffer."""
 
@@ -163,8 +164,9 @@ class _Chunks:
         self._at = 0
         self.t1 = 0  # when the first chunk came
 
+    @abstractmethod
     def _next(self) -> bytes | None:
-        raise NotImplementedError
+        """The body's next chunk in order, waiting for it (None: the end)."""
 
     def first(self) -> int:
         """Wait for the first chunk; when it came."""
@@ -182,7 +184,7 @@ class _Chunks:
         self._at += k
         return k
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (most bodies let go of a GET not read to its end by being dropped)
         """A GET not read to its end is let go."""
 
 

@@ -32,7 +32,16 @@ from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_
 from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
 from iobench.s3 import S3Location
-from iobench.s3.clients import READ_CONNECTIONS, READ_RETRIES, boto3_client, explain, quiet_metadata_service, versions
+from iobench.s3.clients import (
+    READ_CONNECTIONS,
+    READ_RETRIES,
+    boto3_client,
+    explain,
+    get_small,
+    put_small,
+    quiet_metadata_service,
+    versions,
+)
 from iobench.sources.pack_folder import PACK_MARKER, PACKED
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location, Progress
@@ -165,27 +174,10 @@ class S3Home:
 
     def _get(self, rel: str, limit: int | None = None) -> bytes | None:
         """The object's bytes (None: no such key); one bigger than `limit` is a one-line error."""
-        from botocore.exceptions import ClientError
-
-        key = self.where.key(rel)
-        try:
-            got = self.store.client.get_object(Bucket=self.where.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise explain(exc, self.where, f"reading {rel} of") from None
-        except Exception as exc:
-            raise explain(exc, self.where, f"reading {rel} of") from None
-        if limit is not None and got["ContentLength"] > limit:
-            raise UserError(f"{self.where}/{rel} is {got['ContentLength']:,} bytes: not an iobench marker; move "
-                            "it away")
-        return bytes(got["Body"].read())
+        return get_small(self.store.client, self.where, rel, limit)
 
     def _put(self, rel: str, body: bytes) -> None:
-        try:
-            self.store.client.put_object(Bucket=self.where.bucket, Key=self.where.key(rel), Body=body)
-        except Exception as exc:
-            raise explain(exc, self.where, f"writing {rel} to") from None
+        put_small(self.store.client, self.where, rel, body)
 
     def listed(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
         """(relative key, size) of the objects under the dataset's prefix, page by page."""
