@@ -219,6 +219,18 @@ def test_two_ranks_read_the_bucket_each_object_once_per_epoch(s3_bed, prefix: st
     assert r.mount.family == "object"
 
 
+def _started_until_a_run(cmd: list[str], bed, cwd: Path, out: Path) -> subprocess.Popen:
+    """`cmd` started on `bed`, returned once its result in `out` holds a run (at most 120 s)."""
+    proc = subprocess.Popen(cmd, env=bed.env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "result.json").exists() or not Result.load(out / "result.json").runs:
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1])
+        time.sleep(0.2)
+    return proc
+
+
 def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed, prefix: str,
                                                                          tmp_path: Path) -> None:
     """The S3 server frozen (SIGSTOP) mid-run, 2 threads x 4 GETs in flight: exit 3 in one line within
@@ -231,20 +243,14 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
            "--io-timeout", "4",
            "--no-metadata",
            "--out", str(out)]
-    proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = _started_until_a_run(cmd, s3_bed, tmp_path, out)
     try:
-        deadline = time.monotonic() + 120
-        while not (out / "result.json").exists() or not Result.load(out / "result.json").runs:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-            time.sleep(0.2)
         os.kill(pid, signal.SIGSTOP)
         frozen = time.monotonic()
-        threading.Timer(30, lambda: os.kill(pid, signal.SIGCONT)).start()  # whatever happens, it thaws
         _, err = proc.communicate(timeout=60)
         took = time.monotonic() - frozen
     finally:
-        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)  # whatever happens, the server thaws
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 3, err
@@ -389,13 +395,8 @@ def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, pref
     cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio",
            "--engine", "dataloader", "--workers", "2", "--batch-size", "32", "--in-flight", "4", "--cache", "cold",
            "--epochs", "40", "--io-timeout", "4", "--no-metadata", "--out", str(out)]
-    proc = subprocess.Popen(cmd, env=s3_bed.env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = _started_until_a_run(cmd, s3_bed, tmp_path, out)
     try:
-        deadline = time.monotonic() + 120
-        while not (out / "result.json").exists() or not Result.load(out / "result.json").runs:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-            time.sleep(0.2)
         _breaker(s3_bed, "0")  # takes ~3 s to apply
         _, err = proc.communicate(timeout=60)
     finally:
