@@ -364,9 +364,12 @@ def throttling(s3_bed):
 
 def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, prefix: str, tmp_path: Path) -> None:
     """The breaker lets 2 reads at a time through and answers the rest 503: at 4 threads x 4 in flight each
-    client sees the throttled answers (no retry of its own hides them), iobench retries them after a pause, every
-    object is read once, and the run says how many of its requests were throttled at how many in flight.
-    s3torchconnector (16 threads x 1) retries once inside itself: what it surfaces is counted, perhaps none."""
+    client's throttled answers (no retry of its own hides them) are retried by iobench after a pause, every object
+    is read once, and the run says how many of its requests were throttled at how many in flight. The CRT client
+    sends its 16 GETs from one native event loop: more than 2 reach the server at once, always. boto3's threads take
+    ~5 ms of CPU per GET under the GIL, so on a slow host its GETs may never overlap at the server (none throttled:
+    its 503s are counted in the test that throttles every read); s3torchconnector (16 threads x 1) retries once
+    inside itself: what it surfaces is counted, perhaps none."""
     _, samples = _dataset(throttling, prefix)
     for client, threads, depth in (("crt", "4", "4"), ("boto3", "4", "4"), ("s3torchconnector", "16", "1")):
         out = tmp_path / client
@@ -378,7 +381,7 @@ def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, pref
         r = Result.load(out / "result.json")
         (run,) = r.runs
         assert run.complete and (run.samples, run.bytes) == (FILES, sum(samples.values()))
-        assert run.in_flight == 16 and (run.throttled > 0 or client == "s3torchconnector"), client
+        assert run.in_flight == 16 and (run.throttled > 0 or client != "crt"), client
         assert r.verdict is not None
         if not run.throttled:
             continue
@@ -389,12 +392,13 @@ def test_a_throttling_server_is_counted_and_the_epoch_completes(throttling, pref
 
 def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, prefix: str, tmp_path: Path) -> None:
     """Every read answered 503 once the first epoch is in (the breaker at 0): DataLoader workers at 4 GETs in flight
-    each retry, make no progress, and the run ends within --io-timeout in one line naming the throttling (exit 3:
-    the worker's error is the line, not torch's traceback), the epoch measured kept."""
+    each (boto3's pool: its 503s seen, not retried inside it) retry, make no progress, and the run ends within
+    --io-timeout in one line naming the throttling (exit 3: the worker's error is the line, not torch's traceback),
+    the epoch measured kept."""
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "iobench.cli", "run", "--url", f"s3://{s3_bed.bucket}/{prefix}", *SHAPE, "--no-fio",
-           "--engine", "dataloader", "--workers", "2", "--batch-size", "32", "--in-flight", "4", "--cache", "cold",
-           "--epochs", "40", "--io-timeout", "4", "--no-metadata", "--out", str(out)]
+           "--engine", "dataloader", "--workers", "2", "--batch-size", "32", "--in-flight", "4", "--s3-client",
+           "boto3", "--cache", "cold", "--epochs", "40", "--io-timeout", "4", "--no-metadata", "--out", str(out)]
     proc = _started_until_a_run(cmd, s3_bed, tmp_path, out)
     try:
         _breaker(s3_bed, "0")  # takes ~3 s to apply

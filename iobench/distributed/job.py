@@ -23,6 +23,7 @@ from typing import Any
 
 from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
 from iobench.errors import EnvironmentRefused
+from iobench.host.bounded import die_with_parent
 from iobench.host.mounts import usable_cpus
 from iobench.host.stall import StorageStalled
 
@@ -361,12 +362,9 @@ def _mount_namespace() -> str:
 def _launched_rank() -> None:
     """A rank of `iobench run --ranks`: it dies with the launcher should that be killed outright, and leaves without
     a word when the launcher stops it (the launcher says how the job ended)."""
-    import ctypes
-
-
     if launched() is None or threading.current_thread() is not threading.main_thread():
         return
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
     if str(os.getppid()) != os.environ.get(LAUNCHER_PID_ENV):  # the launcher went before that took effect
         os._exit(3)
     before = signal.getsignal(signal.SIGTERM)

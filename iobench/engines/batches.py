@@ -15,7 +15,6 @@ torch is imported on use (`import_torch`), when an engine is made."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import os
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from iobench.errors import UserError
-from iobench.host.bounded import set_name
+from iobench.host.bounded import die_with_parent, set_name
 from iobench.sources import Reader, Source
 
 if TYPE_CHECKING:
@@ -336,10 +335,7 @@ def worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker
     manager) reaches the workers too: were they to die of it, torch's SIGCHLD handler would raise in the main
     process wherever it stood (a collective, a save), before it could stop in order. The main process ends them
     (iobench stops workers with SIGKILL), and they die with it."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
     set_name(b"iobench-worker")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

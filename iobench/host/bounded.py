@@ -7,6 +7,7 @@ says which phase stalled. Progress is any change in a small shared array the wor
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import os
 import pickle
@@ -134,21 +135,34 @@ def fork_child(child: Callable[[], None]) -> tuple[int, list[int]]:
     return pid, held
 
 
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to ask (not Linux): no names, no death signal
+        return None
+
+
+# Resolved once, on import, in the parent: a child forked from a process with threads (a rank's heartbeat, gloo's)
+# then only calls a function already found, and neither imports nor looks a symbol up in its first steps.
+_LIBC = _libc()
+
+
 def set_name(name: bytes) -> None:
     """Name this process (its comm, as ps and top show it); nothing where prctl is not there."""
-    with contextlib.suppress(Exception):
-        import ctypes
+    if _LIBC is not None:
+        _LIBC.prctl(15, name)  # PR_SET_NAME
 
-        ctypes.CDLL(None, use_errno=True).prctl(15, name)  # PR_SET_NAME
+
+def die_with_parent() -> None:
+    """SIGKILL when the thread that started this process ends (PR_SET_PDEATHSIG): no orphan reading on."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def child_setup(parent: int, name: bytes) -> None:  # pragma: no cover - runs in the child
     """In a forked child: die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take
     `name` in ps, and hold neither the terminal nor a pipe's reader if left behind."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
     set_name(name)
     if os.getppid() != parent:
         os._exit(1)
