@@ -49,9 +49,26 @@ def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProces
     return proc
 
 
+# A test bed's tests go to one xdist worker (`--dist loadgroup`, scripts/test's parallel pass): one glusterd can run
+# on a host (its port is fixed), and each worker bringing up its own SeaweedFS, sshd or loop XFS costs seconds each.
+# The first bed a test uses names its group.
+BED_GROUPS = (("gluster", "gluster"), ("s3", "s3"), ("rgw", "rgw"), ("sshfs", "sshfs"), ("xfs", "xfs"))
+
+
+def bed_group(item: pytest.Item) -> str | None:
+    """The bed a test uses (by its fixtures, or a bed it brings up itself: its module's or its own name)."""
+    names = " ".join([*getattr(item, "fixturenames", ()), item.nodeid]).lower()
+    return next((group for word, group in BED_GROUPS if word in names), None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Ceph RGW bed's tests (marker `rgw`) are opt-in: the bed takes ~30 s to come up (and a first `up` installs
-    ~235 MB of Ceph packages), more than the default suite's time allows. `-m rgw` or IOBENCH_RGW=1 runs them."""
+    """Each bed's tests in one xdist group (above). The Ceph RGW bed's tests (marker `rgw`) are opt-in: the bed
+    takes ~30 s to come up (and a first `up` installs ~235 MB of Ceph packages), more than the default suite's time
+    allows. `-m rgw` or IOBENCH_RGW=1 runs them."""
+    for item in items if config.pluginmanager.hasplugin("xdist") else ():
+        group = bed_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if "rgw" in (config.getoption("markexpr") or "") or os.environ.get("IOBENCH_RGW") == "1":
         return
     skip = pytest.mark.skip(reason="the Ceph RGW bed is opt-in (~100 s): run with -m rgw or IOBENCH_RGW=1")

@@ -169,7 +169,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
 
     with cleanup(str(out)):
         run = Launch(ranks_argv(data, out, "--timeout", "5", "--workers", "1", "--cache", "warm", "--epochs", "2",
-                                "--rate", "2000", files=2 * FILES), on_line)
+                                "--rate", "1000", files=2 * FILES), on_line)
         deadline = time.monotonic() + 120
         while not epochs_saved(out) and time.monotonic() < deadline and run.proc.poll() is None:
             time.sleep(0.05)

@@ -28,7 +28,6 @@ from iobench.record.order import epoch_order
 from iobench.result import FuseView, Run
 from iobench.s3 import S3Location
 from iobench.sources import Source
-from iobench.sources.s3_tar import StreamSource
 
 STATS = 32  # stats in flight checking a FUSE view against the dataset's keys
 STAT_CHUNK = 256  # files a stat thread checks per task
@@ -70,6 +69,8 @@ def object_mitigations(ctx: RunContext) -> None:
 
 def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
     """WebDataset's read order for this engine's readers: its threads, or its workers a batch at a time."""
+    from iobench.sources.s3_tar import StreamSource  # here: the CRT client loads only for a run on objects
+
     assert isinstance(source, StreamSource)
     if engine.workers is None:
         return source.stream_order(seed, epoch, readers=engine.concurrency)
