@@ -350,7 +350,7 @@ class Result(Model):
     warnings: list[str] = Field(default_factory=list, description="caveats a reader must see")
     verdict: Verdict | None = Field(None, description="summary, set when the run completes")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

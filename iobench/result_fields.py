@@ -89,7 +89,7 @@ def unusable(exc: ValidationError) -> str:
 
 class Model(BaseModel):
     # a non-finite figure is written as null (JSON has no NaN): never a literal other JSON readers refuse
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

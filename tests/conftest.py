@@ -49,24 +49,32 @@ def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProces
     return proc
 
 
-# A test bed's tests go to one xdist worker (`--dist loadgroup`, scripts/test's parallel pass): one glusterd can run
-# on a host (its port is fixed), and each worker bringing up its own SeaweedFS, sshd or loop XFS costs seconds each.
-# The first bed a test uses names its group.
-BED_GROUPS = (("gluster", "gluster"), ("s3", "s3"), ("rgw", "rgw"), ("sshfs", "sshfs"), ("xfs", "xfs"))
+# Where a test runs in scripts/test's parallel pass (pytest-xdist, `--dist loadgroup`). A test is sent alone to
+# whichever worker is free, but: GlusterFS's and Ceph RGW's tests each go to one worker (one glusterd can run on a
+# host, its port fixed; RGW's bed is opt-in and heavy), and the tests of a module that share a module-scoped
+# fixture go to one worker (the fixture, a dataset or a run, made once). Session beds (SeaweedFS, sshfs, loop XFS)
+# come up on each worker that uses one: seconds, for workers that never wait on each other's bed.
+ONE_HOST_BEDS = ("gluster", "rgw")
 
 
-def bed_group(item: pytest.Item) -> str | None:
-    """The bed a test uses (by its fixtures, or a bed it brings up itself: its module's or its own name)."""
+def xdist_group(item: pytest.Item) -> str | None:
     names = " ".join([*getattr(item, "fixturenames", ()), item.nodeid]).lower()
-    return next((group for word, group in BED_GROUPS if word in names), None)
+    bed = next((b for b in ONE_HOST_BEDS if b in names), None)
+    if bed is not None:
+        return bed
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    if any(d and d[-1].scope in ("module", "class", "package") for d in defs):
+        return item.nodeid.split("::")[0]
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each bed's tests in one xdist group (above). The Ceph RGW bed's tests (marker `rgw`) are opt-in: the bed
+    """xdist groups (above). The Ceph RGW bed's tests (marker `rgw`) are opt-in: the bed
     takes ~30 s to come up (and a first `up` installs ~235 MB of Ceph packages), more than the default suite's time
     allows. `-m rgw` or IOBENCH_RGW=1 runs them."""
     for item in items if config.pluginmanager.hasplugin("xdist") else ():
-        group = bed_group(item)
+        group = xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     if "rgw" in (config.getoption("markexpr") or "") or os.environ.get("IOBENCH_RGW") == "1":
@@ -78,7 +86,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After every fixture is down: no test-bed mount, loop device or daemon may be left behind."""
+    """After every fixture is down: no test-bed mount, loop device or daemon may be left behind. Under xdist, checked
+    by the controller once every worker has ended (a worker that ends first sees the others' beds still up)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     leftovers = [line for line in Path("/proc/mounts").read_text().splitlines()
                  if "testbed" in line or line.split()[2] in ("fuse.sshfs", "fuse.glusterfs", "fuse.seaweedfs")]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout if os.geteuid() == 0 else ""

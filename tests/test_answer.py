@@ -13,6 +13,9 @@ import pytest
 from iobench.answer.client import verdict
 from iobench.result import Result
 
+# The repeats' spread and the training runs' AU are rates: run alone (scripts/test's quiet pass)
+pytestmark = pytest.mark.quiet
+
 pytest.importorskip("torch")  # training runs need DataLoader workers
 
 

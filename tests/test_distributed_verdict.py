@@ -22,6 +22,9 @@ import pytest
 from conftest import iobench, needs_root
 from testbed_fixtures import blkio_cgroup, in_cgroup, mount_source
 
+# Each scenario's verdict judges the ranks' rates against a known limit: run alone (scripts/test's quiet pass)
+pytestmark = pytest.mark.quiet
+
 pytest.importorskip("torch")
 
 FILES = 1200

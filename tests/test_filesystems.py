@@ -68,6 +68,7 @@ def _plain_loop_cold(paths: list[str]) -> float:
     return len(paths) / (time.perf_counter() - t)
 
 
+@pytest.mark.quiet  # judges rates on a bed of known latency
 def test_latency_bound_physics_on_sshfs_with_delay(sshfs_delay_mount, tmp_path):
     """2 ms each way: every file costs network round trips, so one thread is slow and more threads help;
     the local disk is several times faster; iobench agrees with a plain read loop."""
@@ -104,6 +105,7 @@ def test_metadata_costs_grow_with_network_delay(sshfs_mount, sshfs_delay_mount):
     assert slow.projected_list_s > fast.projected_list_s
 
 
+@pytest.mark.quiet  # judges rates on a bed of known latency
 def test_gpus_fed_grows_with_faster_storage(sshfs_delay_mount, tmp_path):
     """The same read pattern and consumer on a latency-bound network file system and on the local disk: more GPUs
     are fed from the faster one. Each side reads enough files for its runs to last over 0.5 s and count."""

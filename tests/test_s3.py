@@ -260,6 +260,7 @@ def test_a_server_that_stops_answering_ends_the_run_within_its_io_timeout(s3_bed
     assert not r.complete and r.runs and r.runs[0].samples == FILES
 
 
+@pytest.mark.quiet  # judges rates against the bed's known round trip and bandwidth
 def test_with_a_known_round_trip_more_requests_in_flight_give_more(s3_bed_delayed, tmp_path: Path) -> None:
     """The bed whose delay proxy adds 2 ms each way (a known round trip above the server's own time): one GET in
     flight is bound by it (its first byte after >= 4 ms); one reader thread keeping 8 in flight reads each object
@@ -285,6 +286,7 @@ def test_with_a_known_round_trip_more_requests_in_flight_give_more(s3_bed_delaye
             "more requests in flight (--in-flight" in v.text), v.text
 
 
+@pytest.mark.quiet  # judges rates against the bed's known round trip and bandwidth
 def test_a_bed_of_known_bandwidth_is_named_the_limit(s3_bed_delayed, tmp_path: Path) -> None:
     """The delayed bed's answers share one wire of S3_DELAYED_MB_S (16 MB/s): 256 KiB objects come at most ~61/s
     whatever the requests in flight. One GET at a time stays under it (a round trip and a transfer each); with more
@@ -492,7 +494,7 @@ def test_a_frozen_server_ends_the_raw_baseline_within_its_io_timeout(s3_bed, pre
                     line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
                 except OSError:
                     continue
-                if "iobench.s3.raw" in line:
+                if "iobench.s3.raw" in line and s3_bed.endpoint in line:  # this bed's (a parallel worker has its own)
                     return int(p.name), line
         return None
 

@@ -29,6 +29,9 @@ import pytest
 from conftest import iobench, needs_root
 from testbed_fixtures import blkio_cgroup, in_cgroup, mount_source
 
+# Each scenario's verdict judges rates against a limit set from outside: run alone (scripts/test's quiet pass)
+pytestmark = pytest.mark.quiet
+
 pytest.importorskip("torch")  # every scenario replays with DataLoader workers
 
 RUN_TIMEOUT_S = 240

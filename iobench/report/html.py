@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from iobench.answer.rules import times
 from iobench.report import charts
@@ -48,11 +46,16 @@ from iobench.report.facts import (
 from iobench.report.format import gpu_name, model_name, ms, num, readers, short, when
 from iobench.result import Result
 
+if TYPE_CHECKING:
+    import jinja2
+
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 @cache
 def _env() -> jinja2.Environment:
+    import jinja2  # here: only a command that writes an HTML report loads it
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters.update(num=num, ms=ms, pct=lambda x: f"{x:.0%}", count=lambda x: f"{x:,}")
