@@ -30,6 +30,26 @@ def _own_cache_home(tmp_path_factory: pytest.TempPathFactory):
         os.environ["XDG_CACHE_HOME"] = old
 
 
+def first_epoch_kept(out: Path, proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Wait until the run `proc` writes to `out` has kept an epoch in its result.json (written before the first
+    epoch too, with no run: a test that acts "once the run has begun" waits for this, not for the file)."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    path = out / "result.json"
+    while True:
+        try:
+            if json.loads(path.read_text())["runs"]:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            raise AssertionError(f"no epoch kept in {path} (exit {proc.poll()}): {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+
+
 def make_dataset(mount: Path, files: int, dist: str = "imagenet", classes: int = 4, seed: int = 0) -> Manifest:
     return generate(store.open(mount), GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
 
@@ -69,6 +89,7 @@ def xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """xdist groups (above). The Ceph RGW bed's tests (marker `rgw`) are opt-in: the bed
     takes ~30 s to come up (and a first `up` installs ~235 MB of Ceph packages), more than the default suite's time

@@ -7,11 +7,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import iobench, needs_root
+from conftest import first_epoch_kept, iobench, needs_root
 
 from iobench.result import Result
 
@@ -135,9 +134,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
                              "--engine", "threads", "--threads", "1", "--cache", "warm", "--epochs", "1000",
                              "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60  # until an epoch is kept (result.json is written before the first, too)
-    while time.time() < deadline and not ((out / "result.json").exists() and Result.load(out / "result.json").runs):
-        time.sleep(0.05)
+    first_epoch_kept(out, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -168,6 +168,7 @@ def test_no_valid_epoch_gives_no_answer_and_the_size_that_would(job2) -> None:
     assert advised >= 11 * BATCH * 2 and advised / fastest >= 2 * 0.5
 
 
+@pytest.mark.quiet  # the advice's --files comes from a rate measured, its run judged by how long it lasts
 def test_the_advice_for_epochs_too_short_makes_a_job_that_counts(tmp_path: Path) -> None:
     """Two ranks over 400 files: 12 steps each (enough), but an epoch of ~0.1-0.3 s at the rate they read (too
     short). The --files the verdict advises, from the rate measured, gives epochs that count."""

@@ -9,13 +9,12 @@ import os
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import iobench, needs_root
+from conftest import first_epoch_kept, iobench, needs_root
 
 from iobench import dataset, store
 from iobench.dataset import GenSpec, generate
@@ -152,10 +151,7 @@ def test_a_folder_in_place_of_a_dataset_file_during_a_run_names_the_dataset(tmp_
                              "--epochs", "200", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (out / "result.json").exists():  # saved after the first epoch
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.02)
+        first_epoch_kept(out, proc)
         victim.unlink()
         victim.mkdir()
         _, err = proc.communicate(timeout=120)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import iobench, make_dataset
+from conftest import first_epoch_kept, iobench, make_dataset
 
 from iobench.dataset import GenSpec
 from iobench.dataset.sizes import parse_dist
@@ -107,9 +107,7 @@ def test_a_fifo_planted_during_a_run_ends_it_in_one_line_keeping_what_was_measur
                             "--size-dist", "fixed:8kB", *QUICK, "--epochs", "100000", "--out", str(out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out / "result.json").exists():
-            time.sleep(0.1)
+        first_epoch_kept(out, run)
         victim = sorted((folder / "train").rglob("*.JPEG"))[7]
         _fifo_in_place_of(victim)
         planted = time.monotonic()

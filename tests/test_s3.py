@@ -44,9 +44,10 @@ def _keys(bed, prefix: str) -> dict[str, int]:
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: this module's tests then spread over the parallel workers
 def prefix(s3_bed) -> str:
-    """A prefix of this module's own in the bed's bucket, with the dataset uploaded by `gen --url`."""
+    """A prefix of this module's own in the bed's bucket, with the dataset uploaded by `gen --url` (once per
+    session: per worker, each with its own bed, in scripts/test's parallel pass)."""
     p = f"t-{uuid.uuid4().hex[:8]}"
     proc = iobench("gen", "--url", f"s3://{s3_bed.bucket}/{p}", *SHAPE, env=s3_bed.env(), timeout=600)
     assert proc.returncode == 0, proc.stderr

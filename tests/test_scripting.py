@@ -10,12 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 
 import pytest
-from conftest import iobench, make_dataset, needs_root
+from conftest import first_epoch_kept, iobench, make_dataset, needs_root
 
 from iobench.cli.commands import SCHEMA_FILE, result_schema
 from iobench.result import Result
@@ -136,6 +135,7 @@ def test_a_real_result_validates_against_the_schema(json_run):
         jsonschema.validate({**raw, "surprise": 1}, schema)
 
 
+@pytest.mark.quiet  # whether the GPUs asked are fed is judged from rates
 def test_exit_1_only_with_check_when_the_gpus_asked_about_are_not_fed(mount, tmp_path):
     asked = ("--gpus", "2", "--rate", "100000")
     proc = iobench(*_run(mount, *asked, "--check", "--quiet", "--out", str(tmp_path / "a")))
@@ -193,10 +193,7 @@ def test_a_signal_exits_with_its_code_and_keeps_the_partial_result(mount, tmp_pa
     proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 60
-        while not (out / "result.json").exists() and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.3)
+        first_epoch_kept(out, proc)
         os.kill(proc.pid, sig)
         stdout, err = proc.communicate(timeout=60)
     finally:

@@ -20,6 +20,7 @@ def dataset(tmp_path_factory):
     return make_dataset(tmp_path_factory.mktemp("train"), 1280, "fixed:10kB", classes=2)
 
 
+@pytest.mark.quiet  # the AU of a consumer far slower than the storage, a rate
 def test_consumer_far_slower_than_storage_is_always_busy(dataset):
     # ~85 ms of compute per batch of 128; the loader's own ~2 ms per batch (handing the batch over) is the
     # waiting a real training loop also sees
