@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
-from conftest import iobench
+from conftest import first_epoch_kept, iobench
 
 from iobench import store
 from iobench.result import Result
@@ -223,12 +223,7 @@ def test_two_ranks_read_the_bucket_each_object_once_per_epoch(s3_bed, prefix: st
 def _started_until_a_run(cmd: list[str], bed, cwd: Path, out: Path) -> subprocess.Popen:
     """`cmd` started on `bed`, returned once its result in `out` holds a run (at most 120 s)."""
     proc = subprocess.Popen(cmd, env=bed.env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "result.json").exists() or not Result.load(out / "result.json").runs:
-        if proc.poll() is not None or time.monotonic() >= deadline:
-            proc.kill()
-            raise AssertionError(proc.communicate()[1])
-        time.sleep(0.2)
+    first_epoch_kept(out, proc, timeout_s=120)
     return proc
 
 
