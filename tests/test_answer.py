@@ -48,8 +48,9 @@ def test_the_gpus_asked_are_answered_by_a_training_run_whatever_the_replay(tmp_p
 def test_an_au_within_the_spread_of_repeats_is_borderline(tmp_path: Path) -> None:
     """Three repeats of a cold sweep measure its spread; the training run's AU, set against a target it sits on
     (the real result, its target moved to just over that AU), is a range, "borderline", not a flat count. A GPU far
-    faster than this client starves alone, so the one training run is at 1 GPU."""
-    r = _run(tmp_path, tmp_path / "out", "--files", "4000", "--workers", "2", "--batch-size", "16", "--cache", "cold",
+    faster than this client starves alone, so the one training run is at 1 GPU. 16,000 files: a cold epoch of 4,000
+    lasted under the 0.5 s a run needs to count on a fast host (so no three repeats counted)."""
+    r = _run(tmp_path, tmp_path / "out", "--files", "16000", "--workers", "2", "--batch-size", "16", "--cache", "cold",
              "--rate", "50000", "--repeat", "3", "--size-dist", "fixed:16kB")
     spread = [st.spread for st in r.stats if st.repeats == 3]
     assert spread and spread[0] is not None and spread[0] > 0  # precondition: the repeats measured a spread

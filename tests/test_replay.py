@@ -95,6 +95,7 @@ def test_file_bigger_than_expected_is_read_whole(tmp_path):
 
 
 @needs_root
+@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
 def test_cold_starts_uncached_and_is_slower_than_warm(tmp_path):
     m = make_dataset(tmp_path, 1500, "fixed:110KiB", classes=2)
     src, ui = FileSource(m), UI(quiet=True)
