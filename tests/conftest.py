@@ -17,6 +17,16 @@ from iobench.dataset.sizes import parse_dist
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches, mounts)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started as a background job of a non-interactive shell (`scripts/test &`, nohup) has SIGINT ignored,
+    and every iobench it starts inherits that: the Ctrl-C tests would wait out their time-outs and leave runs
+    behind. The default handler here is what the CLI's children then start with (exec resets it to default)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _own_cache_home(tmp_path_factory: pytest.TempPathFactory):
     """The tests' scan caches (and anything else under XDG_CACHE_HOME) go to a folder of their own, not the

@@ -136,7 +136,10 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first_epoch_kept(out, proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a run that did not stop is not left reading
     assert proc.returncode == 130, err
     assert "interrupted: kept" in err and "Traceback" not in err
     r = Result.load(out / "result.json")
