@@ -68,6 +68,7 @@ __all__ = [
     "procs_naming",
     "mount_source",
     "blkio_cgroup",
+    "cpu_cgroup",
     "in_cgroup",
 ]
 
@@ -370,6 +371,29 @@ def blkio_cgroup(name: str, device: str, *, read_iops: int | None = None,
             (cg / "blkio.throttle.read_iops_device").write_text(f"{majmin} {read_iops}\n")
         if read_bps is not None:
             (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {read_bps}\n")
+        yield cg
+    finally:
+        _remove_cgroup(cg)
+
+
+CPU_V1 = Path("/sys/fs/cgroup/cpu")
+
+
+@contextlib.contextmanager
+def cpu_cgroup(name: str, cores: float) -> Iterator[Path]:
+    """A cgroup-v1 cpu cgroup whose CFS quota is `cores` CPUs (a container's CPU limit), yielded as its folder (see
+    `in_cgroup`); the processes of a test still in it afterwards are killed and the cgroup removed. Skips when not
+    root or when this kernel has no cgroup-v1 cpu controller."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a cgroup-v1 cpu quota)")
+    if not (CPU_V1 / "cpu.cfs_quota_us").exists():
+        pytest.skip(f"no cgroup-v1 cpu controller at {CPU_V1}")
+    cg = CPU_V1 / f"{name}-{os.getpid()}"
+    cg.mkdir()
+    try:
+        period = 100_000
+        (cg / "cpu.cfs_period_us").write_text(f"{period}\n")
+        (cg / "cpu.cfs_quota_us").write_text(f"{round(cores * period)}\n")
         yield cg
     finally:
         _remove_cgroup(cg)
