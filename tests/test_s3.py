@@ -79,7 +79,7 @@ def test_gen_uploads_the_dataset_as_objects_and_reuses_it(s3_bed, prefix: str) -
 
 def _run(bed, prefix: str, tmp: Path, *args: str) -> Result:
     out = tmp / "r"
-    # the raw baseline is tests/test_s3_raw.py's: left out here, for the suite's time
+    # the raw baseline has its own tests (below, "the raw baseline"): left out here, for the suite's time
     proc = iobench("run", "--url", f"s3://{bed.bucket}/{prefix}", *SHAPE, "--cache", "cold", "--epochs", "1",
                    "--out", str(out), "--quiet", "--no-fio", *(args or ("--no-metadata",)), env=bed.env(), cwd=tmp,
                    timeout=600)
