@@ -27,7 +27,8 @@ from iobench.sources.s3 import ObjectSource
 
 pytestmark = pytest.mark.testbed
 
-FILES = 800  # enough for 16 threads, 2 workers or 2 ranks of 32-sample batches to count (answer/rules)
+FILES = 2000  # enough for 16 threads, 2 workers or 2 ranks of 32-sample batches to count (answer/rules), and for an
+# epoch at the plain bed's ~1,650 objects/s (16 threads, 2-core host) to last over the 0.5 s a run needs (800: 0.49 s)
 SHAPE = ["--files", str(FILES), "--size-dist", "uniform:4KiB-24KiB", "--classes", "4"]
 
 
@@ -134,7 +135,7 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
                   planned.stdout)
     assert m, planned.stdout
     need, w_ms, got = (float(g.replace(",", "")) for g in m.groups())
-    best = max(r.runs, key=lambda x: x.samples_per_s)
+    best = max((x for x in r.runs if x.valid), key=lambda x: x.samples_per_s)  # the plan reads the runs that count
     assert w_ms == pytest.approx(best.latency_ms.p50, abs=0.001)
     assert got == pytest.approx(need * w_ms / 1000, abs=1)
     assert "GETs/s (one per sample)" in planned.stdout and "keys to list" in planned.stdout
@@ -418,14 +419,18 @@ def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, pref
 def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: str, tmp_path: Path) -> None:
     """LIST in pages of 1,000 keys, then HEAD and a first-byte GET of each object of the sample, one at a time;
     the report names them as requests, and the start-up for ImageNet's keys is predicted from the listing."""
+    from iobench.phases.metadata import OBJECT_SAMPLE
+
     r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", "4")
     (m,) = r.metadata
-    assert (m.files, m.dirs) == (FILES + 2, 1)  # the samples, the manifest and the marker; one page
-    assert m.stat_files == m.open_close_files == FILES and m.stat_per_s > 0 and m.open_close_per_s > 0
+    pages = -(-(FILES + 2) // 1000)
+    assert (m.files, m.dirs) == (FILES + 2, pages)  # the samples, the manifest and the marker; pages of 1,000
+    assert m.stat_files == m.open_close_files == min(FILES, OBJECT_SAMPLE)
+    assert m.stat_per_s > 0 and m.open_close_per_s > 0
     assert m.stat_ms.p50 is not None and m.stat_ms.p50 * m.stat_per_s <= 1000 * 1.01  # one request at a time
     assert m.projected_list_s == pytest.approx(m.list_s * m.scale_files / m.files, rel=0.01)
     html = (tmp_path / "r" / "report.html").read_text()
-    assert f"{FILES + 2:,} keys in 1 LIST requests" in html and "HEAD/s" in html
+    assert f"{FILES + 2:,} keys in {pages} LIST requests" in html and "HEAD/s" in html
     assert "1,281,167 keys (1,282 LIST requests of 1,000)" in (tmp_path / "r" / "report.md").read_text()
 
 
