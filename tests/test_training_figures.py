@@ -74,10 +74,19 @@ def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> N
 
 
 def test_epochs_are_honoured_by_the_training_run_and_the_workers_asked_kept(retinanet) -> None:
+    from iobench.phases.pipeline import MAX_LOADER_PROCESSES
+
     r, _, _ = retinanet
     train = [x for x in r.runs if x.kind == "training"]
-    assert train and all(x.epochs == 2 and x.workers == 8 for x in train), [(x.gpus, x.epochs, x.workers)
-                                                                              for x in train]
+    # 8 workers per GPU, as asked, where this client can host them (a faster client's sweep reaches 5 GPUs: 6 each)
+    kept = {x.gpus: 8 if (x.gpus or 1) * 8 <= MAX_LOADER_PROCESSES else MAX_LOADER_PROCESSES // (x.gpus or 1)
+            for x in train}
+    assert train and all(x.epochs == 2 and x.workers == kept[x.gpus] for x in train), [(x.gpus, x.epochs, x.workers)
+                                                                                        for x in train]
+    for x in train:
+        if kept[x.gpus] < 8:
+            assert (f"the training run at {x.gpus} GPUs ran {kept[x.gpus]} workers per GPU, not the 8 asked"
+                    in " ".join(r.warnings)), r.warnings
     replay = [x for x in r.runs if x.kind == "replay"]
     assert len(replay) == 2 and {x.epoch for x in replay} == {1, 2}
     assert [x.epoch for x in train] == [4 + 2 * k for k in range(len(train))]  # two epochs each, own shuffles
