@@ -79,8 +79,7 @@ def test_epochs_are_honoured_by_the_training_run_and_the_workers_asked_kept(reti
     r, _, _ = retinanet
     train = [x for x in r.runs if x.kind == "training"]
     # 8 workers per GPU, as asked, where this client can host them (a faster client's sweep reaches 5 GPUs: 6 each)
-    kept = {x.gpus: 8 if (x.gpus or 1) * 8 <= MAX_LOADER_PROCESSES else MAX_LOADER_PROCESSES // (x.gpus or 1)
-            for x in train}
+    kept = {x.gpus: min(8, MAX_LOADER_PROCESSES // (x.gpus or 1)) for x in train}
     assert train and all(x.epochs == 2 and x.workers == kept[x.gpus] for x in train), [(x.gpus, x.epochs, x.workers)
                                                                                         for x in train]
     for x in train:

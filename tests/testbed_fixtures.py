@@ -364,13 +364,20 @@ def blkio_cgroup(name: str, device: str, *, read_iops: int | None = None,
         pytest.skip(f"no cgroup-v1 blkio throttle at {BLKIO}")
     dev = Path("/sys/class/block") / os.path.basename(device) / "dev"
     majmin = dev.read_text().strip()
-    cg = BLKIO / f"{name}-{os.getpid()}"
+    limits = {"blkio.throttle.read_iops_device": read_iops, "blkio.throttle.read_bps_device": read_bps}
+    with _v1_cgroup(BLKIO / f"{name}-{os.getpid()}",
+                    {k: f"{majmin} {v}" for k, v in limits.items() if v is not None}) as cg:
+        yield cg
+
+
+@contextlib.contextmanager
+def _v1_cgroup(cg: Path, settings: dict[str, str]) -> Iterator[Path]:
+    """Cgroup folder `cg` made with its control files set (in order), yielded; afterwards what the test left in it
+    is killed and the folder removed (_remove_cgroup)."""
     cg.mkdir()
     try:
-        if read_iops is not None:
-            (cg / "blkio.throttle.read_iops_device").write_text(f"{majmin} {read_iops}\n")
-        if read_bps is not None:
-            (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {read_bps}\n")
+        for file, value in settings.items():
+            (cg / file).write_text(f"{value}\n")
         yield cg
     finally:
         _remove_cgroup(cg)
@@ -388,15 +395,10 @@ def cpu_cgroup(name: str, cores: float) -> Iterator[Path]:
         pytest.skip("needs root (a cgroup-v1 cpu quota)")
     if not (CPU_V1 / "cpu.cfs_quota_us").exists():
         pytest.skip(f"no cgroup-v1 cpu controller at {CPU_V1}")
-    cg = CPU_V1 / f"{name}-{os.getpid()}"
-    cg.mkdir()
-    try:
-        period = 100_000
-        (cg / "cpu.cfs_period_us").write_text(f"{period}\n")
-        (cg / "cpu.cfs_quota_us").write_text(f"{round(cores * period)}\n")
+    period = 100_000
+    with _v1_cgroup(CPU_V1 / f"{name}-{os.getpid()}",
+                    {"cpu.cfs_period_us": str(period), "cpu.cfs_quota_us": str(round(cores * period))}) as cg:
         yield cg
-    finally:
-        _remove_cgroup(cg)
 
 
 def _remove_cgroup(cg: Path, timeout: float = 15.0) -> None:
