@@ -162,12 +162,13 @@ def test_missing_fio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_build_job_options_keep_fio_at_its_best(dataset: tuple[list[str], list[int]]) -> None:
-    """No fadvise hint (fio's default advises SEQUENTIAL on every open, a loader none), no invalidate; the
-    cold run's extra drop writes dirty pages back first, as iobench's own eviction does."""
+    """No fadvise hint (fio's default advises SEQUENTIAL on every open, a loader none), no invalidate, its buffer on
+    a page (malloc's address is 16 bytes past one: iobench/sources/buffers.py); the cold run's extra drop writes
+    dirty pages back first, as iobench's own eviction does."""
     paths, _ = dataset
     cold = build_job(paths[:10], 1, drop_caches=True).job
     options = [line for line in cold.splitlines() if line and not line.startswith(";")]
-    assert {"ioengine=psync", "rw=read", "fadvise_hint=0", "invalidate=0"} <= set(options)
+    assert {"ioengine=psync", "rw=read", "fadvise_hint=0", "invalidate=0", "iomem_align=4k"} <= set(options)
     assert "exec_prerun=sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'" in options
     assert f"exec_prerun={PRERUN_DROP}" in options
     assert not any(o.startswith("exec_prerun") for o in build_job(paths[:10], 1).job.splitlines())

@@ -4,6 +4,8 @@ iobench/engines/__init__.py): callers use it as such, never probing with hasattr
 from __future__ import annotations
 
 import ast
+import ctypes
+import mmap
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,7 @@ def test_sources_open_packs_once_and_every_source_reads_the_same_bytes(tmp_path,
         reader = src.reader()
         n = reader.read(7)
         assert bytes(reader.buffer[:n]) == Path(m.paths[7]).read_bytes()
+        assert address(reader.buffer) % mmap.PAGESIZE == 0  # where the copy lands: sources/buffers.py
     finally:
         src.close()
     again = sources.open(name, m)  # the pack is found beside the dataset, not made again
@@ -87,6 +90,22 @@ def test_the_file_reader_reads_into_the_callers_memory_or_its_own_buffer_when_it
     small = bytearray(100)  # shorter than the sample: it is in the reader's buffer, whole
     n = reader.read_into(2, memoryview(small))
     assert n == len(want) and bytes(reader.buffer[:n]) == want
+
+
+def test_a_file_reader_whose_sample_outgrew_its_buffer_keeps_it_on_a_page(tmp_path):
+    """A file bigger than the manifest said (it grew after gen) is read whole into a bigger buffer, on a page too."""
+    m = make_dataset(tmp_path, 2, "fixed:8KiB", classes=1)
+    reader = FileSource(m).reader()
+    grown = Path(m.paths[1]).read_bytes() * 20  # 160 KiB: past the buffer and past the EOF read's 64 KiB
+    Path(m.paths[1]).write_bytes(grown)
+    n = reader.read(1)
+    assert n == len(grown) and bytes(reader.buffer[:n]) == grown
+    assert len(reader.buffer) > len(grown) and address(reader.buffer) % mmap.PAGESIZE == 0
+
+
+def address(buffer: memoryview) -> int:
+    """The address of a writable buffer's first byte."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
 
 
 def test_engines_make_the_engine_the_settings_name():

@@ -29,7 +29,7 @@ NAMES = ("files", "lmdb", "tar")
 
 
 class Reader(Protocol):
-    buffer: bytearray  # the last sample's bytes are buffer[:n]
+    buffer: memoryview  # the last sample's bytes are buffer[:n]; it starts on a page (sources/buffers.py)
     open_ns: int  # time the last read spent opening (0 where a source has no open)
     total_ns: int  # the last read's whole time: open + read to EOF + close
     # answers throttled (and retried) before the last read's: 0 but for objects (503 SlowDown); engines read it

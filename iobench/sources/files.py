@@ -9,6 +9,7 @@ from time import perf_counter_ns as _clock
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.safefs import kind_of
+from iobench.sources.buffers import grown, page_aligned
 
 
 class FileSource:
@@ -67,7 +68,8 @@ class FileReader:
         # per sample), as bytes: no str kept or made per sample
         self._prefix, self._block, self._base, self._ends = paths.pieces()
         self._advice = advice
-        self.buffer = bytearray(max_size + 1)  # +1: a file that grew shows up as a full buffer
+        # +1: a file that grew shows up as a full buffer. On a page: sources/buffers.py says why
+        self.buffer = page_aligned(max_size + 1)
         self._whole: list[bytearray | memoryview] = [self.buffer]
         # read_into's target, set per call: readv's list is not made per sample
         self._into: list[bytearray | memoryview] = [self.buffer]
@@ -130,5 +132,5 @@ class FileReader:
         return n + k
 
     def _grow(self, need: int) -> None:
-        self.buffer.extend(bytearray(need - len(self.buffer) + 1))
+        self.buffer = grown(self.buffer, need + 1)
         self._whole[0] = self.buffer

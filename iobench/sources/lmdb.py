@@ -12,7 +12,7 @@ sources are run one after another).
 
 Readers: each keeps one read transaction for its lifetime (safe: the env is read-only and nothing
 writes while a benchmark reads, so the snapshot never goes stale) and gets values as zero-copy
-buffers into the map (`buffers=True`), copied into the reader's reusable bytearray.
+buffers into the map (`buffers=True`), copied into the reader's reusable buffer.
 
 Where the time goes: py-lmdb's `get` touches every page of the value before it returns ("preload",
 done with the GIL released), so the B-tree lookup *and* the value's page faults, i.e. all the IO,
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench.errors import UserError
+from iobench.sources.buffers import grown, page_aligned
 from iobench.sources.pack_folder import read_pack_marker
 from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES
 
@@ -160,7 +161,7 @@ class LmdbReader:
         self._env = env  # keeps the env alive as long as the reader
         self._txn = env.begin(buffers=True)  # one snapshot for the reader's life: nothing writes
         self._get = self._txn.get
-        self.buffer = bytearray(max(max_size, 1))
+        self.buffer = page_aligned(max_size)  # on a page: sources/buffers.py
         self.open_ns = 0  # LMDB has no per-sample open (see the module's docstring)
         self.total_ns = 0  # the last read's lookup, IO and copy
 
@@ -170,6 +171,8 @@ class LmdbReader:
         if value is None:
             raise IndexError(f"sample {index} is not in the LMDB")
         n = len(value)
-        self.buffer[:n] = value  # from memory; a value longer than the buffer grows it
+        if n > len(self.buffer):  # slow path: a value longer than the manifest said
+            self.buffer = grown(self.buffer, n)
+        self.buffer[:n] = value  # from memory
         self.total_ns = _clock() - t0
         return n

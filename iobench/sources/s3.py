@@ -51,6 +51,7 @@ from iobench.s3.clients import (
     s3torchconnector_client,
     throttled_error,
 )
+from iobench.sources.buffers import grown, page_aligned
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
@@ -126,8 +127,7 @@ class _Slot:
 
     def __init__(self, size: int):
         self.index = -1
-        self.buffer = bytearray(size + 1)
-        self.view = memoryview(self.buffer)
+        self.buffer = self.view = page_aligned(size + 1)  # on a page: sources/buffers.py
         self.first = self.t0 = self.t1 = self.t2 = self.n = self.status = 0
         self.error: BaseException | None = None
         self.pause: float | None = None  # the server's Retry-After, where a throttled answer gave one
@@ -137,9 +137,7 @@ class _Slot:
 
     def grow(self, need: int) -> None:
         """Slow path: an object bigger than the manifest said (the epoch's size check names it)."""
-        self.view.release()
-        self.buffer.extend(bytearray(need - len(self.buffer) + 1))
-        self.view = memoryview(self.buffer)
+        self.buffer = self.view = grown(self.buffer, need + 1)
 
     # the CRT's callbacks, on its event-loop threads
     def _headers(self, status_code: int, headers: Any, **_: Any) -> None:

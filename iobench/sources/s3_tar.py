@@ -40,6 +40,7 @@ from iobench.errors import UserError
 from iobench.record.recorder import EpochRecorder, latency_summary
 from iobench.s3 import S3Location
 from iobench.s3.clients import READ_RETRIES, CrtClient, explain
+from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
 from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
 from iobench.sources.s3 import _client, preload
@@ -116,8 +117,7 @@ class _Reader:
         self._bucket = src.loc.bucket
         self._keys = src.shard_keys
         self._shard, self._offset, self._size = src._shard, src._offset, src._size
-        self.buffer = bytearray(max(src.max_size, TAR_BLOCK) + 1)
-        self._view = memoryview(self.buffer)
+        self.buffer = self._view = page_aligned(max(src.max_size, TAR_BLOCK) + 1)  # on a page: sources/buffers.py
         self.open_ns = 0
         self.total_ns = 0
         self.throttled = 0  # a throttled GET of a shard ends the epoch in one line (not retried here)

@@ -25,6 +25,7 @@ from time import perf_counter_ns as _clock
 import numpy as np
 
 from iobench.errors import UserError, explain_oserror
+from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_folder import read_pack_marker
 from iobench.sources.pack_tar import TAR_INDEX, shard_name
 
@@ -145,8 +146,7 @@ class TarReader:
         self._src = src
         self._fds = src._process_fds()
         self._shard, self._offset, self._size = src._shard, src._offset, src._size
-        self.buffer = bytearray(max(src.max_size, 1))
-        self._view = memoryview(self.buffer)
+        self.buffer = self._view = page_aligned(src.max_size)  # on a page: sources/buffers.py
         self.open_ns = 0
         self.total_ns = 0  # the last read's (shard open, if any, and) pread
 
