@@ -91,3 +91,7 @@ def test_a_path_costlier_than_fios_is_a_caveat():
     # decode is not reading: a run that decodes is set against fio by its reading alone
     runs = [_run(4, 1100, cpu_us_per_sample=1050.0, decode_cpu_us_per_sample=1020.0)]
     assert not costlier_than_fio(_result(runs, fio=[fio]))
+    # a DataLoader's reading lands each batch's bytes in memory, which fio's does not: the caveat says so
+    runs = [_run(4, 1100, engine="dataloader", workers=4, cpu_us_per_sample=50.5)]
+    (line,) = [c for c in caveats(_result(runs, fio=[fio])) if c.startswith("iobench's own path")]
+    assert "2.5x; a DataLoader's includes landing each batch's bytes in memory" in line
