@@ -116,11 +116,6 @@ def short_labels(results: Sequence[Result]) -> list[str]:
     return [f"{x} #{i + 1}" if out.count(x) > 1 else x for i, x in enumerate(out)]
 
 
-# a DataLoader's reading does more than fio's (docs/performance.md, "The copy's alignment"): said where it is the most
-LANDING = ("; a DataLoader's includes landing each batch's bytes in memory, as a training job's does, where fio reads "
-           "every file into one buffer")
-
-
 def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -> list[str]:
     """What a reader must know before trusting the figures, most important first."""
     out: list[str] = []
@@ -150,10 +145,13 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
     costly = costlier_than_fio(result)
     if costly:
         r, b, x = max(costly, key=lambda c: c[2])
+        # a DataLoader's reading does more than fio's (docs/performance.md, "the copy's alignment")
+        landing = ("; a DataLoader's includes landing each batch's bytes in memory, as a training job's does, where "
+                   "fio reads every file into one buffer") if r.engine == "dataloader" else ""
         out.append(f"iobench's own path cost more than {OVER_FIO_CPU:g}x fio's CPU per sample in {len(costly)} run(s) "
                    f"(the most: {num(x * (b.cpu_us_per_sample or 0), 1)} us of reading against fio's "
                    f"{num(b.cpu_us_per_sample, 1)} at {readers(r)}, {r.cache}, {x:.1f}x"
-                   f"{LANDING if r.engine == 'dataloader' else ''}): where the client's CPU sets the pace, the "
+                   f"{landing}): where the client's CPU sets the pace, the "
                    "tool's own cost, not the storage, may be what limits.")
     if not result.host.root and any(r.cache == "cold" for r in result.runs):
         out.append("Not run as root: cold runs evicted file pages with posix_fadvise(DONTNEED); the dentry and "
