@@ -30,6 +30,8 @@ import pytest
 from conftest import iobench, needs_root
 from testbed_fixtures import blkio_cgroup, cpu_cgroup, in_cgroup, mount_source
 
+from iobench.answer.rules import RISING
+
 # Each scenario's verdict judges rates against a limit set from outside: run alone (scripts/test's quiet pass)
 pytestmark = pytest.mark.quiet
 
@@ -231,8 +233,12 @@ def test_a_client_pinned_to_one_cpu_is_the_limit_and_not_the_storages(pinned):
 @pytest.mark.testbed
 def test_sshfs_with_added_latency_is_the_limit(sshfs_delay_mount, tmp_path):
     """sshfs with 2 ms added each way: the storage (the network path) is the limit; the client idles.
-    Reader threads sweep far enough (8, 16, 64) that more readers give no more. The dataset is written on the
+    Reader threads sweep far enough (16, 32, 64) that more readers give no more. The dataset is written on the
     server's side of the export (gen through sshfs takes ~10-20 ms a file).
+    On an AMD EPYC 2-core VM (2026-12) sshfs itself held the rate near 600-800 files/s from 8 threads on (host
+    56-76% busy): 8 -> 16 gained 10-20% and 16 -> 64 -2..+11% over 1,200 files (runs of 1.5-2 s), which crossed
+    the verdict's 10% once; now 3,000 files, and the plateau's last two counts compared, as the verdict does:
+    714-717 (16), 670-674 (32), 684 (64) files/s, runs of 4.2-4.5 s; ~22 s.
     Measured at 2 ms: 245 (4 threads), 272-279 (8), 853-874 (16) and 853-879 (64) files/s, host 16-47% busy,
     iobench 0.03-0.11 cores.
     At 1 ms the rate still rose from 16 to 64 threads (1,108 -> 1,237) with the host 91% busy (sshd, ssh,
@@ -242,13 +248,13 @@ def test_sshfs_with_added_latency_is_the_limit(sshfs_delay_mount, tmp_path):
     assert ":" in source, source
     server_side = Path(source.split(":", 1)[1]) / "t-limits"
     server_side.mkdir(exist_ok=True)
-    iobench("gen", "--mount", str(server_side), "--files", "1200", "--quiet", check=True)
-    r, _ = run_cli(sshfs_delay_mount / "t-limits", tmp_path / "out", "--files", "1200", "--engine", "threads",
-                   "--threads", "8,16,64", "--epochs", "1", "--no-metadata", "--cache", "cold", "--no-fio")
+    iobench("gen", "--mount", str(server_side), "--files", "3000", "--quiet", check=True)
+    r, _ = run_cli(sshfs_delay_mount / "t-limits", tmp_path / "out", "--files", "3000", "--engine", "threads",
+                   "--threads", "16,32,64", "--epochs", "1", "--no-metadata", "--cache", "cold", "--no-fio")
     cold = {x["concurrency"]: x for x in replay_runs(r) if x["cache"] == "cold"}
-    # preconditions: more readers stopped giving more, and iobench was far from busy
-    assert sorted(cold) == [8, 16, 64]
-    assert cold[64]["samples_per_s"] < 1.1 * cold[16]["samples_per_s"]
+    # preconditions: more readers stopped giving more (the verdict's rule), and iobench was far from busy
+    assert sorted(cold) == [16, 32, 64]
+    assert cold[64]["samples_per_s"] <= RISING * cold[32]["samples_per_s"]
     assert all(x["cpu"]["iobench_cores"] < 0.5 * r["host"]["cpus"] for x in cold.values())
     v = r["verdict"]
     assert v["limit"] == "storage", v["text"]

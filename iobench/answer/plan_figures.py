@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 IMAGENET_FILES = 1_281_167
 CACHE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 CONCURRENCY_STEPS = (1, 2, 4, 8, 16)  # multiples of the reference run's readers for the Little's-law what-if
-RISING = 1.1  # the sweep is still rising when its last step gained more than 10% (as the verdict says)
 # Past these a figure comes of an absurd input (a typo, an edited result), not of a plan: refused, never printed
 MAX_GPUS = 10_000_000  # more GPUs than any cluster holds
 MAX_RATE = 1e9  # samples/s one GPU consumes

@@ -12,7 +12,6 @@ from iobench.answer.plan_figures import (
     CACHE_FRACTIONS,
     CONCURRENCY_STEPS,
     MAX_GPUS,
-    RISING,
     CacheWhatIf,
     CapacityPlan,
     ConcurrencyWhatIf,
@@ -23,7 +22,7 @@ from iobench.answer.plan_figures import (
     littles_law,
 )
 from iobench.answer.plan_words import figure, mixed_kinds, planned, who
-from iobench.answer.rules import replay_runs, storage_figure, storage_runs
+from iobench.answer.rules import RISING, replay_runs, storage_figure, storage_runs
 from iobench.answer.words import raw_depth, raw_tool
 from iobench.answer.words import readers as readers_of
 from iobench.gpu.rates import KIND_ALIASES, kind_of_source
