@@ -70,7 +70,14 @@ class Run(Model):
         description='"cold": page cache evicted before the epoch; "warm": read again without eviction')
     epoch: Count = Field(description="epoch number within this result (seeds the shuffle with `settings.seed`)")
     repeat: Count = Field(0, description="which repeat of the measured phases this run belongs to (--repeat N: 0 to "
-                                         "N-1); the figures are the mean over repeats, see `stats`")
+                                         "N-1); the figures are the mean over repeats, see `stats`. A training "
+                                         "run: 1 for the run made again at the same shape because the first's AU "
+                                         "landed within 5% of the AU target (answer/search.py), its count judged "
+                                         "on the mean AU of the two")
+    passes: Positive = Field(1, description="passes over the dataset this epoch read, one after the other, each "
+                                            "shuffled afresh: a warm epoch of one pass that lasted under the 0.5 s "
+                                            "a run needs is read again as enough passes to last ~1 s "
+                                            "(answer/sizing.passes_for); `samples` counts every pass")
     complete: bool = Field(description="false when the epoch was interrupted: figures cover the samples read")
     eviction: str | None = Field(
         description='how the cache was emptied for a cold run: "drop_caches" (root) or "fadvise_dontneed"')

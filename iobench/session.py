@@ -28,7 +28,7 @@ import numpy as np
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed, store
-from iobench.answer.rules import too_few_files
+from iobench.answer.sizing import too_few_files
 from iobench.dataset import (
     GenSpec,
     Manifest,
@@ -230,7 +230,7 @@ def check_outputs(json_path: str | None, out: Path | None) -> None:
 
 def _refuse_too_few(settings: Settings, files: int, job: Job | None) -> None:
     """Known before anything is measured: a dataset too small for a run to count is refused, not measured as
-    invalid runs (verdict.too_few_files says the rule and the --files that meets it)."""
+    invalid runs (answer/sizing.too_few_files says the rule and the --files that meets it)."""
     why = too_few_files(settings, files, job.w.world_size if job is not None else None)
     if why:
         raise UserError(why)

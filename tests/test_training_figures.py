@@ -74,7 +74,7 @@ def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> N
 
 
 def test_epochs_are_honoured_by_the_training_run_and_the_workers_asked_kept(retinanet) -> None:
-    from iobench.phases.pipeline import MAX_LOADER_PROCESSES
+    from iobench.answer.search import MAX_LOADER_PROCESSES
 
     r, _, _ = retinanet
     train = [x for x in r.runs if x.kind == "training"]

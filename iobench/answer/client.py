@@ -59,6 +59,8 @@ from iobench.answer.rules import (
 from iobench.answer.words import gpus_short, raw_baseline
 from iobench.result import Result, Verdict
 
+CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, not the storage or the GPUs
+
 
 def answer(result: Result) -> Verdict:
     s = result.settings
@@ -124,6 +126,12 @@ def answer(result: Result) -> Verdict:
     asked = asked_for(result, store, pipe_spread, capacity)
     limit, other, why = limit_of(result, store, pipe, pipe_spread, rising, plateau_of(result, sat, best),
                                asked.client_fed if asked else None)
+    if storage_count is not None and client.value > storage_count.value and limit in CLIENT_SIDE:
+        # never "the storage feeds 2 ... this client feeds 3: its input pipeline is the limit": the client fed more
+        # than the storage's cold figure only where it read faster than that (warm, or within a spread)
+        limit, other, why = "storage", None, (
+            f"Limit: the storage: this client's {client.words()} rest on reads faster than the storage's cold figure "
+            f"({pipe.what}); read cold, the storage feeds {storage_count.words()}.")
     evidence.append(need_line(s))
     if s.rate_kind == "mlperf-storage" and store is not None:
         evidence += mlperf_line(s, store)

@@ -27,6 +27,7 @@ from iobench.answer.rules import (
     training_runs,
     usable_cores,
 )
+from iobench.answer.search import count_aus
 from iobench.answer.words import gpu_short, raw_depth, raw_tool, reader_unit, readers
 from iobench.result import Result, Run
 
@@ -130,22 +131,22 @@ def client_count(result: Result, capacity: float, spread: Spread) -> Count:
     s = result.settings
     assert s.rate_per_gpu is not None
     tau = s.au_target
-    train = training_runs(result)
-    fed = max((r.gpus or 0 for r in train if (r.au or 0) >= tau), default=0)
-    over = [r for r in train if r.gpus == fed + 1 and (r.au or 0) < tau]
-    if over:
-        # of several runs at one count (a retry with more workers), the best: what that count can reach
-        best_over = max(over, key=lambda r: r.au or 0)
-        at = [r for r in train if r.gpus == fed and (r.au or 0) >= tau]
-        best_at = max(at, key=lambda r: r.au or 0) if at else None
-        low = fed - 1 if best_at and spread.low(best_at.au or 0) < tau else fed
-        high = fed + 1 if spread.high(best_over.au or 0) >= tau else fed
-        how = (f"a training run at 1 reached AU {au_pct(best_over.au or 0)}" if fed == 0 else
-               f"training runs: AU >= {tau:.0%} at {fed}, {au_pct(best_over.au or 0)} at {fed + 1}")
-        near_run = min([r for r in (best_at, best_over) if r is not None], key=lambda r: abs((r.au or 0) - tau))
-        near = (f"the training run at {near_run.gpus} ({readers(near_run).split(' x ')[-1]} each) reached AU "
-                f"{au_pct(near_run.au or 0)} against the {tau:.0%} target")
-        return Count(max(low, 0), high, True, how, near, near_line(near_run.au or 0, tau, spread))
+    # each count's AU as the training search judged it (search.count_aus: a run and its repeat near the target
+    # averaged; of several shapes at one count, the best)
+    aus = count_aus(training_runs(result))
+    fed = max((n for n, c in aus.items() if c.au >= tau), default=0)
+    best_over = aus.get(fed + 1)
+    if best_over is not None:
+        best_at = aus.get(fed)
+        low = fed - 1 if best_at and spread.low(best_at.au) < tau else fed
+        high = fed + 1 if spread.high(best_over.au) >= tau else fed
+        how = (f"a training run at 1 reached AU {au_pct(best_over.au)}" if fed == 0 else
+               f"training runs: AU >= {tau:.0%} at {fed}, {au_pct(best_over.au)} at {fed + 1}")
+        nearest = min([c for c in (best_at, best_over) if c is not None], key=lambda c: abs(c.au - tau))
+        twice = "" if nearest.runs == 1 else f", run {nearest.runs} times: their mean"
+        near = (f"the training run at {nearest.run.gpus} ({readers(nearest.run).split(' x ')[-1]} each{twice}) "
+                f"reached AU {au_pct(nearest.au)} against the {tau:.0%} target")
+        return Count(max(low, 0), high, True, how, near, near_line(nearest.au, tau, spread))
     predicted = gpus_for(capacity, s.rate_per_gpu, tau)
     if fed > predicted:
         return Count(fed, fed, False, f"a training run fed {fed}; {fed + 1} was not tried")
@@ -174,9 +175,9 @@ def asked_for(result: Result, store: StorageFigure | None, spread: Spread, capac
     if s.gpus is None or s.rate_per_gpu is None:
         return None
     need = demand(s.gpus, s.rate_per_gpu, s.au_target)
-    at = [r for r in training_runs(result) if r.gpus == s.gpus]
-    if at:
-        au = at[-1].au or 0.0
+    at = count_aus(training_runs(result)).get(s.gpus)
+    if at is not None:
+        au = at.au
         client = _side(spread.low(au) >= s.au_target, spread.high(au) < s.au_target)
         confirmed, words = True, f"a training run at {s.gpus}: AU {au_pct(au)}"
     else:
@@ -187,7 +188,7 @@ def asked_for(result: Result, store: StorageFigure | None, spread: Spread, capac
     lo, hi = store.spread.low(store.samples_per_s), store.spread.high(store.samples_per_s)
     storage = _side(lo >= need, hi < need and not store.lower_bound)
     if client is True and storage is None:  # a training run fed them from this storage: it gives enough
-        storage = True if at and at[-1].cache == "cold" else storage
+        storage = True if at and at.run.cache == "cold" else storage
     borderline = storage is None and not (store.lower_bound and hi < need)
     return Asked(storage, "storage", client, confirmed, borderline, words)
 

@@ -4,8 +4,9 @@ words for what was measured, a run's readers, GPUs of the kind asked and the lim
 
 One run yields three capacities, all measured in that run:
 
-- **storage**: the most the storage gave this client, cold: the best of fio and every valid loader run at its
-  best concurrency; "at least" when the client's CPU was saturated while measuring it;
+- **storage**: the most the storage gave this client, cold: the best of fio, every valid loader run at its
+  best concurrency and every valid cold training run; "at least" when the client's CPU was saturated (or a
+  training run's GPUs were fed) while measuring it;
 - **pipeline**: what the training-shaped input pipeline (the workload's engine, batch and decode) delivered on
   this client: from valid training runs where one starved (it then delivered all it could), else the best
   valid replay run of that shape;
@@ -32,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iobench.answer.words import raw_depth, raw_tool, readers
-from iobench.result import Cpu, FioBaseline, Result, Run, RunStats, Settings
+from iobench.result import Cpu, FioBaseline, Result, Run, RunStats
 
 # ------------------------------------------------------------------------------------------------- the rules
 
@@ -43,6 +44,7 @@ CPU_SATURATED = 0.85  # iobench used >= 85% of the cores it may use: the client'
 MIN_BATCHES_PER_READER = 10  # fewer, and start-up and the last half-empty batches dominate the epoch
 MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a training run's AU to mean anything
 MIN_SECONDS = 0.5  # a shorter epoch is mostly start-up and timer noise
+EPOCH_TARGET_S = 2 * MIN_SECONDS  # a short warm epoch is read again as passes lasting about this (answer/sizing.py)
 COLD_MAX = 0.05  # at most 5% of sampled pages cached before a cold epoch: it measures storage
 WARM_MIN = 0.90  # at least 90% cached: the epoch measures the page cache
 DECODE_BOUND = 0.5  # decode took over half of each reader's time per sample: the decode CPU set the pace
@@ -133,42 +135,15 @@ def validity(run: Run) -> str | None:
         return (f"{batches / run.concurrency:.1f} {what} per reader ({batches} over {run.concurrency}), fewer than "
                 f"{MIN_BATCHES_PER_READER}: start-up and the last, partly idle {what} dominate")
     if run.seconds < MIN_SECONDS:
-        return f"lasted {run.seconds:.2f} s, under {MIN_SECONDS} s: start-up and timing dominate"
+        # warm: answer/sizing.passes_for reads it again as more passes; cold cannot be (a second pass reads warm)
+        grow = (f"; a cold epoch is not lengthened by passes (the second would read warm): --files "
+                f"{round_files(run.samples * EPOCH_TARGET_S / max(run.seconds, 1e-3)):,} or more lasts it"
+                if run.cache == "cold" else "")
+        return f"lasted {run.seconds:.2f} s, under {MIN_SECONDS} s: start-up and timing dominate{grow}"
     if run.cache == "cold" and run.measures in ("page-cache", "mixed"):
         return (f"cold run whose eviction did not take: {100 * (run.resident_before or 0):.0f}% of sampled pages "
                 "were cached at the start, so it partly measures RAM")
     return None
-
-
-def too_few_files(settings: Settings, files: int, ranks: int | None = None) -> str | None:
-    """Why a run of these settings over `files` samples cannot count, known before anything is measured: a reader
-    count of the sweep that would get fewer than MIN_BATCHES_PER_READER batches (a distributed run: a rank fewer
-    than MIN_TRAIN_STEPS + 1 steps), with the --files that would. None when every run can count by its size (its
-    seconds are judged once measured)."""
-    batch = settings.batch_size if settings.engine == "dataloader" else 1
-    unit = f"batches of {batch}" if settings.engine == "dataloader" else "samples"
-    if ranks is not None:
-        steps = files // ranks // batch
-        if steps >= MIN_TRAIN_STEPS + 1:
-            return None
-        need = (MIN_TRAIN_STEPS + 1) * batch * ranks
-        return (f"{files:,} files give each of {ranks} ranks {steps} {unit}, fewer than the {MIN_TRAIN_STEPS + 1} an "
-                f"epoch's AU needs: give --files {need:,} or more (or a smaller --batch-size)")
-    if not settings.replay:
-        return None
-    batches = math.ceil(files / batch)
-    short = [c for c in settings.concurrency if batches / max(c, 1) < MIN_BATCHES_PER_READER]
-    if not short:
-        return None
-    most = max(short)
-    need = MIN_BATCHES_PER_READER * batch * max(most, 1)
-    fit = [c for c in settings.concurrency if c not in short]
-    words = "thread" if settings.engine == "threads" else "DataLoader worker"
-    instead = (f", or --{'threads' if settings.engine == 'threads' else 'workers'} {','.join(map(str, fit))}"
-               if fit else "")
-    return (f"{files:,} files give {most} {words}{'s' if most != 1 else ''} {batches / max(most, 1):.1f} {unit} each, "
-            f"fewer than the {MIN_BATCHES_PER_READER} a run needs to count: give --files {need:,} or more{instead}"
-            + (" (or a smaller --batch-size)" if settings.engine == "dataloader" else ""))
 
 
 def consumed(run: Run) -> Run:
@@ -290,10 +265,15 @@ def stats(result: Result) -> list[RunStats]:
     return out
 
 
+def cold_storage_read(r: Run) -> bool:
+    """A run read from the storage: cold, the eviction took (or could not be checked)."""
+    return r.cache == "cold" and r.measures in FROM_STORAGE
+
+
 def storage_runs(result: Result) -> list[Run]:
     """Valid replay runs that measured the storage, one per configuration at its steady state (`steady`): cold,
     the eviction took (or could not be checked); the shuffled ones when there are any, as training reads."""
-    cold = [r for r in replay_runs(result) if r.cache == "cold" and r.measures in FROM_STORAGE]
+    cold = [r for r in replay_runs(result) if cold_storage_read(r)]
     return steady([r for r in cold if r.order == "shuffled"] or cold)
 
 
@@ -427,13 +407,17 @@ class StorageFigure:
 
 
 def storage_figure(result: Result) -> StorageFigure | None:
-    """The result's storage figure (see StorageFigure); None without a valid cold measurement."""
+    """The result's storage figure (see StorageFigure): the most any valid cold read of the storage in the run
+    delivered, a training run's included (its GPUs' intake: at least what the storage gave), so this client's
+    pipeline figure is never over it; None without a valid cold measurement."""
     found: list[StorageFigure] = []
-    for r in storage_runs(result):
-        found.append(StorageFigure(r.samples_per_s, r.mb_per_s, f"{r.engine}, {readers(r)}"
+    for r in storage_runs(result) + [r for r in training_runs(result) if cold_storage_read(r) and r.ranks is None]:
+        found.append(StorageFigure(r.samples_per_s, r.mb_per_s, f"{r.engine if r.kind == 'replay' else 'training'}, "
+                                   f"{readers(r)}"
                                    + ("" if r.source == "files" else f", {r.source}"),
-                                   cpu_saturated(r.cpu, result) or r.measures == "decode", r, None,
-                                   run_spread(result, r)))
+                                   cpu_saturated(r.cpu, result) or r.measures == "decode"
+                                   or (r.au or 0) >= result.settings.au_target, r, None,  # the GPUs set its pace
+                                   run_spread(result, r) if r.kind == "replay" else ASSUMED))
     tool = raw_tool(result)  # fio, or the raw S3 client on objects: its points are where fio's are
     for b in (result.baseline.fio if result.baseline else []):
         if b.cache == "cold" and fio_valid(b):

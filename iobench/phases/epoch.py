@@ -27,6 +27,7 @@ from iobench.answer.rules import (
     measures,
     saturated,
 )
+from iobench.answer.sizing import passes_for
 from iobench.dataset import Manifest
 from iobench.engines import Engine, Loader
 from iobench.engines.dataloader import POLL_S
@@ -69,8 +70,10 @@ class EpochSpec:
     mitigation: str | None = None  # runs[].mitigation
     io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S  # no read finished this long: StorageStalled
 
-    def order_of(self, n: int) -> np.ndarray:
-        return self.order_array if self.order_array is not None else epoch_order(self.order, n, self.seed, self.epoch)
+    def order_of(self, n: int, passes: int = 1) -> np.ndarray:
+        if self.order_array is not None:
+            return np.tile(self.order_array, passes)
+        return epoch_order(self.order, n, self.seed, self.epoch, passes)
 
 
 STOPS: tuple[type[BaseException], ...] = (KeyboardInterrupt, OSError, StorageStalled)  # an epoch cut short, kept
@@ -247,13 +250,19 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
                                         io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
     label = (f"{spec.mitigation or spec.order} {spec.cache} "
              + (_padded(conc, "thread") if engine.name == "threads" else _padded(engine.workers or 0, "worker")))
-    lane = Lane(engine, spec.order_of(len(manifest)))
+    passes = 1
+    while True:  # a warm epoch too short to count is read again as more passes (answer/sizing.passes_for)
+        lane = Lane(engine, spec.order_of(len(manifest), passes))
+        got = read_epoch(source, [lane], label, ui, device=spec.device,
+                         during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
+        run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
+                        got.error is None, mitigation=spec.mitigation, passes=passes)
+        more = passes_for(run, passes) if got.error is None else passes
+        if more == passes:
+            break
+        passes = more
     if keep is not None:
         keep.append(lane)
-    got = read_epoch(source, [lane], label, ui, device=spec.device,
-                     during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
-    run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
-                    got.error is None, mitigation=spec.mitigation)
     return run, got.error or changed_during(run, manifest, source, [(lane.order, lane.rec)])
 
 

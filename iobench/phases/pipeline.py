@@ -19,17 +19,8 @@ import numpy as np
 from iobench import engines, sources, store
 from iobench.answer.client import verdict
 from iobench.answer.client_figures import ceiling
-from iobench.answer.rules import (
-    MIN_TRAIN_STEPS,
-    REACHES,
-    WARM_MIN,
-    fio_validity,
-    gpus_for,
-    saturation,
-    shaped_runs,
-    stats,
-    supply_run,
-)
+from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, fio_validity, stats, supply_run
+from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
@@ -334,16 +325,12 @@ def _warn_on(run: Run, result: Result, ui: UI) -> None:
         ui.warn(msg)
 
 
-MAX_LOADER_PROCESSES = 32  # a training run needs gpus x workers processes on this client
-MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the one at --gpus)
-
-
 def _train(ctx: RunContext) -> None:
-    """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
-    (--gpus), whatever the replay's validity (the run is judged valid or not on its own steps and seconds), then
-    the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run at that count and
-    one above (or below), until a count that is fed sits next to one that is not. Without a valid replay run there
-    is no rate to predict from: only the run at --gpus is made, at the workload's workers per GPU."""
+    """GPUs fed, by training runs (each GPU its own DataLoader and consumer), at the shapes answer/search.py's one
+    rule gives, in its order: the count asked (--gpus) whatever the replay's validity (each run is judged valid or
+    not on its own steps and seconds), then the walk from the count the supply rate predicts to the boundary, a
+    run near the AU target made twice. Without a valid replay run there is no rate to predict from: only the run
+    at --gpus is made."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     epoch = len(result.runs)
     if settings.rate_per_gpu is None:
@@ -360,30 +347,17 @@ def _train(ctx: RunContext) -> None:
         import torch
 
         gpus_here = torch.cuda.device_count()  # one real GPU per emulated one
-    # The fewest workers per GPU that together reach the supply rate: the sweep's saturation point, shared out
-    # (a job of 11 GPUs is confirmed without 88 loader processes); more only when that starves (see attempt).
-    # Without a valid sweep: the workload's most workers per GPU, as its training would run.
-    if supply is not None:
-        sat, _ = saturation([r for r in shaped_runs(result) if r.cache == supply.cache])
-        total_workers = max(sat or supply.concurrency, 1)
-    passed: dict[int, bool] = {}  # GPUs -> reached the AU target (valid runs only)
-
-    # One worker count given (--workers N, or a workload's one): the workers of each GPU, in every training run.
+    measured: dict[int, list[float | None]] = {}  # GPUs -> the AU of each run at that count (None: none counted)
+    # One worker count given (--workers N, or a workload's one): the workers of each GPU, within the process budget.
     given = max(settings.concurrency[0], 1) if len(settings.concurrency) == 1 else None
 
-    def attempt(n: int) -> bool | None:
+    def attempt(n: int, workers: int) -> None:
+        """The training run at n GPUs x `workers`, and its repeat where the rule asks: each AU into `measured`."""
         nonlocal epoch
-        if given is not None:
-            workers = given
-            if n * given > MAX_LOADER_PROCESSES and MAX_LOADER_PROCESSES // n >= 1:
-                workers = MAX_LOADER_PROCESSES // n
-                result.warnings.append(
-                    f"the training run at {n} GPUs ran {workers} workers per GPU, not the {given} asked: {n} x {given} "
-                    f"would need {n * given} loader processes, over the {MAX_LOADER_PROCESSES} this client hosts")
-        elif supply is not None:
-            workers = max(1, -(-total_workers // n))
-        else:
-            workers = max(max(settings.concurrency), 1)
+        if given is not None and workers < given:
+            result.warnings.append(
+                f"the training run at {n} GPUs ran {workers} workers per GPU, not the {given} asked: {n} x {given} "
+                f"would need {n * given} loader processes, over the {MAX_LOADER_PROCESSES} this client hosts")
         steps = len(manifest) // (n * settings.batch_size)
         why = None
         if steps < MIN_TRAIN_STEPS + 1:
@@ -397,9 +371,9 @@ def _train(ctx: RunContext) -> None:
         if why is not None:
             result.warnings.append(f"no training run at {n} GPUs: {why}; the answer for {n} is predicted from "
                                    "the measured rates")
-            return None
-        most = max(workers, min(max(settings.concurrency), MAX_LOADER_PROCESSES // n))
-        while True:
+            measured[n] = [None]
+            return
+        for repeat in range(2):  # the run, and once more where the rule asks (its AU near the target)
             done: list[Run] = []  # this run's epochs (--epochs N: N of them)
             try:
                 with ui.step("training", f"{n} GPU{'s' * (n > 1)} x {workers} worker{'s' * (workers > 1)}",
@@ -419,35 +393,23 @@ def _train(ctx: RunContext) -> None:
                 ctx.record(*done)
                 raise
             run = steady_training(done)
+            run.repeat = repeat
             ctx.record(run)
             if not run.valid:
                 result.warnings.append(f"the training run at {n} GPUs is invalid ({run.invalid_reason}) and was left "
                                        "out")
-                return None
-            fed = run.au is not None and run.au >= settings.au_target
-            # Starved below what one loader gave in the replay: the per-GPU split of the workers, not the storage,
-            # may be short. Once, with as many workers per GPU as the sweep's most (within the process budget).
-            if (fed or workers >= most or supply is None
-                    or (run.delivered_per_s or 0) >= REACHES * supply.samples_per_s):
-                break
-            workers = most
-        passed[n] = fed
-        return fed
+                measured[n] = [None]
+                return
+            measured.setdefault(n, []).append(run.au)
+            if next_shape(settings, rate, measured) != (n, workers):
+                return
 
-    if settings.gpus is not None:
-        attempt(settings.gpus)
+    rate = supply.samples_per_s if supply is not None else None
+    while (shape := next_shape(settings, rate, measured)) is not None:
+        attempt(*shape)
     if supply is None:
         result.warnings.append("no valid replay run: only the training run at --gpus was made, and no GPU count past "
                                "it is predicted")
-        return
-    n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target))
-    for _ in range(MAX_TRAIN_RUNS):
-        ok = passed[n] if n in passed else attempt(n)
-        if ok is None:
-            break
-        if ok and n + 1 in passed or not ok and (n - 1 in passed or n == 1):
-            break  # the boundary is found: n fed and n + 1 not, or n not fed and n - 1 known
-        n = n + 1 if ok else n - 1
 
 
 def _mitigations(ctx: RunContext) -> None:
