@@ -233,10 +233,12 @@ class Verdict(Model):
                                 description="sentences, each with the measured figures it rests on: storage, "
                                             "pipeline, demand, CPU, and why the limit is what it is")
     storage_samples_per_s: Rate | None = Field(
-        None, description="storage capacity: the most the storage gave this client cold, the best of fio and every "
-                          "valid loader run at its best concurrency; null without a valid cold measurement")
+        None, description="storage capacity: the most the storage gave this client cold, the best of fio, every "
+                          "valid loader run at its best concurrency and every valid cold training run (what its GPUs "
+                          "took in); null without a valid cold measurement")
     storage_is_lower_bound: bool = Field(
-        False, description="the client's CPU was saturated while that figure was measured: the storage may give more")
+        False, description="the client's CPU was saturated (or, for a training run, its GPUs were fed) while that "
+                           "figure was measured: the storage may give more")
     storage_spread: Ratio | None = Field(
         None, description="how far the storage figure moves between identical runs, as a fraction of it: over "
                           "--repeat runs, the epochs of its configuration or fio's runs (storage_spread_measured), "
