@@ -164,16 +164,20 @@ def _shape_words(params: dict) -> str:
             f"--seed {params['seed']}")
 
 
-def scan_dataset(dataset: Path, ui: UI) -> Manifest:
-    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount.
-    A tree iobench did not make is listed with a live line on stderr (files and folders so far) and its listing
-    cached outside it (~/.cache/iobench/scans/: the next run stats its folders only)."""
+def scan_dataset(dataset: Path, ui: UI, follow_links: bool = False) -> Manifest:
+    """An existing image tree: one that is missing or unreadable is the environment refusing (exit 3), like a
+    missing mount. A tree iobench did not make is listed with a live line on stderr (files and folders so far) and
+    its listing cached outside it (~/.cache/iobench/scans/: the next run stats its folders only); links out of it
+    are skipped unless `follow_links` (--follow-links)."""
     if not dataset.exists():
         raise EnvironmentRefused(f"dataset {dataset} does not exist")
     if not dataset.is_dir():
         raise EnvironmentRefused(f"dataset {dataset} is not a directory")
+    if not os.access(dataset, os.R_OK | os.X_OK):
+        raise EnvironmentRefused(f"dataset {dataset} is not readable (permission denied)")
     with _scan_progress(ui) as progress:
-        return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info)
+        return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info,
+                         follow_links=follow_links)
 
 
 @contextmanager
@@ -309,7 +313,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
     JSON is out."""
     if dataset is not None:
-        manifest, made, params = scan_dataset(dataset, ui), False, None
+        manifest, made, params = scan_dataset(dataset, ui, settings.follow_links), False, None
         marker = read_marker(manifest.folder)
         if marker:
             made, params = True, marker.get("params")
@@ -328,7 +332,8 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
                         mean_bytes=round(float(manifest.sizes.mean()), 1),
                         median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
-                        fits_in_ram=fits),
+                        fits_in_ram=fits, links_skipped=manifest.links_skipped,
+                        links_followed=manifest.links_followed),
         settings=settings, remote=mount_info.family != "local", warnings=list(notes or []),
     )
     if fits:

@@ -211,6 +211,9 @@ def measure_options(fio: bool) -> Callable[[F], F]:
                               "FUSE view of the same bucket, read beside the objects).  [default: .]"),
             click.option("--dataset", type=Path, default=None,
                          help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
+            click.option("--follow-links", is_flag=True,
+                         help="--dataset: also read through links whose target is outside the tree (skipped and "
+                              "counted by default; links inside it are always followed)."),
             click.option("--files", type=int, default=None,
                          help="Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape "
                               f"(the dataset of that shape is used, or made)  [default: {workload}{DEFAULT_FILES:,}]"),
@@ -243,7 +246,7 @@ def _commas(values: tuple[int, ...]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    """`iobench run` (and `fio`, which has the first sixteen: measure_options') as typed: each field is the
+    """`iobench run` (and `fio`, which has the first seventeen: measure_options') as typed: each field is the
     parameter of that name, None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the
     fields and `run`'s parameters one set."""
 
@@ -259,6 +262,7 @@ class RunOptions:
     json_path: str | None
     out: Path | None
     quiet: bool
+    follow_links: bool = False
     url: str | None = None  # object storage (s3_options), instead of --mount
     endpoint_url: str | None = None
     profile: str | None = None
