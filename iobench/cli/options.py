@@ -253,6 +253,7 @@ class RunOptions:
     # where, what, how concurrent, which cache states, where to (measure_options)
     mount: Path | None
     dataset: Path | None
+    follow_links: bool
     files: int | None
     size_dist: str | None
     classes: int | None
@@ -262,7 +263,6 @@ class RunOptions:
     json_path: str | None
     out: Path | None
     quiet: bool
-    follow_links: bool = False
     url: str | None = None  # object storage (s3_options), instead of --mount
     endpoint_url: str | None = None
     profile: str | None = None

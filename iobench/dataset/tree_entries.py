@@ -31,7 +31,8 @@ class Links:
     follow: bool = False
     skipped: int = 0
     followed: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the parallel walk's threads count
+    # the parallel walk counts on several threads
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def allow(self, e: os.DirEntry) -> bool:
         """Whether the scan may go where `e` leads (a file to read, a folder to list)."""
