@@ -232,10 +232,10 @@ def check_outputs(json_path: str | None, out: Path | None) -> None:
         lock.refuse_used_out(out)
 
 
-def _refuse_too_few(settings: Settings, files: int, job: Job | None) -> None:
+def _refuse_too_few(settings: Settings, files: int, job: Job | None, named: bool = False) -> None:
     """Known before anything is measured: a dataset too small for a run to count is refused, not measured as
     invalid runs (verdict.too_few_files says the rule and the --files that meets it)."""
-    why = too_few_files(settings, files, job.w.world_size if job is not None else None)
+    why = too_few_files(settings, files, job.w.world_size if job is not None else None, named)
     if why:
         raise UserError(why)
 
@@ -322,7 +322,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         assert spec is not None
         manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
 
-    _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
+    _refuse_too_few(settings, len(manifest), job, named=dataset is not None)  # a tree's size is known once listed
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
     objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM

@@ -486,7 +486,8 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
     manifest = Manifest(root, PathTable.of(root, walk.paths), np.array(walk.sizes, dtype=np.int64),
                         links_skipped=walk.links.skipped, links_followed=walk.links.followed)
     if say:
-        say(f"scanned {len(walk.paths):,} files in {seconds:.1f} s (each file's first bytes checked){note}"
+        files = f"{len(walk.paths):,} file{'s' if len(walk.paths) != 1 else ''}"
+        say(f"scanned {files} in {seconds:.1f} s (each file's first bytes checked){note}"
             f"{links_words(manifest.links_skipped, manifest.links_followed)}")
     return manifest
 
