@@ -92,6 +92,13 @@ class Dataset(Model):
     params: dict | None = Field(description="gen parameters (files, size_dist, classes, seed) when made by iobench")
     fits_in_ram: bool = Field(
         description="dataset bytes < host RAM: the page cache can hold it, warm runs then measure RAM")
+    links_skipped: Count = Field(
+        0, description="a scanned --dataset: links (to files or folders) whose target is outside the tree, not "
+                       "followed and not read (`settings.follow_links` false); links that stay inside it are "
+                       "followed and not counted")
+    links_followed: Count = Field(
+        0, description="a scanned --dataset: links whose target is outside the tree, followed and read "
+                       "(--follow-links)")
 
 
 class Host(Model):
@@ -137,6 +144,9 @@ class Settings(Model):
     mitigations: bool = Field(False, description="mitigation phase run (--mitigations)")
     fuse_view: str | None = Field(None, description="with --url: the FUSE view of the same bucket (--mount) read "
                                                   "beside the objects")
+    follow_links: bool = Field(False, description="--dataset with --follow-links: links whose target is outside the "
+                                                  "tree were followed (`dataset.links_followed`), else skipped "
+                                                  "(`dataset.links_skipped`)")
     workload: str | None = Field(None, description="named workload (or file) the settings came from")
     model: str | None = Field(None, description="model the emulated GPUs train")
     gpu: str | None = Field(None, description="kind of GPU emulated")

@@ -164,16 +164,20 @@ def _shape_words(params: dict) -> str:
             f"--seed {params['seed']}")
 
 
-def scan_dataset(dataset: Path, ui: UI) -> Manifest:
-    """An existing image tree: one that is missing is the environment refusing (exit 3), like a missing mount.
-    A tree iobench did not make is listed with a live line on stderr (files and folders so far) and its listing
-    cached outside it (~/.cache/iobench/scans/: the next run stats its folders only)."""
+def scan_dataset(dataset: Path, ui: UI, follow_links: bool = False) -> Manifest:
+    """An existing image tree: one that is missing or unreadable is the environment refusing (exit 3), like a
+    missing mount. A tree iobench did not make is listed with a live line on stderr (files and folders so far) and
+    its listing cached outside it (~/.cache/iobench/scans/: the next run stats its folders only); links out of it
+    are skipped unless `follow_links` (--follow-links)."""
     if not dataset.exists():
         raise EnvironmentRefused(f"dataset {dataset} does not exist")
     if not dataset.is_dir():
         raise EnvironmentRefused(f"dataset {dataset} is not a directory")
+    if not os.access(dataset, os.R_OK | os.X_OK):
+        raise EnvironmentRefused(f"dataset {dataset} is not readable (permission denied)")
     with _scan_progress(ui) as progress:
-        return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info)
+        return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info,
+                         follow_links=follow_links)
 
 
 @contextmanager
@@ -228,10 +232,10 @@ def check_outputs(json_path: str | None, out: Path | None) -> None:
         lock.refuse_used_out(out)
 
 
-def _refuse_too_few(settings: Settings, files: int, job: Job | None) -> None:
+def _refuse_too_few(settings: Settings, files: int, job: Job | None, named: bool = False) -> None:
     """Known before anything is measured: a dataset too small for a run to count is refused, not measured as
     invalid runs (answer/sizing.too_few_files says the rule and the --files that meets it)."""
-    why = too_few_files(settings, files, job.w.world_size if job is not None else None)
+    why = too_few_files(settings, files, job.w.world_size if job is not None else None, named)
     if why:
         raise UserError(why)
 
@@ -309,7 +313,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
     JSON is out."""
     if dataset is not None:
-        manifest, made, params = scan_dataset(dataset, ui), False, None
+        manifest, made, params = scan_dataset(dataset, ui, settings.follow_links), False, None
         marker = read_marker(manifest.folder)
         if marker:
             made, params = True, marker.get("params")
@@ -318,7 +322,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         assert spec is not None
         manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
 
-    _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
+    _refuse_too_few(settings, len(manifest), job, named=dataset is not None)  # a tree's size is known once listed
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
     objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM
@@ -328,7 +332,8 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
                         mean_bytes=round(float(manifest.sizes.mean()), 1),
                         median_bytes=float(np.median(manifest.sizes)), made_by_iobench=made, params=params,
-                        fits_in_ram=fits),
+                        fits_in_ram=fits, links_skipped=manifest.links_skipped,
+                        links_followed=manifest.links_followed),
         settings=settings, remote=mount_info.family != "local", warnings=list(notes or []),
     )
     if fits:

@@ -340,13 +340,18 @@ def _widths(t: ReportTable, cols: Iterable[int]) -> tuple[dict[int, int], dict[i
     return most, least
 
 
+RATES = ("samples/s", "files/s")  # the rate a table is read for: the last column a narrow terminal leaves out
+
+
 def fit(t: ReportTable, console: Console, width: int) -> tuple[Table, list[str]]:
     """`t` as a rich table within `width` columns, every cell whole: each row on one line with its least needed
     columns left out (never its `core`); where even that is too wide, one space between columns, then the widest
-    text cells wrapped at their spaces, then columns leave down to the first. Returns the table and the headers
-    left out."""
+    text cells wrapped at their spaces, then columns leave down to the first, the rate (samples/s, fio's files/s)
+    last of all: it is the figure the table is read for. Returns the table and the headers left out."""
     ranked = t.ranked()
     core = max(t.core, 1)
+    rate = [i for i in ranked[:core] if t.head[i] in RATES][:1]
+    ranked = rate + [i for i in ranked if i not in rate]
     tries = [(n, False, 2) for n in range(len(ranked), core - 1, -1)] + [(core, False, 1)] + [
         (n, True, 1) for n in range(core, 0, -1)]
     for n, wrap, gap in tries:

@@ -47,7 +47,7 @@ def test_the_endpoint_comes_from_the_option_else_the_sdks_environment(monkeypatc
     ("s3://bkt/a/../b", None, "has an empty, '.' or '..' part"),
     ("s3://bkt/a//b", None, "has an empty, '.' or '..' part"),
     ("s3://bkt/p", "ftp://host", "is not an http:// or https:// URL"),
-    ("s3://bkt/p", "http://host:port", "its port is not a number"),
+    ("s3://bkt/p", "http://host:port", "its port 'port' is not a number"),
     ("s3://bkt/p", "http://key:secret@host:9000", "holds credentials"),
 ])
 def test_a_malformed_url_or_endpoint_is_one_line(url: str, endpoint: str | None, words: str) -> None:

@@ -56,7 +56,7 @@ from iobench.answer.rules import (
     supply_run,
     training_runs,
 )
-from iobench.answer.words import gpus_short, raw_baseline
+from iobench.answer.words import dataset_line, gpus_short, raw_baseline
 from iobench.result import Result, Verdict
 
 CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, not the storage or the GPUs
@@ -89,8 +89,9 @@ def answer(result: Result) -> Verdict:
     notes = note_lines(result, invalid)
     if store is None and pipe is None:
         first, *reasons = no_answer(result, invalid)
+        reasons += dataset_line(result)
         return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
-    evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store)]
+    evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store), *dataset_line(result)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
             fed = storage_gpus(store, s.rate_per_gpu, s.au_target)

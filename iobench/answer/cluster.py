@@ -21,7 +21,7 @@ from iobench.answer.rules import (
     round_files,
     steady_rate,
 )
-from iobench.answer.words import LIMIT_WORDS, gpu_short, gpus_short, server_cache_note
+from iobench.answer.words import LIMIT_WORDS, dataset_line, gpu_short, gpus_short, server_cache_note
 from iobench.result import Cpu, Result, Run, Verdict
 
 WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
@@ -134,6 +134,7 @@ def cluster_verdict(result: Result) -> Verdict:
         f"Ranks: each waited {data_wait:,.2f} s for data and {allreduce:,.2f} s at the per-step allreduce in a "
         f"{seconds:,.2f} s epoch (means); the slowest ({_where_rank(result, run.slowest_rank or 0)}) kept "
         f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
+        *dataset_line(result),
     ]
     hosts = host_cpu(result, run.epoch)
     busy = [x for x in hosts if cpu_saturated(*_as_client(result, x))]

@@ -27,20 +27,25 @@ def passes_for(run: Run, passes: int = 1) -> int:
     return min(MAX_PASSES, max(passes + 1, math.ceil(passes * EPOCH_TARGET_S / max(run.seconds, 1e-3))))
 
 
-def too_few_files(settings: Settings, files: int, ranks: int | None = None) -> str | None:
+def too_few_files(settings: Settings, files: int, ranks: int | None = None, named: bool = False) -> str | None:
     """Why a run of these settings over `files` samples cannot count, known before anything is measured: a reader
     count of the sweep that would get fewer than MIN_BATCHES_PER_READER batches (a distributed run: a rank fewer
-    than MIN_TRAIN_STEPS + 1 steps), with the --files that would. None when every run can count by its size (its
+    than MIN_TRAIN_STEPS + 1 steps), with the --files that would (`named`: a dataset named with --dataset, which
+    --files does not shape: a dataset of that many files). None when every run can count by its size (its
     seconds are judged once measured)."""
     batch = settings.batch_size if settings.engine == "dataloader" else 1
     unit = f"batches of {batch}" if settings.engine == "dataloader" else "samples"
+    counted = f"{files:,} file gives" if files == 1 else f"{files:,} files give"
+
+    def more(need: int) -> str:
+        return f"a dataset of {need:,} files or more" if named else f"--files {need:,} or more"
     if ranks is not None:
         steps = files // ranks // batch
         if steps >= MIN_TRAIN_STEPS + 1:
             return None
         need = (MIN_TRAIN_STEPS + 1) * batch * ranks
-        return (f"{files:,} files give each of {ranks} ranks {steps} {unit}, fewer than the {MIN_TRAIN_STEPS + 1} an "
-                f"epoch's AU needs: give --files {need:,} or more (or a smaller --batch-size)")
+        return (f"{counted} each of {ranks} ranks {steps} {unit}, fewer than the {MIN_TRAIN_STEPS + 1} an "
+                f"epoch's AU needs: give {more(need)} (or a smaller --batch-size)")
     if not settings.replay:
         return None
     batches = math.ceil(files / batch)
@@ -53,6 +58,6 @@ def too_few_files(settings: Settings, files: int, ranks: int | None = None) -> s
     words = "thread" if settings.engine == "threads" else "DataLoader worker"
     instead = (f", or --{'threads' if settings.engine == 'threads' else 'workers'} {','.join(map(str, fit))}"
                if fit else "")
-    return (f"{files:,} files give {most} {words}{'s' if most != 1 else ''} {batches / max(most, 1):.1f} {unit} each, "
-            f"fewer than the {MIN_BATCHES_PER_READER} a run needs to count: give --files {need:,} or more{instead}"
+    return (f"{counted} {most} {words}{'s' if most != 1 else ''} {batches / max(most, 1):.1f} {unit} each, "
+            f"fewer than the {MIN_BATCHES_PER_READER} a run needs to count: give {more(need)}{instead}"
             + (" (or a smaller --batch-size)" if settings.engine == "dataloader" else ""))

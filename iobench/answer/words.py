@@ -73,6 +73,16 @@ def gpus_short(s: Settings, count: str, n: int | None = None) -> str:
     return f"{count} GPU{'' if n == 1 else 's'} of {s.rate_per_gpu or 0:,.0f} samples/s"
 
 
+def dataset_line(result: Result) -> list[str]:
+    """The evidence line of a scanned --dataset whose links lead out of the tree: how many were skipped (not read)
+    or followed (read, --follow-links); none where there were none."""
+    d = result.dataset
+    said = [f"{n:,} link{'s' if n != 1 else ''} out of the tree {how}" for n, how in (
+        (d.links_skipped, "skipped, not read (--follow-links reads them)"), (d.links_followed, "followed and read "
+                                                                             "(--follow-links)")) if n]
+    return [f"Dataset: {'; '.join(said)}; the figures are of the {d.files:,} files read."] if said else []
+
+
 def server_cache_note(result: Result) -> str:
     """What a cold figure of a remote store may hold of the server's cache, in the verdict's notes."""
     if result.mount.objects:

@@ -18,6 +18,7 @@ from iobench import store
 from iobench.answer.plan import format_plan, plan
 from iobench.cli.options import (
     DEFAULT_FILES,
+    FOLDER,
     FORMAT,
     GPU,
     MODEL,
@@ -51,7 +52,7 @@ def result_schema() -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--mount", type=Path, default=None,
+@click.option("--mount", type=FOLDER, default=None,
               help="Where to write the dataset (under MOUNT/iobench-data/).  [default: .]")
 @click.option("--files", type=int, default=DEFAULT_FILES, show_default=True, help="Number of files.")
 @s3_options
@@ -73,9 +74,9 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
 
 
 @click.command()
-@click.option("--mount", type=Path, default=None, help="Where the dataset lives.  [default: .]")
+@click.option("--mount", type=FOLDER, default=None, help="Where the dataset lives.  [default: .]")
 @s3_options
-@click.option("--dataset", type=Path, default=None, help="The dataset folder (instead of finding it under --mount).")
+@click.option("--dataset", type=FOLDER, default=None, help="The dataset folder (instead of finding it under --mount).")
 @click.option("--files", type=int, default=None,
               help=f"Files of the dataset under --mount: with the three below, its shape (as gen made it) "
                    f"[default: {DEFAULT_FILES:,}].")
@@ -115,7 +116,7 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
 
 
 @click.command()
-@click.option("--mount", type=Path, default=None,
+@click.option("--mount", type=FOLDER, default=None,
               help="The mount whose MOUNT/iobench-data/ to clean.  [default: .]")
 @s3_options
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -119,6 +120,22 @@ class Renamed(click.Option):
             self.opts = shown
 
 
+class Folder(click.ParamType):
+    """A folder's path (--mount, --dataset). A URL given there is one line: as a path, s3://bucket would be read as
+    the folder s3:/bucket (a slash silently dropped) and reported missing."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        text = str(value)
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", text):
+            opt = param.opts[0] if param is not None and param.opts else "a folder"
+            raise UserError(f"{opt} '{text}' is a URL: {opt} takes a folder; object storage is --url "
+                            "s3://BUCKET/PREFIX")
+        return Path(text)
+
+
+FOLDER = Folder()
 GPU = Named(tuple(sorted({r.gpu for r in rates()})), canonical_gpu)
 MODEL = Named(tuple(sorted({r.model for r in rates()})), canonical_model)  # another model is fine with --rate
 CACHE = Listed(CACHES, "--cache")
@@ -206,11 +223,14 @@ def measure_options(fio: bool) -> Callable[[F], F]:
 
     def add(f: F) -> F:
         for opt in reversed([
-            click.option("--mount", type=Path, default=None,
+            click.option("--mount", type=FOLDER, default=None,
                          help="File system to measure; the dataset lives under MOUNT/iobench-data/ (with --url: a "
                               "FUSE view of the same bucket, read beside the objects).  [default: .]"),
-            click.option("--dataset", type=Path, default=None,
+            click.option("--dataset", type=FOLDER, default=None,
                          help="An existing image tree (e.g. an ImageFolder) to read instead of a generated one."),
+            click.option("--follow-links", is_flag=True,
+                         help="--dataset: also read through links whose target is outside the tree (skipped and "
+                              "counted by default; links inside it are always followed)."),
             click.option("--files", type=int, default=None,
                          help="Files of the dataset under --mount: with --size-dist, --classes and --seed, its shape "
                               f"(the dataset of that shape is used, or made)  [default: {workload}{DEFAULT_FILES:,}]"),
@@ -243,13 +263,14 @@ def _commas(values: tuple[int, ...]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    """`iobench run` (and `fio`, which has the first sixteen: measure_options') as typed: each field is the
+    """`iobench run` (and `fio`, which has the first seventeen: measure_options') as typed: each field is the
     parameter of that name, None where it was not given, comma lists parsed. tests/test_cli_options.py keeps the
     fields and `run`'s parameters one set."""
 
     # where, what, how concurrent, which cache states, where to (measure_options)
     mount: Path | None
     dataset: Path | None
+    follow_links: bool
     files: int | None
     size_dist: str | None
     classes: int | None

@@ -56,6 +56,8 @@ REFUSALS = (
             "{opt} applies to the DataLoader engine; the thread engine takes --threads{why}"),
     Refusal(("mount", "files", "size_dist", "classes"), lambda v, o, c: v is not None and o.dataset is not None,
             "{opt} shapes or places a generated dataset; --dataset reads an existing one: give one or the other"),
+    Refusal(("follow_links",), lambda v, o, c: v and o.dataset is None,
+            "--follow-links applies to a tree read with --dataset: a dataset iobench made holds no links"),
     Refusal(("url",), lambda v, o, c: v is not None and o.dataset is not None,
             "--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give one or the "
             "other"),

@@ -183,6 +183,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
         rate_per_gpu=per_gpu, rate_source=rate_source, rate_kind=rate_kind, au_target=wl.consumer.au_target,
         gpus=o.gpus, consumer=o.consumer, mitigations=o.mitigations, io_timeout_s=o.io_timeout,
+        follow_links=o.follow_links,
         fuse_view=str(o.mount.resolve()) if o.url is not None and o.mount is not None else None)
 
 
@@ -220,6 +221,6 @@ def fio_cmd(**params: Any) -> None:
         require_fio()
     settings = Settings(orders=[], concurrency=list(o.threads or FIO_THREADS), cache=list(o.cache), epochs=1,
                         seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True,
-                        io_timeout_s=o.io_timeout)
+                        io_timeout_s=o.io_timeout, follow_links=o.follow_links)
     measure(settings, o.where, o.dataset, shape_of(o.files, o.size_dist, o.classes, o.seed), o.json_path, o.out,
             UI(o.quiet, stdout_free=o.json_path == STDOUT))

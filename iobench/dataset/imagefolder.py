@@ -1,7 +1,9 @@
 """Scanning an image tree iobench did not make (`run --dataset TREE`: an ImageFolder such as ImageNet's train/).
 
 The manifest is in ImageFolder's order: depth first, names sorted, following links to folders as ImageFolder does
-but never into a folder that is its own ancestor (a link loop). On a network file system every listing and stat is a
+but never into a folder that is its own ancestor (a link loop), nor through a link that leaves the tree unless
+asked to (--follow-links; iobench/dataset/tree_entries.py: such links are counted either way). Every file listed has
+its first bytes checked to be an image's. On a network file system every listing and stat is a
 round trip, so once listing proves slow a pool of threads lists folders (8-16 in flight give a many-fold speed-up on
 NFS or sshfs); on a local disk the walk stays on one thread, which is fastest there. The listings are put back
 together in the sequential order afterwards: the order never depends on thread timing.
@@ -22,11 +24,10 @@ import hashlib
 import json
 import os
 import queue
-import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +37,14 @@ import numpy as np
 from iobench import __version__
 from iobench.dataset.folder import IMAGE_EXTENSIONS, Manifest, _inside, _local, _write_manifest
 from iobench.dataset.paths import MANIFEST, PathTable
+from iobench.dataset.tree_entries import Links, image_size, links_words, refuse_non_images
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
+from iobench.safefs import open_tree, read_regular, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
 INFO = "scan.json"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: links out of the tree skipped unless followed, and counted
 STAT_CHUNK = 256  # image files one thread stats at a time: a folder bigger than this is stat-ed by the whole pool
 CHECK_CHUNK = 64  # folders one thread stats at a time when checking a cached listing
 SETTLE_NS = 2_000_000_000  # a folder changed this recently may change again within its mtime's tick: not cached
@@ -59,11 +61,13 @@ Key = tuple[int, int]  # (st_dev, st_ino) of a folder
 class Walk:
     """What a walk found: image files in ImageFolder's order, and every folder listed with its mtime."""
 
+    links: Links  # the links out of the tree it met
     paths: list[str] = field(default_factory=list)  # absolute
     sizes: list[int] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # absolute, in the order the walk entered them (root first)
     mtimes: list[int] = field(default_factory=list)  # st_mtime_ns of each folder, stat-ed before it was listed
     parallel: bool = False  # whether a pool of threads listed (part of) it
+    bad: list[tuple[str, bytes]] = field(default_factory=list)  # files that are not images: (path, first bytes)
 
 
 class _Ticker:
@@ -94,10 +98,11 @@ def _is_image(e: os.DirEntry) -> bool:
     return e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file()
 
 
-def _walk_images(root: Path, progress: ScanProgress | None = None) -> Walk:
+def _walk_images(root: Path, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
     """Image files under `root`, depth first with names sorted (ImageFolder's order), following links to folders
-    as ImageFolder does but never into a folder that is its own ancestor. One thread; iterative: any depth."""
-    walk = Walk()
+    as ImageFolder does but never into a folder that is its own ancestor, nor out of the tree unless `follow`.
+    One thread; iterative: any depth."""
+    walk = Walk(Links(str(root), follow))
     tick = _Ticker(progress)
     top = os.stat(root)
     walk.folders.append(str(root))
@@ -112,6 +117,8 @@ def _walk_images(root: Path, progress: ScanProgress | None = None) -> Walk:
             continue
         try:
             if e.is_dir(follow_symlinks=True):
+                if not walk.links.allow(e):
+                    continue
                 st = e.stat(follow_symlinks=True)
                 key = (st.st_dev, st.st_ino)
                 if key in ancestors:
@@ -120,9 +127,9 @@ def _walk_images(root: Path, progress: ScanProgress | None = None) -> Walk:
                 walk.folders.append(e.path)
                 walk.mtimes.append(st.st_mtime_ns)
                 stack.append((iter(_sorted_entries(e.path)), key))
-            elif _is_image(e):
+            elif _is_image(e) and walk.links.allow(e):
+                walk.sizes.append(image_size(e.path, walk.bad))
                 walk.paths.append(e.path)
-                walk.sizes.append(e.stat().st_size)
         except OSError as exc:
             raise explain_oserror(exc, "cannot list the dataset") from exc
         seen += 1
@@ -148,8 +155,8 @@ class _Node:
 _Done = tuple[_Node | None, int]  # what a task of the walk did: the folder it listed (if it listed one), entries seen
 
 
-def _list_node(node: _Node, stop: threading.Event) -> _Done:
-    """List one folder: its image files (stat-ed here unless there are many) and the sub-folders to walk."""
+def _list_node(node: _Node, stop: threading.Event, walk: Walk) -> _Done:
+    """List one folder: its image files (sized here unless there are many) and the sub-folders to walk."""
     files: list[os.DirEntry] = []
     entries = _sorted_entries(node.path)
     for e in entries:
@@ -157,11 +164,13 @@ def _list_node(node: _Node, stop: threading.Event) -> _Done:
             return node, 0
         try:
             if e.is_dir(follow_symlinks=True):
+                if not walk.links.allow(e):
+                    continue
                 st = e.stat(follow_symlinks=True)
                 key = (st.st_dev, st.st_ino)
                 if key not in node.ancestors:  # else a link back up the tree: ImageFolder would loop
                     node.subs.append((len(files), _Node(e.path, st.st_mtime_ns, node.ancestors | {key})))
-            elif _is_image(e):
+            elif _is_image(e) and walk.links.allow(e):
                 files.append(e)
         except OSError as exc:
             raise explain_oserror(exc, "cannot list the dataset") from exc
@@ -170,30 +179,27 @@ def _list_node(node: _Node, stop: threading.Event) -> _Done:
         node.sizes = [0] * len(files)
         node.unsized = files
     else:
-        node.sizes = _sizes(files, stop)
+        node.sizes = _sizes(files, stop, walk.bad)
     return node, len(entries)
 
 
-def _sizes(files: list[os.DirEntry], stop: threading.Event) -> list[int]:
+def _sizes(files: list[os.DirEntry], stop: threading.Event, bad: list[tuple[str, bytes]]) -> list[int]:
     sizes = []
     for e in files:
         if stop.is_set():
             break
-        try:
-            sizes.append(e.stat().st_size)
-        except OSError as exc:
-            raise explain_oserror(exc, "cannot list the dataset") from exc
+        sizes.append(image_size(e.path, bad))
     return sizes
 
 
-def _stat_chunk(node: _Node, start: int, stop: threading.Event) -> _Done:
+def _stat_chunk(node: _Node, start: int, stop: threading.Event, walk: Walk) -> _Done:
     assert node.unsized is not None
-    sizes = _sizes(node.unsized[start:start + STAT_CHUNK], stop)
+    sizes = _sizes(node.unsized[start:start + STAT_CHUNK], stop, walk.bad)
     node.sizes[start:start + len(sizes)] = sizes
     return None, len(sizes)
 
 
-def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None) -> Walk:
+def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
     """What `_walk_images` finds, in the same order, with up to `threads` folders listed (and big folders stat-ed)
     at a time once listing proves slow. Every folder's listing is kept apart and the tree is put together once all
     are in, so the order is the sequential walk's whatever the timing; whether a link leads back up the tree
@@ -206,6 +212,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
     top = os.stat(root)
     key = (top.st_dev, top.st_ino)
     first = _Node(str(root), top.st_mtime_ns, frozenset({key}))
+    walk = Walk(Links(str(root), follow), folders=[first.path], mtimes=[first.mtime_ns])
     finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
     todo: deque[tuple[Callable[..., _Done], tuple]] = deque()
     stop = threading.Event()
@@ -229,14 +236,14 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
             listed += 1
             files += len(node.paths)
             for _, sub in node.subs:
-                submit(_list_node, sub, stop)
+                submit(_list_node, sub, stop, walk)
             if node.unsized:
                 for start in range(0, len(node.unsized), STAT_CHUNK):
-                    submit(_stat_chunk, node, start, stop)
+                    submit(_stat_chunk, node, start, stop, walk)
         tick(files, listed)
 
     try:
-        submit(_list_node, first, stop)
+        submit(_list_node, first, stop, walk)
         while todo:  # alone, until listing proves slow
             fn, args = todo.popleft()
             t0 = time.perf_counter()
@@ -264,14 +271,14 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
     tick(files, listed, force=True)
-    walk = _assemble(first)
+    _assemble(first, walk)
     walk.parallel = ex is not None
     return walk
 
 
-def _assemble(top: _Node) -> Walk:
-    """The listings in the sequential walk's order: depth first, each folder's files and sub-folders by name."""
-    walk = Walk(folders=[top.path], mtimes=[top.mtime_ns])
+def _assemble(top: _Node, walk: Walk) -> None:
+    """The listings into `walk` in the sequential walk's order: depth first, each folder's files and sub-folders by
+    name."""
     stack: list[tuple[_Node, int, int]] = [(top, 0, 0)]  # (folder, next file, next sub-folder)
     while stack:
         node, fi, si = stack.pop()
@@ -287,35 +294,6 @@ def _assemble(top: _Node) -> Walk:
             walk.paths += node.paths[fi:]
             walk.sizes += node.sizes[fi:]
             node.unsized = None
-    return walk
-
-
-_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"P6", b"P5", b"BM", b"II*\0", b"MM\0*", b"RIFF")
-
-
-def _head(path: str) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise explain_oserror(exc, "cannot read the dataset") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            refuse(path, st.st_mode, "an image file")
-        return os.pread(fd, 8, 0)
-    finally:
-        os.close(fd)
-
-
-def _check_images(paths: Sequence[str], sample: int = 32, threads: int = 1) -> None:
-    """Read the first bytes of a few files: a tree of non-images is a mistake worth one line. With `threads`, the
-    files are read at once (a round trip each on a network file system), the verdict still taken in sample order."""
-    idx = np.random.default_rng(0).choice(len(paths), size=min(sample, len(paths)), replace=False).tolist()
-    picked = [paths[i] for i in idx]
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(picked)))) as ex:
-        for path, head in zip(picked, ex.map(_head, picked), strict=True):
-            if not head.startswith(_MAGIC):
-                raise UserError(f"{path} is not an image (its first bytes are {head[:4]!r})")
 
 
 # ---- the cache of listings ---------------------------------------------------------------------------
@@ -341,9 +319,11 @@ class _Cached:
     cached: str  # when it was written, for the user
 
 
-def _load_cache(root: Path, threads: int) -> tuple[_Cached | None, str | None]:
-    """(the cached listing, None) when every folder of the tree still has its mtime; (None, which folder changed)
-    when one does not; (None, None) when there is no cached listing (or none that reads back whole)."""
+def _load_cache(root: Path, threads: int, follow: bool,
+                bad: list[tuple[str, bytes]]) -> tuple[_Cached | None, str | None]:
+    """(the cached listing, None) when every folder of the tree still has its mtime and every file its size;
+    (None, which folder or file changed) when one does not; (None, None) when there is no cached listing (or none
+    that reads back whole, or one listed with other links followed). Files that are not images go in `bad`."""
     try:
         fd = open_tree(cache_home(), (*CACHE_PARTS, _key(root)), create=False)
     except (OSError, UserError, RuntimeError):  # RuntimeError: no home folder to be found
@@ -352,8 +332,8 @@ def _load_cache(root: Path, threads: int) -> tuple[_Cached | None, str | None]:
         return None, None
     try:
         info = json.loads(read_regular(Path(INFO), dir_fd=fd, limit=INFO_LIMIT))
-        if info.get("format") != CACHE_FORMAT or info.get("tree") != str(root):
-            return None, None  # another version's, or (a hash collision) another tree's
+        if info.get("format") != CACHE_FORMAT or info.get("tree") != str(root) or info["follow_links"] is not follow:
+            return None, None  # another version's, (a hash collision) another tree's, or other links followed
         folders = info["folders"]
         mtimes = np.frombuffer(base64.b64decode(info["mtime_ns"], validate=True), dtype="<i8")
         if not (isinstance(folders, list) and len(folders) == len(mtimes) and folders and folders[0] == ""
@@ -370,9 +350,10 @@ def _load_cache(root: Path, threads: int) -> tuple[_Cached | None, str | None]:
         manifest = Manifest.read(fd, root, cache_home().joinpath(*CACHE_PARTS, _key(root)))  # mapped, once indexed
         if len(manifest) != info["files"] or manifest.total_bytes != info["bytes"]:
             return None, None
-        resized = _resized(manifest, 1 if _local(root) else threads)
+        resized = _resized(manifest, 1 if _local(root) else threads, bad)
         if resized is not None:
             return None, resized
+        manifest.links_skipped, manifest.links_followed = int(info["links_skipped"]), int(info["links_followed"])
         return _Cached(manifest, str(info["cached"])), None
     except (OSError, UserError, ValueError, KeyError, TypeError, AttributeError):
         return None, None  # unreadable or not ours: scanned again and written anew
@@ -400,20 +381,21 @@ def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None
     return None
 
 
-def _resized(manifest: Manifest, threads: int) -> str | None:
-    """The first file whose size is not the cached one (or that is gone), None when all match: one stat per file,
-    links followed as the walk follows them. A file truncated or rewritten in place keeps its folder's mtime, so
-    only its own stat tells (the listing is what the cache saves). `threads` chunks at a time: 1 on a local disk,
-    where a stat is microseconds of kernel work and threads would queue for the interpreter lock."""
+def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> str | None:
+    """The first file whose size is not the cached one (or that is gone), None when all match: each file sized
+    and its first bytes checked as the walk does (those not an image's go in `bad`), links followed as the walk
+    followed them. A file truncated or rewritten in place keeps its folder's mtime, so only its own stat tells
+    (the listing is what the cache saves). `threads` chunks at a time: 1 on a local disk, where a stat is
+    microseconds of kernel work and threads would queue for the interpreter lock."""
     paths, sizes = manifest.paths, manifest.sizes.tolist()
 
     def check(start: int) -> int | None:
         raw = paths.raw
         for i in range(start, min(start + STAT_CHUNK, len(sizes))):
             try:
-                if os.stat(raw(i)).st_size != sizes[i]:
+                if image_size(os.fsdecode(raw(i)), bad) != sizes[i]:
                     return i
-            except OSError:
+            except UserError:  # gone, or no longer a file
                 return i
         return None
 
@@ -450,7 +432,9 @@ def _save_cache(root: Path, walk: Walk) -> bool:
                     "bytes": int(sizes.sum()), "cached": time.strftime("%Y-%m-%d %H:%M"),
                     "manifest": {"ino": st.st_ino, "size": st.st_size},
                     "folders": folders,  # relative to the tree ("": the tree itself), in the walk's order
-                    "mtime_ns": base64.b64encode(np.array(walk.mtimes, dtype="<i8").tobytes()).decode()}
+                    "mtime_ns": base64.b64encode(np.array(walk.mtimes, dtype="<i8").tobytes()).decode(),
+                    "follow_links": walk.links.follow, "links_skipped": walk.links.skipped,
+                    "links_followed": walk.links.followed}
             write_json_atomic(fd, INFO, info, where / INFO)
         finally:
             os.close(fd)
@@ -460,27 +444,36 @@ def _save_cache(root: Path, walk: Walk) -> bool:
 
 
 def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress | None = None, cache: bool = True,
-              say: Callable[[str], None] | None = None, shown: Path | None = None) -> Manifest:
+              say: Callable[[str], None] | None = None, shown: Path | None = None,
+              follow_links: bool = False) -> Manifest:
     """Manifest of the image tree at `root` (a resolved path), in ImageFolder's order: its cached listing when no
     folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight (1: the
-    sequential walk), cached afterwards. `progress(files, folders)` is called during a walk (at most every 0.1 s),
-    `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
+    sequential walk), cached afterwards. Links that leave the tree are skipped, or with `follow_links` followed
+    (counted either way: `Manifest.links_skipped`, `links_followed`). Every file's first bytes are checked: files
+    that are not images are one line naming them. `progress(files, folders)` is called during a walk (at most every
+    0.1 s), `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
     shown = shown or root
     why = None
     if cache:
-        hit, why = _load_cache(root, threads)
+        bad: list[tuple[str, bytes]] = []
+        hit, why = _load_cache(root, threads, follow_links, bad)
         if hit is not None:
             manifest = hit.manifest
-            _check_images(manifest.paths, threads=threads)
+            refuse_non_images(bad, len(manifest), shown)
             if say:
-                say(f"using the cached listing of {shown} ({len(manifest):,} files, cached {hit.cached})")
+                links = links_words(manifest.links_skipped, manifest.links_followed)
+                say(f"using the cached listing of {shown} ({len(manifest):,} files, cached {hit.cached}; each "
+                    f"file's size and first bytes checked){links}")
             return manifest
     t0 = time.perf_counter()
     started_ns = time.time_ns()
-    walk = _walk_images(root, progress) if threads <= 1 else _walk_parallel(root, threads, progress)
+    walk = (_walk_images(root, progress, follow_links) if threads <= 1
+            else _walk_parallel(root, threads, progress, follow_links))
     if not walk.paths:
-        raise UserError(f"no images under {shown} (looked for {', '.join(IMAGE_EXTENSIONS)})")
-    _check_images(walk.paths, threads=threads)
+        raise UserError(f"no images under {shown} (looked for {', '.join(IMAGE_EXTENSIONS)})"
+                        + (f"; {walk.links.skipped:,} links out of the tree skipped (--follow-links reads them)"
+                           if walk.links.skipped else ""))
+    refuse_non_images(walk.bad, len(walk.paths), shown)
     seconds = time.perf_counter() - t0
     note = f" (the cached listing was out of date: {why} changed)" if why else ""
     if cache:
@@ -490,6 +483,11 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             note += "; not cached: the tree changed in the last seconds"
         else:
             _save_cache(root, walk)
+    manifest = Manifest(root, PathTable.of(root, walk.paths), np.array(walk.sizes, dtype=np.int64),
+                        links_skipped=walk.links.skipped, links_followed=walk.links.followed)
     if say:
-        say(f"scanned {len(walk.paths):,} files in {seconds:.1f} s{note}")
-    return Manifest(root, PathTable.of(root, walk.paths), np.array(walk.sizes, dtype=np.int64))
+        files = f"{len(walk.paths):,} file{'s' if len(walk.paths) != 1 else ''}"
+        say(f"scanned {files} in {seconds:.1f} s (each file's first bytes checked){note}"
+            f"{links_words(manifest.links_skipped, manifest.links_followed)}")
+    return manifest
+

@@ -24,11 +24,12 @@ from iobench.errors import UserError
 
 
 def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] | None = None, cache: bool = False,
-         say: Callable[[str], None] | None = None) -> Manifest:
+         say: Callable[[str], None] | None = None, follow_links: bool = False) -> Manifest:
     """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one; or, for a
     dataset iobench made, its manifest once every file is checked against it. A tree is scanned by
     `iobench.dataset.imagefolder.scan_tree` (`threads` listings in flight, `progress(files, folders)`, its listing
-    cached outside the tree when `cache`, one line to `say` on what happened)."""
+    cached outside the tree when `cache`, one line to `say` on what happened; links out of the tree skipped unless
+    `follow_links`). A dataset iobench made has no link: one where a file should be is refused."""
     if not path.exists():
         raise UserError(f"dataset {path} does not exist")
     if not path.is_dir():
@@ -36,7 +37,8 @@ def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] |
     root = path.resolve()
     if os.path.lexists(root / MARKER) and os.path.lexists(root / MANIFEST):
         return _verified(root, threads)
-    return scan_tree(root, threads=threads, progress=progress, cache=cache, say=say, shown=path)
+    return scan_tree(root, threads=threads, progress=progress, cache=cache, say=say, shown=path,
+                     follow_links=follow_links)
 
 
 def _verified(root: Path, threads: int) -> Manifest:

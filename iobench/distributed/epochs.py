@@ -363,7 +363,7 @@ def follow(job: Job, ui) -> None:
     settings = Settings.model_validate_json(info["settings"])
     root = _location(info["root"])
     try:
-        manifest = _same_dataset(job, info, root)
+        manifest = _same_dataset(job, info, root, settings.follow_links)
     except DatasetDiffers as exc:
         job.fail(str(exc), says_who=True)
         raise
@@ -382,7 +382,7 @@ def _location(published: str | dict) -> Path | S3Location:
     return S3Location(**published) if isinstance(published, dict) else Path(published)
 
 
-def _same_dataset(job: Job, info: dict, root: Path | S3Location):
+def _same_dataset(job: Job, info: dict, root: Path | S3Location, follow_links: bool = False):
     """The manifest of the dataset rank 0 published, as this host sees it; DatasetDiffers when it is not the same
     (another file count or size, or files that differ from the manifest where `job.checks_files`)."""
 
@@ -397,10 +397,10 @@ def _same_dataset(job: Job, info: dict, root: Path | S3Location):
         else:  # one rank per host lists the tree and caches the listing; the others of that host read the cache
             assert isinstance(root, Path)  # a tree read in place (--dataset) is a folder
             if job.evictor:
-                manifest = scan(root, cache=True)
+                manifest = scan(root, cache=True, follow_links=follow_links)
             job.wait_all("scanned", "listing the dataset on every host")
             if not job.evictor:
-                manifest = scan(root, cache=True)
+                manifest = scan(root, cache=True, follow_links=follow_links)
     except OSError as exc:
         raise DatasetDiffers(f"{here} cannot read the dataset at {root} that rank 0 reads: {exc.strerror or exc} "
                              "(every node must mount the same storage at the same path)") from None

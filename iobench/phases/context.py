@@ -35,6 +35,17 @@ class RunContext:
     def kept(self) -> str:
         return f"kept what was measured in {self.path}"
 
+    def kept_epochs(self) -> str:
+        """`kept 2 measured epochs and the partial one it stopped in (complete: false) in PATH`: the epochs of the
+        result, the one an interruption cut short said as such."""
+        whole = sum(r.complete for r in self.result.runs)
+        partial = len(self.result.runs) - whole
+        said = [f"{whole} measured epoch{'s' if whole != 1 else ''}"] if whole else []
+        if partial:
+            said.append(("the partial one" if whole else "the partial epoch") + " it stopped in (complete: false)"
+                        if partial == 1 else f"{partial} partial epochs (complete: false)")
+        return f"kept {' and '.join(said) or 'no epoch'} in {self.path}"
+
     def keep(self, run: Run, error: BaseException | None, what: str) -> None:
         """Record an epoch of a phase after the replay, then end the run on its error: a stalled storage with where
         the result was kept, an OSError in one line saying `what` failed reading the dataset, any other as it is."""

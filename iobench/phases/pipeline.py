@@ -74,7 +74,7 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
                     ui.tables(result)  # each phase's table as it ends
     except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
         ctx.save()
-        raise Interrupted(f"interrupted: {ctx.kept()}") from None
+        raise Interrupted(f"interrupted: {ctx.kept_epochs()}") from None
     return finish(result, result_path)
 
 
@@ -204,7 +204,7 @@ def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec,
         ctx.result.warnings.append(left_behind)
         ctx.ui.warn(left_behind)
     ctx.record(run)
-    kept = f"kept {len(ctx.result.runs)} measured epochs in {ctx.path}"
+    kept = ctx.kept_epochs()
     if isinstance(error, StorageStalled):
         raise error.with_note(ctx.kept()) from None
     if isinstance(error, OSError):

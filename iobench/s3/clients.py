@@ -174,8 +174,8 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
             why = {"InvalidAccessKeyId": "the access key is not known there",
                    "SignatureDoesNotMatch": "the secret key does not match the access key"}.get(code, "access denied")
             return EnvironmentRefused(f"{doing} {at}: {why}")
-        if code in THROTTLED:
-            return _throttled(doing, at, f"{status} {code}")
+        if code in THROTTLED:  # a bodiless answer (a HEAD's) has its status as its code: said once
+            return _throttled(doing, at, code if code == str(status) else f"{status} {code}")
         return EnvironmentRefused(f"{doing} {at}: {code or status}: {error.get('Message') or _first_line(exc)}")
     if isinstance(exc, bx.BotoCoreError):
         return EnvironmentRefused(f"{doing} {at}: {_first_line(exc)}")

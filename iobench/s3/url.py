@@ -63,20 +63,26 @@ def _is_aws(endpoint: str) -> bool:
 
 
 def check_endpoint(endpoint: str, where: str) -> str:
-    """An endpoint as http(s)://host[:port]; a malformed one, or one holding credentials, is a one-line error."""
+    """An endpoint as http(s)://host[:port]; a malformed one, one with a path or a query (the bucket and keys are
+    put after it: a path would be silently dropped or misread), or one holding credentials, is a one-line error."""
     parts = urlsplit(endpoint)
     try:
-        parts.port  # noqa: B018 - a port that is not a number raises here
+        parts.port  # noqa: B018 - a port that is not a number, or not 0-65535, raises here
     except ValueError:
-        raise UserError(f"{where} {endpoint!r}: its port is not a number") from None
+        port = parts.netloc.rpartition(":")[2]
+        raise UserError(f"{where} {endpoint!r}: its port {port!r} is not " +
+                        ("a port number (1-65535)" if port.isdigit() else "a number")) from None
+    if parts.port == 0:
+        raise UserError(f"{where} {endpoint!r}: its port '0' is not a port number (1-65535)")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"{where} {endpoint!r} is not an http:// or https:// URL with a host (e.g. "
                         "http://10.0.0.5:9000)")
     if parts.username or parts.password:
         raise UserError(f"{where} holds credentials: give them through the environment or a profile (iobench "
                         "records the endpoint in its results)")
-    if parts.query or parts.fragment:
-        raise UserError(f"{where} {endpoint!r}: an endpoint has no query or fragment")
+    if parts.query or parts.fragment or parts.path.strip("/"):
+        raise UserError(f"{where} {endpoint!r}: an endpoint is http(s)://HOST[:PORT], with no path, query or "
+                        "fragment (the bucket goes in --url s3://BUCKET/PREFIX)")
     return endpoint.rstrip("/")
 
 
@@ -92,7 +98,10 @@ def parse_url(url: str, *, endpoint: str | None = None, profile: str | None = No
                         "and hyphens)")
     prefix = prefix.strip("/")
     parts = prefix.split("/") if prefix else []
-    if any(p in ("", ".", "..") for p in parts) or "\0" in prefix or "\\" in prefix:
+    if "\\" in prefix:  # a key's parts are /-separated: a backslash would be part of a name, not a separator
+        # the URL as typed: its repr would double the backslash
+        raise UserError(f"--url '{url}': its prefix holds a backslash: separate its parts with / (s3://BUCKET/a/b)")
+    if any(p in ("", ".", "..") for p in parts) or "\0" in prefix:
         raise UserError(f"--url {url!r}: its prefix {prefix!r} has an empty, '.' or '..' part")
     if client not in CLIENTS:
         raise UserError(f"--s3-client {client!r}: one of {', '.join(CLIENTS)}")

@@ -55,7 +55,8 @@ def lock_path(folder: Location) -> Path:
         digest = hashlib.sha1(f"{folder.endpoint} {folder}".encode()).hexdigest()[:16]
         return state_dir() / "locks" / f"s3-{folder.name}-{digest}{LOCK_SUFFIX}"
     folder = Path(os.path.realpath(folder))
-    ours = folder.parent.name == DATA_ROOT or (folder / MARKER).is_file()
+    # os.path.isfile: a folder it may not read (EACCES) is not known to be ours, and is said unreadable where read
+    ours = folder.parent.name == DATA_ROOT or os.path.isfile(folder / MARKER)
     if ours:
         try:
             folder.parent.mkdir(exist_ok=True)  # a dataset about to be made: MOUNT/iobench-data may not exist yet
