@@ -74,8 +74,9 @@ EXIT_CODES = {
     130: "interrupted by SIGINT (Ctrl-C): likewise; a stop signal while iobench is still starting ends it at once "
          "(nothing was done), one that comes once a run has finished (its verdict printed) is said and changes "
          "nothing",
-    EXIT_STDOUT_CLOSED: "the reader of standard output left (`iobench run | head -1`): nothing more is printed, the "
-                        "command still does its work (a run saves its result, reports and --json file), no line",
+    EXIT_STDOUT_CLOSED: "the reader of standard output left (`iobench run` piped into `head -1`): nothing more is "
+                        "printed, the command still does its work (a run saves its result, reports and --json file), "
+                        "no line",
     143: "interrupted by SIGTERM: likewise",
 }
 
