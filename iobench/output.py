@@ -42,7 +42,7 @@ class _GuardedStdout(io.FileIO):
 
     def write(self, data: Any) -> int:
         try:
-            return super().write(data) or 0
+            return super().write(data)
         except BlockingIOError:
             raise
         except OSError as exc:

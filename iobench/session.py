@@ -368,5 +368,6 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     ui.say(f"result: {result_path}\nreport: {written[0]}")
     assert result.verdict is not None
     ui.verdict(result.verdict)
-    run_finished()
+    if job is None:  # a rank's stop after its result is the launcher's (or torchrun's) to judge, as before
+        run_finished()
     return result, None
