@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
 EXIT_NOT_FED = 1  # run --check: the GPUs asked about are not fed
 EXIT_USAGE = 2  # bad option values, options that do not apply
 EXIT_REFUSED = 3  # the environment refused: mount missing or not a folder, read-only, no space, permission denied
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE  # 141: the reader of stdout left (`| head -1`), as for a tool SIGPIPE kills
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # each stops iobench with 128 + its number
 
 
 class UserError(Exception):
@@ -63,10 +66,17 @@ def explain_oserror(exc: OSError, doing: str) -> UserError:
 EXIT_CODES = {
     0: "done",
     EXIT_NOT_FED: "done, but the GPUs asked about (--gpus N) are not fed (only with --check)",
-    EXIT_USAGE: "usage error: a bad option value, options that do not apply, bad input (UserError)",
+    EXIT_USAGE: "usage error: a bad option value, options that do not apply, bad input (UserError); also a standard "
+                "output that cannot be written (full, an I/O error): never blamed on the storage",
     EXIT_REFUSED: "the environment refused: mount or path missing, read-only, full, over quota, permission "
                   "(EnvironmentRefused)",
-    130: "interrupted by SIGINT (Ctrl-C): the result keeps what was measured (complete: false)",
+    129: "interrupted by SIGHUP (the terminal closed): the result keeps what was measured (complete: false)",
+    130: "interrupted by SIGINT (Ctrl-C): likewise; a stop signal while iobench is still starting ends it at once "
+         "(nothing was done), one that comes once a run has finished (its verdict printed) is said and changes "
+         "nothing",
+    EXIT_STDOUT_CLOSED: "the reader of standard output left (`iobench run` piped into `head -1`): nothing more is "
+                        "printed, the command still does its work (a run saves its result, reports and --json file), "
+                        "no line",
     143: "interrupted by SIGTERM: likewise",
 }
 

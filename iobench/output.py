@@ -1,27 +1,78 @@
-"""Where a command's outcome goes: the JSON (to a file, or alone on stdout with `--json -`) and the result folder,
-each checked before anything is measured; the standard streams a caller closed, put back.
+"""Where a command's outcome goes: the JSON (to a file, or alone on stdout with `--json -`), the reports and the result
+folder, each checked before anything is read or measured; the standard streams a caller closed, put back.
+
+The one home of the rules that keep what is the user's: no output is an input (the same file, after links), an
+--out folder that exists is empty (one that holds a result is ours and is not written over either), and nothing
+goes inside a dataset (the user's tree, or MOUNT/iobench-data, which `iobench clean` removes).
 
 Shared by the command line (plan, gpus, compare write JSON) and a measured run (iobench.session)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iobench.dataset import kind_of
+from iobench.dataset import DATA_ROOT, kind_of
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.safefs import write_file
 
 STDOUT = "-"  # `--json -`: the JSON goes to stdout, alone
 CLOSED_AT_START: set[int] = set()  # of stdin, stdout, stderr: those closed when iobench started (cli.main)
+STDOUT_FAULT: list[int] = []  # the errno of the first write to stdout that failed (guard_stdout)
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout left (EPIPE: `iobench run | head -1`): nothing to say, exit 141 (errors)."""
+
+
+class _GuardedStdout(io.FileIO):
+    """File descriptor 1, whose failures are the output's, never the storage's: the first is noted (STDOUT_FAULT),
+    stdout is pointed at /dev/null (Python's advice for a closed pipe) and the command goes on, so that a run
+    still saves its result, its reports and its --json file; cli.main says it at the end (check_stdout)."""
+
+    def write(self, data: Any) -> int:
+        try:
+            return super().write(data)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            STDOUT_FAULT.append(exc.errno or errno.EIO)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+            return memoryview(data).nbytes
+
+
+def guard_stdout() -> None:
+    """sys.stdout as before (encoding, line buffering), written through `_GuardedStdout`: print, click and rich
+    all write through it."""
+    old = sys.stdout
+    with contextlib.suppress(OSError, ValueError):
+        old.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_GuardedStdout(1, "w", closefd=False)),
+                                  encoding=old.encoding, errors=old.errors, line_buffering=bool(old.line_buffering))
+
+
+def check_stdout() -> None:
+    """At the end of a command that did its work: what is left is written out, then a stdout that failed is said:
+    StdoutClosed where its reader left, else a UserError (exit 2)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    if not STDOUT_FAULT:
+        return
+    if STDOUT_FAULT[0] == errno.EPIPE:
+        raise StdoutClosed()
+    raise UserError(f"cannot write to standard output: {os.strerror(STDOUT_FAULT[0])}")
 
 
 def reopen_closed_std_fds() -> set[int]:
@@ -74,14 +125,77 @@ def check_json_target(path: str | None, what: str = "--json") -> None:
         raise EnvironmentRefused(f"{what} {path}: the file is not writable (permission denied)")
 
 
-def check_out_target(folder: Path, what: str = "--out") -> None:
-    """Before anything is measured: the result folder exists and takes files, or can be made."""
+def check_out_target(folder: Path, what: str = "--out", *, given: bool = True) -> None:
+    """Before anything is measured: the result folder exists and takes files, or can be made. One the user named
+    (`given`) that exists must be empty: a result is never written over, and neither is anything else of theirs
+    (a report.html, a fio/ folder)."""
     p = folder.absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
     if not p.is_dir():
         raise UserError(f"{what} {folder}: {p} is a file, not a folder")
     _writable(p, f"{what} {folder}")
+    if given and p == folder.absolute():
+        _refuse_not_empty(folder, what)
+
+
+def _refuse_not_empty(folder: Path, what: str) -> None:
+    with os.scandir(folder) as entries:
+        names = sorted(e.name for e in entries)
+    if not names:
+        return
+    if "result.json" in names:
+        raise UserError(f"{what} {folder} already holds a result ({folder / 'result.json'}); give a new folder, or "
+                        "move that one away")
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    raise UserError(f"{what} {folder} is not empty ({listed}) and holds no result of iobench's: iobench writes "
+                    "result.json, report.html, report.md and fio/ there and overwrites nothing; give a new or "
+                    "empty folder")
+
+
+def check_apart(outputs: Iterable[tuple[str, str | Path | None]], inputs: Iterable[Path | None] = (),
+                dataset: Path | None = None) -> None:
+    """Before anything is read: no output (option, path) is one of the `inputs` (the same file after links: a
+    report over its result, --json over the workload), and none is inside the `dataset` tree or an iobench-data
+    folder. A UserError of one line (exit 2) naming both; STDOUT and None are no file."""
+    ins = [i for i in inputs if i is not None]
+    for what, out in outputs:
+        if out is None or out == STDOUT:
+            continue
+        out = Path(out)
+        for i in ins:
+            with contextlib.suppress(OSError):  # an output not there yet is no input
+                if os.path.samefile(out, i):
+                    raise UserError(f"{what} {out} is the input {i}: iobench never writes over what it reads; give "
+                                    "another file name")
+        option = what if what.startswith("--") else "--out"  # the default result folder: --out moves it
+        if dataset is not None and _inside(out, dataset):
+            raise UserError(f"{what} {out} is inside the dataset {dataset}: iobench writes nothing among your files "
+                            f"(a later scan would list it too); give {option} a path outside it")
+        root = next((a for a in (_real(out), *_real(out).parents) if a.name == DATA_ROOT), None)
+        if root is not None:
+            raise UserError(f"{what} {out} is inside {root}, where iobench keeps the datasets it makes: "
+                            f"`iobench clean` would delete it with them; give {option} a path outside it")
+
+
+def _real(path: Path) -> Path:
+    """`path` with its links resolved, as far as it exists (the rest as given): where a write would land."""
+    return Path(os.path.realpath(path.absolute()))
+
+
+def _inside(path: Path, tree: Path) -> bool:
+    """`path` (there or not yet) is `tree` or below it: compared by device and inode, so that a bind mount or a
+    link of the tree is the tree."""
+    try:
+        top = os.stat(tree)
+    except OSError:
+        return False
+    for p in (_real(path), *_real(path).parents):
+        with contextlib.suppress(OSError):
+            st = os.stat(p)
+            if (st.st_dev, st.st_ino) == (top.st_dev, top.st_ino):
+                return True
+    return False
 
 
 def write_json(text: str, path: str) -> None:

@@ -45,7 +45,7 @@ from iobench.result_runs import (
     Run,
     RunStats,
 )
-from iobench.safefs import write_file
+from iobench.safefs import read_input, write_file
 
 __all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FioBaseline", "FuseView", "Host",
            "Latency", "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "Result", "Run", "RunStats",
@@ -392,8 +392,8 @@ class Result(Model):
     @classmethod
     def load(cls, path: Path) -> Result:
         """The result in the file at `path`, validated as read back (see LOADING): a ValidationError says why it is
-        not usable (`unusable`)."""
-        return cls.model_validate_json(path.read_text(), context=LOADING)
+        not usable (`unusable`); a special file or one too big to be a result, a one-line UserError (read_input)."""
+        return cls.model_validate_json(read_input(path, "an iobench result"), context=LOADING)
 
 
 def docs_markdown() -> str:

@@ -126,15 +126,40 @@ def read_regular(where: Path, *, dir_fd: int | None = None, limit: int | None = 
     if not stat.S_ISREG(st.st_mode):
         refuse(where, st.st_mode)
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    return _read_fd(fd, where, limit, "iobench's")
+
+
+INPUT_LIMIT = 64 << 20  # a result or a workload file is kilobytes: one over 64 MiB is not one
+
+
+def read_input(path: Path, what: str, limit: int = INPUT_LIMIT) -> bytes:
+    """The bytes of a file the user names as input (`what`: "an iobench result", "a workload file"): links are
+    followed (the user's own), but what is not a regular file is refused from its stat, never opened (a FIFO
+    would block, /dev/zero never ends), and at most `limit` bytes are read. One line, exit 2."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path} is {kind_of(st.st_mode)}, not a regular file: give {what} file")
+    return _read_fd(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path, limit, what)
+
+
+def _read_fd(fd: int, where: Path, limit: int | None, what: str) -> bytes:
+    """Read the regular file open as `fd` (closed here) to its end, or refuse it past `limit` bytes: its size is
+    checked first, and the reading stops at the bound also where the size says nothing (a file of /proc, one that
+    grows)."""
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # swapped since its stat
             refuse(where, st.st_mode)
-        if limit is not None and st.st_size > limit:
-            raise UserError(f"{where} holds {fmt_bytes(st.st_size)}: too big to be iobench's")
-        parts = []
-        while chunk := os.read(fd, 1 << 22):
+        bound = (1 << 62) if limit is None else limit
+        if st.st_size > bound:
+            raise UserError(f"{where} holds {fmt_bytes(st.st_size)}: too big to be {what} file (at most "
+                            f"{fmt_bytes(bound)} is read)")
+        parts, got = [], 0
+        while got <= bound and (chunk := os.read(fd, min(1 << 22, bound + 1 - got))):
             parts.append(chunk)
+            got += len(chunk)
+        if got > bound:
+            raise UserError(f"{where} holds over {fmt_bytes(bound)}: too big to be {what} file (at most that is read)")
         return b"".join(parts)
     finally:
         os.close(fd)

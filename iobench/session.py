@@ -43,8 +43,8 @@ from iobench.distributed import Job, RankLost, World
 from iobench.errors import EnvironmentRefused, Interrupted, UserError
 from iobench.host.bounded import in_child
 from iobench.host.mounts import host_info
-from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
-from iobench.output import STDOUT, check_json_target, check_out_target, stdout_to_stderr, write_json
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled, run_finished
+from iobench.output import STDOUT, check_apart, check_json_target, check_out_target, stdout_to_stderr, write_json
 from iobench.phases.fio import FioMissing, fio_version
 from iobench.phases.mitigations import restore_left_settings
 from iobench.phases.pipeline import execute, now_iso
@@ -223,13 +223,15 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
                          f"{'in objects' if isinstance(rep.path, S3Location) else 'on disk'}, {how})", highlight=False)
 
 
-def check_outputs(json_path: str | None, out: Path | None) -> None:
-    """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (one that
-    already holds a result is refused)."""
+def check_outputs(json_path: str | None, out: Path | None, dataset: Path | None = None,
+                  workload: str | None = None) -> None:
+    """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (an --out
+    that exists must be empty); neither is the workload file read, nor inside the dataset (iobench.output)."""
+    where = "--out" if out else "the result folder"
     check_json_target(json_path)
-    check_out_target(out or Path("reports"), "--out" if out else "the result folder")
-    if out is not None:
-        lock.refuse_used_out(out)
+    check_out_target(out or Path("reports"), where, given=out is not None)
+    check_apart([("--json", json_path), (where, out or Path("reports"))],
+                [Path(workload)] if workload else [], dataset)
 
 
 def _refuse_too_few(settings: Settings, files: int, job: Job | None, named: bool = False) -> None:
@@ -251,9 +253,10 @@ def measure(settings: Settings, mount: Location, dataset: Path | None, shape: Sh
     also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
 
     One process per dataset (iobench.store.lock: another one running on it is refused, exit 3, naming it); each run gets
-    a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that holds a result is refused.
+    a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that exists and is not empty is
+    refused.
     A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
-    check_outputs(json_path, out)
+    check_outputs(json_path, out, dataset, settings.workload)
     probe(dataset if dataset is not None else mount, settings.io_timeout_s)
     for line in restore_left_settings():
         ui.warn(line)
@@ -370,4 +373,6 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     ui.say(f"result: {result_path}\nreport: {written[0]}")
     assert result.verdict is not None
     ui.verdict(result.verdict)
+    if job is None:  # a rank's stop after its result is the launcher's (or torchrun's) to judge, as before
+        run_finished()
     return result, None

@@ -55,6 +55,7 @@ from pydantic_core import ErrorDetails
 from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError
 from iobench.gpu import rates as gpus
+from iobench.safefs import read_input
 
 DEFAULT = "imagenet-resnet50"
 """The workload `iobench run` replays when given none."""
@@ -319,7 +320,7 @@ def _shipped() -> dict[str, Path]:
 def read(path: Path) -> Workload:
     """Read and check one workload file; its name is the file's stem."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_input(path, "a workload").decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"no workload file {path}") from None
     except tomllib.TOMLDecodeError as exc:

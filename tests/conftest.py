@@ -60,6 +60,21 @@ def first_epoch_kept(out: Path, proc: subprocess.Popen, timeout_s: float = 60) -
         time.sleep(0.05)
 
 
+def tree_hashes(*roots: Path) -> dict[str, str]:
+    """Every file under `roots` (or each root that is a file) by path, as the SHA-256 of its bytes, links listed as
+    where they point, never followed: what a test compares before and after to show nothing of the user's moved."""
+    import hashlib
+
+    out = {}
+    for root in roots:
+        for p in [root, *sorted(root.rglob("*"))] if root.is_dir() else [root]:
+            if p.is_symlink():
+                out[str(p)] = "-> " + os.readlink(p)
+            elif p.is_file():
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
 def make_dataset(mount: Path, files: int, dist: str = "imagenet", classes: int = 4, seed: int = 0) -> Manifest:
     return generate(store.open(mount), GenSpec(files, parse_dist(dist), classes, seed), threads=4).manifest
 

@@ -1,5 +1,6 @@
 """The CLI as a user runs it: real subprocesses, real files, one-line errors."""
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -8,10 +9,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import first_epoch_kept, iobench, needs_root
+from conftest import first_epoch_kept, iobench, make_dataset, needs_root, tree_hashes
 
 from iobench.result import Result
 
@@ -341,3 +343,109 @@ def test_dataset_with_white_space_in_names_runs_and_fio_reads_the_others(tmp_pat
 def test_a_negative_seed_is_refused_in_one_line(tmp_path):
     proc = iobench("run", "--mount", str(tmp_path), "--seed", "-1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--seed" in proc.stderr
+
+
+# ---- standard output that fails, and stop signals at any moment ------------------------------------------------
+
+SMALL_RUN = ["--files", "40", "--size-dist", "fixed:4kB", "--classes", "1", "--engine", "threads", "--threads", "1",
+             "--cache", "warm", "--no-fio", "--no-metadata"]
+
+
+def _run_with_stdout(tmp_path: Path, stdout, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path), *SMALL_RUN,
+                             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "r.json"), *extra],
+                            stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+
+def _finished_and_kept(tmp_path: Path, before: dict[str, str]) -> None:
+    """The run did all its work although stdout failed: result, reports, the --json file; the dataset untouched."""
+    r = Result.load(tmp_path / "out" / "result.json")
+    assert r.complete and r.verdict is not None
+    assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "report.md").is_file()
+    assert Result.load(tmp_path / "r.json").created == r.created
+    assert {k: v for k, v in tree_hashes(tmp_path).items() if k in before} == before
+
+
+def test_a_full_stdout_is_the_outputs_fault_not_the_storages(tmp_path):
+    make_dataset(tmp_path, 40, "fixed:4kB", classes=1)
+    before = tree_hashes(tmp_path)
+    with open("/dev/full", "w") as full:
+        proc = _run_with_stdout(tmp_path, full)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == "iobench: error: cannot write to standard output: No space left on device"
+    _finished_and_kept(tmp_path, before)
+
+
+def test_a_reader_that_left_ends_the_output_quietly_with_141(tmp_path):
+    """`iobench run | head -1` made certain: the pipe's reading end is closed before iobench writes a line."""
+    make_dataset(tmp_path, 40, "fixed:4kB", classes=1)
+    before = tree_hashes(tmp_path)
+    r, w = os.pipe()
+    proc = _run_with_stdout(tmp_path, w)
+    os.close(w)
+    os.close(r)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err  # 128 + SIGPIPE, as a tool that SIGPIPE ends
+    assert "Traceback" not in err and "error" not in err, err
+    _finished_and_kept(tmp_path, before)
+
+
+def _caught(pid: int, sig: int) -> bool:
+    """The process has a handler for `sig` (its SigCgt mask in /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(mask & (1 << (sig - 1)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_stop_signal_while_still_importing_is_one_line(tmp_path, sig):
+    """Sent the moment iobench's first handler is set (SIGHUP caught: Python alone catches only SIGINT), while
+    the commands are still being imported (half a second or more)."""
+    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path), *SMALL_RUN,
+                             "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while not _caught(proc.pid, signal.SIGHUP) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.001)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    said = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
+    assert (proc.returncode, err, out) == (128 + sig, f"iobench: {said} while starting: nothing was done\n", "")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_after_the_verdict_leaves_the_run_finished(tmp_path, sig):
+    """The JSON goes to stdout last (`--json -`), into a pipe of one page the test does not read yet: iobench is
+    held writing it, after the verdict, when the signal comes."""
+    make_dataset(tmp_path, 40, "fixed:4kB", classes=1)
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen([sys.executable, "-m", "iobench.cli", "run", "--mount", str(tmp_path), *SMALL_RUN,
+                             "--out", str(tmp_path / "out"), "--json", "-"], stdout=w, stderr=subprocess.PIPE,
+                            text=True)
+    os.close(w)
+    err = ""
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err += line
+            if line.startswith("verdict:"):
+                break
+        time.sleep(0.5)  # the JSON (tens of kB) fills the pipe: iobench waits in write()
+        assert proc.poll() is None, err
+        proc.send_signal(sig)
+        with os.fdopen(r) as f:
+            out = f.read()
+        err += proc.stderr.read()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    said = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == f"iobench: {said} after the run had finished: its result is complete"
+    assert Result.model_validate_json(out).complete and Result.load(tmp_path / "out" / "result.json").complete

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 import pytest
-from conftest import iobench
+from conftest import iobench, tree_hashes
 
 from iobench.errors import UserError
 from iobench.report import load_results
 from iobench.result import READS, SCHEMA, Result
+from iobench.safefs import read_input
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "reports" / "example").glob("*/result.json"))
 EXAMPLE = EXAMPLES[0]
@@ -199,3 +202,44 @@ def test_a_report_whose_what_ifs_no_plan_would_print_still_renders():
     r.settings.rate_per_gpu = 0.001
     text = render_markdown([r])
     assert text.startswith("#") and "What-ifs" not in text
+
+
+def _special_input(tmp_path: Path, kind: str) -> Path:
+    """What a user may give for a result by mistake: a FIFO (opening it would block), /dev/zero (it never ends),
+    a 100 MB file (sparse: a test need not write it)."""
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo.json")
+        return tmp_path / "fifo.json"
+    if kind == "zero":
+        return Path("/dev/zero")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(100_000_000)
+    return big
+
+
+SAID = {"fifo": "{p} is a FIFO, not a regular file: give {what} file",
+        "zero": "{p} is a device file, not a regular file: give {what} file",
+        "big": "{p} holds 100.00 MB: too big to be {what} file (at most 67.11 MB is read)"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "big"])
+@pytest.mark.parametrize("cmd", ["report", "compare", "plan", "run --workload"])
+def test_an_input_that_is_not_a_small_regular_file_is_refused_unread(tmp_path, cmd, kind):
+    special = _special_input(tmp_path, kind)
+    (tmp_path / "a.json").write_bytes(EXAMPLE.read_bytes())
+    argv = {"report": ["report", str(special)], "compare": ["compare", "a.json", str(special)],
+            "plan": ["plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--result", str(special)],
+            "run --workload": ["run", "--mount", str(tmp_path), "--workload", str(special)]}[cmd]
+    before = tree_hashes(tmp_path)
+    proc = iobench(*argv, cwd=tmp_path, timeout=30)  # a FIFO opened would block: the time-out fails the test
+    what = "a workload" if cmd == "run --workload" else "an iobench result"
+    assert _one_line_error(proc) == "iobench: error: " + SAID[kind].format(p=special, what=what)
+    assert tree_hashes(tmp_path) == before and (kind != "fifo" or stat.S_ISFIFO(os.lstat(special).st_mode))
+
+
+def test_an_input_is_read_no_further_than_its_bound_whatever_its_size_says():
+    """/proc/self/maps says 0 bytes, and holds more than 16: the reading stops at the bound."""
+    with pytest.raises(UserError, match=r"^/proc/self/maps holds over 16 B: too big to be a test input file"):
+        read_input(Path("/proc/self/maps"), "a test input", limit=16)
+    assert read_input(EXAMPLE, "an iobench result") == EXAMPLE.read_bytes()

@@ -72,9 +72,11 @@ def test_an_out_folder_that_holds_a_result_is_refused_before_measuring(tmp_path)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
     assert "already holds a result" in _one_line_error(proc) and str(out) in proc.stderr
     assert (out / "result.json").read_bytes() == kept
-    (out / "result.json").write_bytes(b"")  # an empty one holds nothing: measured into
-    iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out), "--quiet", check=True)
-    assert Result.load(out / "result.json").complete
+    (out / "result.json").write_bytes(b"")  # emptied: the folder still holds what iobench wrote (its reports)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    proc = iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out))
+    assert proc.returncode == 2 and "already holds a result" in _one_line_error(proc)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_a_run_that_measures_nothing_leaves_no_result_folder(tmp_path):

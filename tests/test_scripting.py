@@ -186,7 +186,8 @@ def test_exit_3_for_a_read_only_mount_and_an_unwritable_json(mount, tmp_path):
         subprocess.run(["umount", str(ro)], check=True)
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_exits_with_its_code_and_keeps_the_partial_result(mount, tmp_path, sig, code):
     out = tmp_path / "out"
     argv = _run(mount, "--epochs", "1000", "--out", str(out), "--json", "-", cache="warm")

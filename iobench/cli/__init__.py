@@ -1,73 +1,56 @@
 """Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback.
 
 Exit codes a script can act on (iobench.errors): 0 done; 1 done, but `run --check` found the GPUs asked about
-(--gpus N) not fed; 2 usage error; 3 the environment refused (mount missing, read-only, full, permission denied);
-130 Ctrl-C (SIGINT) and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to stdout, every
-human line to stderr (iobench.output).
+(--gpus N) not fed; 2 usage error (and a standard output that cannot be written: full, an error); 3 the environment
+refused (mount missing, read-only, full, permission denied); 128 + the signal for SIGINT (Ctrl-C, 130), SIGTERM (143)
+and SIGHUP (129), the partial result kept; 141 when the reader of stdout left (`iobench run | head -1`), silently,
+as a tool killed by SIGPIPE. `--json -` writes the JSON alone to stdout, every human line to stderr
+(iobench.output).
 
-Click only: options.py the options shared and RunOptions (`run` and `fio` as one typed value), refusals.py the
-table of options that do not apply, run.py `run` and `fio`, commands.py the others. What is measured or written
-lives in iobench.session and the modules it calls; nothing here imports iobench.phases."""
+Click only: app.py the group and main()'s errors to exit codes, options.py the options shared and RunOptions (`run`
+and `fio` as one typed value), refusals.py the table of options that do not apply, run.py `run` and `fio`,
+commands.py the others. What is measured or written lives in iobench.session and the modules it calls; nothing here
+imports iobench.phases.
+
+This module imports nothing heavy until main() has set what a signal does: a Ctrl-C while the commands are
+still being imported (a second or more: numpy, rich, pydantic) ends in one line, not a traceback."""
 
 from __future__ import annotations
 
+import os
 import signal
-import sys
+from contextlib import suppress
+from typing import Any
 
-import click
-
-from iobench import __version__
-from iobench.cli.commands import clean, compare, gen, gpu_rate, gpus, pack, plan_cmd, report, schema, workloads
-from iobench.cli.run import fio_cmd, run
-from iobench.errors import EXIT_REFUSED, EXIT_USAGE, EnvironmentRefused, Interrupted, UserError, explain_oserror
-from iobench.output import CLOSED_AT_START, reopen_closed_std_fds
+from iobench.errors import STOP_SIGNALS
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="iobench")
-def cli() -> None:
-    """iobench: can this storage feed the GPUs of a training job that reads millions of small files?"""
+def signal_words(signum: int) -> str:
+    """How a stop signal is said: "interrupted" for Ctrl-C, else "terminated (SIGTERM)"."""
+    return "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
 
 
-for _command in (gen, run, fio_cmd, pack, report, compare, plan_cmd, gpus, gpu_rate, workloads, schema, clean):
-    cli.add_command(_command)
+def _stop_while_starting(signum: int, frame: Any) -> None:
+    # nothing has been done yet: one line and out at once (a KeyboardInterrupt raised inside an import would end
+    # in Python's traceback, past every handler)
+    with suppress(OSError):
+        os.write(2, f"iobench: {signal_words(signum)} while starting: nothing was done\n".encode())
+    os._exit(128 + signum)
 
 
 def main() -> None:
-    """Entry point: map every expected failure to one line and an exit code (see the module's docstring)."""
-    def err(msg: str) -> None:
-        click.echo(f"iobench: {msg}", err=True)
+    """Entry point (the `iobench` script, `python -m iobench.cli`, `python -m iobench` on torchrun's ranks)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop_while_starting)
+    from iobench.cli.app import run_main
 
-    CLOSED_AT_START.update(reopen_closed_std_fds())
-    stopped_by = [signal.SIGINT]
+    run_main()
 
-    def terminate(signum: int, frame: object) -> None:
-        stopped_by[0] = signal.SIGTERM  # exits 143, not 130
-        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: keep what was measured, restore settings
 
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        # non-standalone: a command's click.exceptions.Exit(code) comes back as the return value
-        code = cli.main(prog_name="iobench", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:  # usage errors too: one line, not click's three
-        err(f"error: {exc.format_message()}")
-        sys.exit(EXIT_USAGE)
-    except Interrupted as exc:
-        err(str(exc))
-        sys.exit(128 + stopped_by[0])
-    except (KeyboardInterrupt, click.Abort):
-        err("interrupted" if stopped_by[0] == signal.SIGINT else "terminated (SIGTERM)")
-        sys.exit(128 + stopped_by[0])
-    except EnvironmentRefused as exc:
-        err(f"error: {exc}")
-        sys.exit(EXIT_REFUSED)
-    except UserError as exc:
-        err(f"error: {exc}")
-        sys.exit(EXIT_USAGE)
-    except OSError as exc:
-        explained = explain_oserror(exc, "stopped")
-        err(f"error: {explained}")
-        sys.exit(EXIT_REFUSED if isinstance(explained, EnvironmentRefused) else EXIT_USAGE)
-    sys.exit(code if isinstance(code, int) else 0)
+def __getattr__(name: str) -> Any:
+    """`iobench.cli.cli`, the click group, imported when asked for (see the module's docstring)."""
+    if name == "cli":
+        from iobench.cli.app import cli
+
+        return cli
+    raise AttributeError(name)

@@ -33,7 +33,7 @@ from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
-from iobench.output import STDOUT, check_json_target, dump, write_json
+from iobench.output import STDOUT, check_apart, check_json_target, dump, write_json
 from iobench.result import Result
 from iobench.s3 import S3Location
 from iobench.safefs import fmt_bytes, write_file
@@ -164,11 +164,12 @@ def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile
 def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | None, csv_path: Path | None,
            names: tuple[str, ...]) -> None:
     """Report from result files: one self-contained HTML page with plots, and Markdown (several files: compared)."""
-    loaded = reporting.load_results(results)
     if html_path is None and md_path is None:
         folder = results[0] if results[0].is_dir() else results[0].parent
-        stem = "report" if len(loaded) == 1 else "compare"
+        stem = "report" if len(results) == 1 else "compare"
         html_path, md_path = folder / f"{stem}.html", folder / f"{stem}.md"
+    check_apart([("--html", html_path), ("--md", md_path), ("--csv", csv_path)], map(reporting.result_file, results))
+    loaded = reporting.load_results(results)
     ui = UI()
     for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
         ui.out.print(f"{path.suffix.lstrip('.')}: {path}", highlight=False)
@@ -191,13 +192,15 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
     if len(results) < 2:
         raise UserError("compare needs two or more result files (for one, use `iobench report`)")
     check_json_target(json_path)
-    loaded = reporting.load_results(results)
-    _refuse_the_same_twice(results, loaded)
     to_stdout = json_path == STDOUT
     if html_path is None and md_path is None and not to_stdout:
         folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
+    check_apart([("--html", html_path), ("--md", md_path), ("--csv", csv_path), ("--json", json_path)],
+                map(reporting.result_file, results))
+    loaded = reporting.load_results(results)
+    _refuse_the_same_twice(results, loaded)
     written = reporting.write(loaded, html_path, md_path, csv_path, names=names or None)
     ui = UI(stdout_free=to_stdout)
     fs = [reporting.facts(r, n) for r, n in zip(loaded, reporting.labels(loaded, names or None), strict=True)]
@@ -269,6 +272,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
              result_paths: tuple[Path, ...], json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     check_json_target(json_path)
+    check_apart([("--json", json_path)], map(reporting.result_file, result_paths))
     if mean_size is not None:
         if mean_kb is not None:
             raise UserError("--mean-kb is the old spelling of --mean-size: give one")

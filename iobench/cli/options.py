@@ -242,7 +242,8 @@ def measure_options(fio: bool) -> Callable[[F], F]:
                          help="Also write the result JSON here; - writes it to stdout, alone (every other line goes "
                               "to stderr)."),
             click.option("--out", type=Path, default=None,
-                         help="Result folder  [default: reports/<timestamp>-<fstype>-<mount>/]"),
+                         help="Result folder: a new or empty one, outside the dataset  "
+                              "[default: reports/<timestamp>-<fstype>-<mount>/]"),
             click.option("--quiet", is_flag=True,
                          help="Print only the verdict line (nothing at all with --json -); errors still go to "
                               "stderr."),

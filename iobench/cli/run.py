@@ -146,7 +146,8 @@ def run(**params: Any) -> None:
             local_ranks = w.local_world_size
         settings = _distributed(o, settings, local_ranks)
     if o.ranks is not None and w is None:  # the launcher: the ranks run this same command line
-        check_outputs(o.json_path, o.out)  # before P ranks start, not after (rank 0 checks them again)
+        # before P ranks start, not after (rank 0 checks them again)
+        check_outputs(o.json_path, o.out, o.dataset, settings.workload)
         raise click.exceptions.Exit(launch(o.ranks, sys.argv[1:], timeout_s))
     shape = shape_of(o.files, o.size_dist, o.classes, o.seed, workload_shape=wl.dataset,
                      workload_named=o.workload is not None)

@@ -339,4 +339,5 @@ def worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker
     set_name(b"iobench-worker")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal signals the group: the main process's too
 

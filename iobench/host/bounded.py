@@ -122,6 +122,7 @@ def fork_child(child: Callable[[], None]) -> tuple[int, list[int]]:
                 code = 1
                 try:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and so is a closed terminal
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's stop (`child` may handle it)
                     if signal.SIGTERM in held:  # came before the fork, while held: the parent stops too
                         os._exit(1)

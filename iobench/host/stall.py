@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from iobench.errors import EnvironmentRefused
+from iobench.errors import STOP_SIGNALS, EnvironmentRefused
 
 if TYPE_CHECKING:
     from iobench.result import Run
@@ -61,15 +61,26 @@ def left_behind_text(pids: tuple[int, ...] | list[int], what: str = "worker proc
             "storage answers or the mount is force-unmounted")
 
 
+AFTER_FINISH: list[int] = []  # stop signals that came once the run had finished (run_finished): noted only
+
+
+def run_finished() -> None:
+    """The run's result is complete and its verdict printed: a stop signal from now on is noted in AFTER_FINISH
+    (the CLI says it), never raised, so that the run ends as finished (exit 0) with its JSON written."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, lambda signum, frame: AFTER_FINISH.append(signum))
+
+
 @contextlib.contextmanager
 def signals_held(held: list[int]) -> Iterator[None]:
-    """Until the block ends, SIGINT and SIGTERM are appended to `held` instead of handled; `deliver(held)` hands
-    them on. Only the main thread can set handlers; elsewhere this does nothing."""
+    """Until the block ends, the stop signals (SIGINT, SIGTERM, SIGHUP) are appended to `held` instead of handled;
+    `deliver(held)` hands them on. Only the main thread can set handlers; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # not the main interpreter
             old[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
     try:

@@ -39,7 +39,7 @@ from iobench.safefs import write_file
 
 __all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
            "compare_table", "csv_rows", "default_label", "facts", "headline", "labels", "like_for_like", "line_chart",
-           "load_results", "render_html", "render_markdown", "write", "write_csv", "write_reports"]
+           "load_results", "render_html", "result_file", "render_markdown", "write", "write_csv", "write_reports"]
 
 
 def _stderr_warning(line: str) -> None:
@@ -51,10 +51,7 @@ def load_results(paths: Iterable[Path], warn: Callable[[str], None] | None = _st
     result.json inside it (as `iobench run --out` writes). An unfinished one (complete: false) is loaded, with
     one warning line naming it (`warn`; None: silent)."""
     out = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            p = p / "result.json"
+    for p in map(result_file, paths):
         try:
             out.append(Result.load(p))
         except FileNotFoundError:
@@ -71,6 +68,12 @@ def load_results(paths: Iterable[Path], warn: Callable[[str], None] | None = _st
     if not out:
         raise UserError("give at least one result file")
     return out
+
+
+def result_file(path: Path) -> Path:
+    """The result file a path names: itself, or the result.json in a folder (as `iobench run --out` writes)."""
+    path = Path(path)
+    return path / "result.json" if path.is_dir() else path
 
 
 def write(results: Sequence[Result], html_path: Path | None = None, md_path: Path | None = None,

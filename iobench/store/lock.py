@@ -27,7 +27,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from iobench.dataset.folder import DATA_ROOT, MARKER
-from iobench.errors import EnvironmentRefused, UserError, explain_oserror
+from iobench.errors import EnvironmentRefused, explain_oserror
 from iobench.s3 import S3Location
 from iobench.store.base import Location
 
@@ -160,14 +160,3 @@ def claim_folder(path: Path) -> Path:
                 raise explain_oserror(exc, f"cannot make the result folder {p}") from exc
         except OSError as exc:
             raise explain_oserror(exc, f"cannot make the result folder {p}") from exc
-
-
-def refuse_used_out(out: Path) -> None:
-    """An --out folder that already holds a (non-empty) result.json is refused: its result would be overwritten."""
-    f = out / "result.json"
-    try:
-        used = f.stat().st_size > 0
-    except OSError:
-        return
-    if used:
-        raise UserError(f"--out {out} already holds a result ({f}); give a new folder, or move that one away")

@@ -1,0 +1,97 @@
+"""The command group and main()'s mapping of every expected failure to one line and an exit code (see the
+package's docstring)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from contextlib import suppress
+from typing import Any
+
+import click
+
+from iobench import __version__
+from iobench.cli import signal_words
+from iobench.cli.commands import clean, compare, gen, gpu_rate, gpus, pack, plan_cmd, report, schema, workloads
+from iobench.cli.run import fio_cmd, run
+from iobench.errors import (
+    EXIT_REFUSED,
+    EXIT_STDOUT_CLOSED,
+    EXIT_USAGE,
+    STOP_SIGNALS,
+    EnvironmentRefused,
+    Interrupted,
+    UserError,
+    explain_oserror,
+)
+from iobench.host.stall import AFTER_FINISH
+from iobench.output import CLOSED_AT_START, StdoutClosed, check_stdout, guard_stdout, reopen_closed_std_fds
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="iobench")
+def cli() -> None:
+    """iobench: can this storage feed the GPUs of a training job that reads millions of small files?"""
+
+
+for _command in (gen, run, fio_cmd, pack, report, compare, plan_cmd, gpus, gpu_rate, workloads, schema, clean):
+    cli.add_command(_command)
+
+
+def err(msg: str) -> None:
+    with suppress(OSError, ValueError):  # stderr gone too: the exit code says it
+        click.echo(f"iobench: {msg}", err=True)
+
+
+def run_main() -> None:
+    """Run the command; map every expected failure to one line and an exit code (see the package's docstring)."""
+    CLOSED_AT_START.update(reopen_closed_std_fds())
+    guard_stdout()
+    stopped_by: list[int] = [signal.SIGINT]
+
+    def stop(signum: int, frame: Any) -> None:
+        stopped_by[0] = signum  # exits 128 + it
+        raise KeyboardInterrupt  # every stop signal as Ctrl-C: keep what was measured, restore settings
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+    try:
+        # non-standalone: a command's click.exceptions.Exit(code) comes back as the return value
+        code = cli.main(prog_name="iobench", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:  # usage errors too: one line, not click's three
+        err(f"error: {exc.format_message()}")
+        sys.exit(EXIT_USAGE)
+    except Interrupted as exc:
+        err(str(exc))
+        sys.exit(128 + stopped_by[0])
+    except (KeyboardInterrupt, click.Abort):
+        err(signal_words(stopped_by[0]))
+        sys.exit(128 + stopped_by[0])
+    except EnvironmentRefused as exc:
+        err(f"error: {exc}")
+        sys.exit(EXIT_REFUSED)
+    except UserError as exc:
+        err(f"error: {exc}")
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        explained = explain_oserror(exc, "stopped")
+        err(f"error: {explained}")
+        sys.exit(EXIT_REFUSED if isinstance(explained, EnvironmentRefused) else EXIT_USAGE)
+    _finish(code if isinstance(code, int) else 0)
+
+
+def _finish(code: int) -> None:
+    """A command that did its work: a stop signal that came once its run had finished is said, and leaves the
+    code as it is; a standard output that could not be written is the exit code (its reader gone: 141, quietly)."""
+    if AFTER_FINISH:
+        err(f"{signal_words(AFTER_FINISH[0])} after the run had finished: its result is complete")
+    try:
+        check_stdout()
+    except StdoutClosed:
+        sys.exit(EXIT_STDOUT_CLOSED)
+    except UserError as exc:
+        err(f"error: {exc}")
+        sys.exit(EXIT_USAGE)
+    sys.exit(code)
