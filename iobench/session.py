@@ -360,6 +360,11 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     except (Interrupted, StorageStalled, RankLost) as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc
+    except UserError as exc:  # a read that failed mid-run (a key gone, ...): what was measured is saved, reported
+        if not result_path.exists():
+            raise
+        write_reports(result, result_path.parent)
+        return result, exc
     ui.summary(result)
     written = write_reports(result, result_path.parent)
     ui.say(f"result: {result_path}\nreport: {written[0]}")

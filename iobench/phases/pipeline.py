@@ -33,7 +33,7 @@ from iobench.answer.rules import (
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
-from iobench.errors import Interrupted, explain_oserror
+from iobench.errors import Interrupted, UserError, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
@@ -216,6 +216,8 @@ def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec,
     kept = f"kept {len(ctx.result.runs)} measured epochs in {ctx.path}"
     if isinstance(error, StorageStalled):
         raise error.with_note(ctx.kept()) from None
+    if isinstance(error, UserError):
+        raise ctx.failed(error) from None
     if isinstance(error, OSError):
         raise explain_oserror(error, f"reading the dataset {ctx.manifest.root} failed ({kept})")
     if error is not None:
