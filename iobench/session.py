@@ -29,6 +29,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed, store
 from iobench.answer.rules import too_few_files
+from iobench.answer.words import counted
 from iobench.dataset import (
     GenSpec,
     Manifest,
@@ -236,6 +237,21 @@ def _refuse_too_few(settings: Settings, files: int, job: Job | None) -> None:
         raise UserError(why)
 
 
+def _capped_in_flight(settings: Settings, files: int) -> list[str]:
+    """Said before measuring: each --in-flight value a run keeps fewer of (Settings.depth_for), and why."""
+    said = []
+    for conc in settings.concurrency:
+        for depth in settings.in_flight:
+            kept = settings.depth_for(conc, depth, files)
+            if kept < depth:
+                why = (f"a worker keeps its GETs within its batch (--batch-size {settings.batch_size})"
+                       if settings.engine == "dataloader" and kept == settings.batch_size else
+                       f"{files:,} objects give each reader {kept:,}")
+                said.append(f"--in-flight {depth:,} at {counted(max(conc, 1), settings.reader[:-1])}: "
+                            f"{kept:,} GETs in flight per reader, {max(conc, 1) * kept:,} in all: {why}")
+    return said
+
+
 def _label(fstype: str, path: str) -> str:
     name = Path(path).name or "root"
     return f"{fstype.replace('.', '-')}-{name}"
@@ -319,6 +335,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
 
     _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
+    notes = [*(notes or []), *_capped_in_flight(settings, len(manifest))]
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
     objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM

@@ -6,7 +6,6 @@ so an interruption loses nothing that was measured. Every measured epoch goes th
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import time
@@ -99,7 +98,7 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
         steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
     if settings.replay:
         for _ in range(settings.repeat * len(settings.sources) * len(settings.orders)):
-            for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+            for conc, depth in settings.sweep(files):
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
     if settings.fio and objects:
@@ -187,7 +186,7 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                     warm_up(source, np.arange(len(source)), max(settings.concurrency), ui,
                             io_timeout_s=settings.io_timeout_s)
             for order in settings.orders:
-                for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+                for conc, depth in settings.sweep(len(manifest)):
                     engine = engines.make(settings, conc, depth=depth)
                     try:
                         for state in settings.cache:
