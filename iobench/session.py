@@ -96,9 +96,11 @@ def require_fio() -> None:
         raise FioMissing()
 
 
-def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
-    """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar)."""
-    where = store.open(mount)
+def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
+         timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> Manifest:
+    """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar); a
+    bucket's requests bounded by `timeout_s` (--io-timeout)."""
+    where = store.open(mount, timeout_s=timeout_s)
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
@@ -332,7 +334,8 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
     else:
         assert spec is not None
-        manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
+        manifest, made, params = make(mount, spec, ui, timeout_s=settings.io_timeout_s or DEFAULT_IO_TIMEOUT_S), True, \
+            spec.as_dict()
 
     _refuse_too_few(settings, len(manifest), job)  # an existing tree's size is known once listed
     notes = [*(notes or []), *_capped_in_flight(settings, len(manifest))]

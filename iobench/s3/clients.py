@@ -54,7 +54,7 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
 
     config = Config(region_name=region(loc), max_pool_connections=max(10, connections),
                     connect_timeout=min(timeout_s, 10.0), read_timeout=timeout_s,
-                    retries={"max_attempts": attempts, "mode": "standard"},
+                    retries={"total_max_attempts": attempts, "mode": "standard"},  # attempts in all
                     s3={"addressing_style": "path" if loc.path_style else "auto"},
                     # on-premises stores differ in what they accept of the newest checksum headers
                     request_checksum_calculation="when_required", response_checksum_validation="when_required")
