@@ -179,7 +179,21 @@ class Settings(Model):
     def raw_depths(self, most: int) -> list[int]:
         """The raw baseline's requests in flight on object storage, to meet each of the sweep's runs at its own
         (readers x --in-flight, as runs[].in_flight), up to `most` (the keys: deeper, some would have no GET)."""
-        return sorted({max(c, 1) * d for c in self.concurrency for d in self.in_flight if max(c, 1) * d <= most})
+        return sorted({min(max(c, 1) * d, most) for c, d in self.sweep(most)})
+
+    def depth_for(self, conc: int, depth: int, files: int) -> int:
+        """The GETs in flight per reader a run at `conc` readers keeps of --in-flight `depth` over `files` objects:
+        at most the objects each reader has (more would have no GET to send), and with the DataLoader at most a batch
+        (a worker keeps its GETs within its batch)."""
+        most = -(-files // max(conc, 1))
+        if self.engine == "dataloader":
+            most = min(most, self.batch_size)
+        return max(1, min(depth, most))
+
+    def sweep(self, files: int) -> list[tuple[int, int]]:
+        """(readers, GETs in flight per reader) of the sweep over `files` objects, each depth as `depth_for` keeps
+        it, once each, in the order asked."""
+        return list(dict.fromkeys((c, self.depth_for(c, d, files)) for c in self.concurrency for d in self.in_flight))
 
 
 class Distributed(Model):

@@ -226,6 +226,10 @@ class FioBaseline(Model):
     cpu_us_per_sample: Seconds | None = Field(
         None, description="fio's CPU microseconds per file read (cpu_s / files): the leanest per-sample path, what "
                           "runs[].cpu_us_per_sample is set against at the same concurrency and cache state")
+    throttled: Count = Field(0, description="objects' raw baseline: answers the server throttled (503 SlowDown, 429), "
+                                            "each GET sent again after the server's pause by the raw client (its own "
+                                            "retries off, so none is hidden); the verdict's evidence says so when the "
+                                            "server throttled; 0 for fio")
     repeats: Count = Field(1, description="fio runs at this point (cold: each from an evicted cache); the fastest kept")
     runs_files_per_s: list[Rate] = Field(default_factory=list, description="files/s of every repeat")
     at_best: bool = Field(True, description="false when `caveats` says the kept run may be below fio's best")

@@ -29,6 +29,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed, store
 from iobench.answer.sizing import too_few_files
+from iobench.answer.words import counted
 from iobench.dataset import (
     GenSpec,
     Manifest,
@@ -95,9 +96,11 @@ def require_fio() -> None:
         raise FioMissing()
 
 
-def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None) -> Manifest:
-    """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar)."""
-    where = store.open(mount)
+def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
+         timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> Manifest:
+    """The dataset of this spec under `mount`: the one made earlier, or written now (with a progress bar); a
+    bucket's requests bounded by `timeout_s` (--io-timeout)."""
+    where = store.open(mount, timeout_s=timeout_s)
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
@@ -242,6 +245,21 @@ def _refuse_too_few(settings: Settings, files: int, job: Job | None, named: bool
         raise UserError(why)
 
 
+def _capped_in_flight(settings: Settings, files: int) -> list[str]:
+    """Said before measuring: each --in-flight value a run keeps fewer of (Settings.depth_for), and why."""
+    said = []
+    for conc in settings.concurrency:
+        for depth in settings.in_flight:
+            kept = settings.depth_for(conc, depth, files)
+            if kept < depth:
+                why = (f"a worker keeps its GETs within its batch (--batch-size {settings.batch_size})"
+                       if settings.engine == "dataloader" and kept == settings.batch_size else
+                       f"{files:,} objects give each reader {kept:,}")
+                said.append(f"--in-flight {depth:,} at {counted(max(conc, 1), settings.reader[:-1])}: "
+                            f"{kept:,} GETs in flight per reader, {max(conc, 1) * kept:,} in all: {why}")
+    return said
+
+
 def _label(fstype: str, path: str) -> str:
     name = Path(path).name or "root"
     return f"{fstype.replace('.', '-')}-{name}"
@@ -323,9 +341,11 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
     else:
         assert spec is not None
-        manifest, made, params = make(mount, spec, ui), True, spec.as_dict()
+        manifest, made, params = make(mount, spec, ui, timeout_s=settings.io_timeout_s or DEFAULT_IO_TIMEOUT_S), True, \
+            spec.as_dict()
 
     _refuse_too_few(settings, len(manifest), job, named=dataset is not None)  # a tree's size is known once listed
+    notes = [*(notes or []), *_capped_in_flight(settings, len(manifest))]
     mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
     host = host_info()
     objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM
@@ -367,6 +387,11 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
             distributed.execute(job, manifest, settings, ui, result, result_path)
     except (Interrupted, StorageStalled, RankLost) as exc:
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
+        return result, exc
+    except UserError as exc:  # a read that failed mid-run (a key gone, ...): what was measured is saved, reported
+        if not result_path.exists():
+            raise
+        write_reports(result, result_path.parent)
         return result, exc
     ui.summary(result)
     written = write_reports(result, result_path.parent)

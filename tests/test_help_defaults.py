@@ -109,6 +109,7 @@ REAL: dict[tuple[str, str], Real] = {
     ("gen", "--files"): ([], ((cmds, "make"),), lambda s: s.args_[1].files),
     ("gen", "--size-dist"): ([], ((cmds, "make"),), lambda s: s.args_[1].dist.spec),
     ("gen", "--seed"): ([], ((cmds, "make"),), lambda s: s.args_[1].seed),
+    ("gen", "--io-timeout"): ([], ((cmds, "probe"),), lambda s: s.args_[1]),
     ("pack", "--mount"): ([], ((cmds, "packing"),), lambda s: str(s.args_[0])),
     ("pack", "--files"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.files),
     ("pack", "--size-dist"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.dist.spec),

@@ -135,13 +135,29 @@ def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
     requests at how many in flight, and what that makes the storage figure."""
     runs = [r for r in result.runs if r.throttled and r.kind == "replay"]
     if not runs:
-        return []
+        return raw_throttle_line(result, store)
     run = store.run if store and store.run and store.run.throttled else max(runs, key=lambda r: r.throttled)
     text = (f"Throttled: the server throttled {run.throttled:,} of {run.samples + run.throttled:,} requests "
             f"(503 SlowDown) at {run.in_flight:,} in flight, each retried after its pause")
     if len(runs) > 1:
         text += f" ({len(runs)} runs were throttled)"
     if store is not None and store.run is run:
+        text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
+                 "not what its media could give")
+    return [text + "."]
+
+
+def raw_throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
+    """The evidence line of a server that throttled the raw baseline (objects: its client's retries off, each 503
+    counted), where it did and no loader run was throttled."""
+    points = [p for p in (result.baseline.fio if result.baseline else []) if p.throttled]
+    if not points:
+        return []
+    p = store.fio if store and store.fio and store.fio.throttled else max(points, key=lambda x: x.throttled)
+    text = (f"Throttled: the server throttled {p.throttled:,} of {p.files + p.throttled:,} requests of the raw "
+            f"baseline ({result.baseline.tool if result.baseline else 'awscrt'}) at {p.concurrency:,} in flight "
+            "(503 SlowDown), each retried after its pause")
+    if store is not None and store.fio is p:
         text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
                  "not what its media could give")
     return [text + "."]

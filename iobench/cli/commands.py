@@ -23,6 +23,7 @@ from iobench.cli.options import (
     GPU,
     MODEL,
     Renamed,
+    check_io_timeout,
     gen_options,
     place,
     s3_options,
@@ -33,6 +34,7 @@ from iobench.dataset.sizes import parse_size
 from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.output import STDOUT, check_apart, check_json_target, dump, write_json
 from iobench.result import Result
 from iobench.s3 import S3Location
@@ -60,16 +62,20 @@ def result_schema() -> dict[str, Any]:
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Writer threads (>= 1) [default: 32 on a network or FUSE file system or object storage, else 2 "
                    "per core up to 8].")
+@click.option("--io-timeout", type=float, default=DEFAULT_IO_TIMEOUT_S, show_default=True,
+              help="Seconds the storage may take to answer one request (a PUT, the first check) before gen ends "
+                   "(exit 3).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: str | None, s3_client: str | None,
         files: int, size_dist: str | None, classes: int | None, seed: int | None, threads: int | None,
-        quiet: bool) -> None:
+        io_timeout: float, quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
     ui = UI(quiet)
+    check_io_timeout(io_timeout)
     where = place(mount, url, endpoint_url, profile, s3_client)
-    probe(where)
-    store.open(where).check(writable=True)
-    manifest = make(where, spec(files, size_dist, classes, seed), ui, threads)
+    probe(where, io_timeout)
+    store.open(where, timeout_s=io_timeout).check(writable=True)
+    manifest = make(where, spec(files, size_dist, classes, seed), ui, threads, timeout_s=io_timeout)
     click.echo(str(manifest.root))
 
 

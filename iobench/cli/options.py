@@ -262,6 +262,13 @@ def _commas(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
+def check_io_timeout(seconds: float) -> float:
+    """--io-timeout (run, gen): a number of seconds > 0, else one line."""
+    if not seconds > 0 or math.isinf(seconds):
+        raise UserError(f"--io-timeout must be a number of seconds > 0, got {seconds:g}")
+    return seconds
+
+
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """`iobench run` (and `fio`, which has the first seventeen: measure_options') as typed: each field is the
@@ -327,9 +334,7 @@ class RunOptions:
         repeat = v.get("repeat", 1)
         if repeat < 1:
             raise UserError(f"--repeat must be >= 1, got {repeat}")
-        io_timeout = v.get("io_timeout", 60.0)
-        if not io_timeout > 0 or math.isinf(io_timeout):
-            raise UserError(f"--io-timeout must be a number of seconds > 0, got {io_timeout:g}")
+        check_io_timeout(v.get("io_timeout", 60.0))
         if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
             raise UserError("--prefetch-factor and --gpus must be >= 1")
         if v.get("workers") is not None:

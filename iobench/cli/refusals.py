@@ -14,6 +14,7 @@ from typing import Any
 
 from iobench.cli.options import RunOptions
 from iobench.errors import UserError
+from iobench.s3.clients import READ_CONNECTIONS
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,17 @@ REFUSALS = (
     Refusal(("in_flight",), lambda v, o, c: v is not None and o.url is None,
             "--in-flight keeps several GETs in flight per reader: it applies to object storage (--url); a file is "
             "read one at a time per reader (--threads, --workers)"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and max(v) > READ_CONNECTIONS,
+            f"{{opt}} is at most {READ_CONNECTIONS} GETs per reader: the S3 client opens at most {READ_CONNECTIONS} "
+            "connections, so more would wait inside it, not at the server, each holding a buffer of the largest "
+            "object"),
     Refusal(("in_flight",), lambda v, o, c: v is not None and o.s3_client == "s3torchconnector" and max(v) > 1,
             "s3torchconnector's get_object waits for each response's headers: depth comes from more "
             "--threads/--workers (--in-flight 1), or read with --s3-client crt"),
+    Refusal(("in_flight",), lambda v, o, c: v is not None and o.s3_client == "boto3" and "tar" in o.source
+            and max(v) > 1,
+            "--source tar reads ranged GETs several in flight through the CRT only: boto3's calls block; give "
+            "--s3-client crt, or more --threads/--workers (--in-flight 1)"),
     Refusal(("in_flight",), lambda v, o, c: v is not None and c.distributed,
             "--in-flight is not built for a distributed run yet: its ranks read one GET at a time per worker"),
     Refusal(("scale_files",), lambda v, o, c: v is not None and o.metadata is False,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import queue
 import stat
 import threading
-from collections import deque
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -350,25 +350,59 @@ def _local(path: Path) -> bool:
         return False
 
 
-def run_bounded(fn: Callable[[_Item], None], items: Iterable[_Item], threads: int, stop: threading.Event) -> None:
+def run_bounded(fn: Callable[[_Item], None], items: Iterable[_Item], threads: int, stop: threading.Event,
+                patience_s: float | None = None) -> None:
     """fn(item) for every item on `threads` threads, at most 2 x threads queued at a time: an exception (Ctrl-C,
-    SIGTERM) sets `stop`, cancels what is queued and waits only for the items running (fn checks `stop` often)."""
-    ex = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iobench-gen")
-    pending: deque[Future] = deque()
+    SIGTERM, fn's own) sets `stop`, drops what is queued and waits only for the items running (fn checks `stop`
+    often), at most `patience_s` (None: as long as they take). The threads are daemons: one still in a request to
+    a server that stopped answering is left to end on its own, and nothing waits for it at exit."""
+    todo: queue.Queue = queue.Queue(maxsize=2 * threads)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while (item := todo.get()) is not _END:
+            if stop.is_set():
+                continue
+            try:
+                fn(item)
+            except BaseException as exc:  # raised by the caller's thread
+                errors.append(exc)
+                stop.set()
+
+    workers = [threading.Thread(target=work, name="iobench-gen", daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
     try:
         for item in items:
-            pending.append(ex.submit(fn, item))
-            while len(pending) >= 2 * threads:
-                pending.popleft().result()
-        while pending:
-            pending.popleft().result()
+            while not stop.is_set():
+                try:
+                    todo.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    pass
+            if stop.is_set():
+                break
+        for _ in workers:
+            todo.put(_END)
+        for w in workers:
+            w.join()
     except BaseException:
         stop.set()
-        for f in pending:
-            f.cancel()
+        with suppress(queue.Empty):
+            while True:
+                todo.get_nowait()
+        for _ in workers:
+            with suppress(queue.Full):
+                todo.put_nowait(_END)
+        deadline = None if patience_s is None else time.monotonic() + patience_s
+        for w in workers:
+            w.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         raise
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    if errors:
+        raise errors[0]
+
+
+_END = object()  # run_bounded's word to a thread: no more items
 
 
 def _runs(rel: list[str], ids: Sequence[int], threads: int, least: int = CHUNK) -> list[tuple[str, int, int]]:

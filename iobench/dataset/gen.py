@@ -29,7 +29,7 @@ from iobench.dataset.folder import (
 from iobench.dataset.jpeg import JpegPool
 from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import SizeDist, parse_dist
-from iobench.errors import UserError, explain_oserror
+from iobench.errors import Interrupted, UserError, explain_oserror
 from iobench.host.mounts import usable_cpus
 from iobench.safefs import fmt_bytes
 
@@ -257,7 +257,11 @@ def _complete(home: Home, where: Store, spec: GenSpec, rel: list[str], sizes: np
         raise explain_oserror(exc, f"cannot create the dataset in {folder}") from exc
 
     t0 = time.perf_counter()
-    written, written_bytes = _write_files(home, rel, sizes, todo, spec.seed, threads, progress, stop)
+    try:
+        written, written_bytes = _write_files(home, rel, sizes, todo, spec.seed, threads, progress, stop)
+    except KeyboardInterrupt:  # what was written stays, marked incomplete: the next gen completes it
+        raise Interrupted(f"interrupted: what was written of {folder} is kept, marked incomplete (the next gen "
+                          "completes it; `iobench clean` lists and removes it)") from None
     home.sync()  # the marker says "complete" only for data that is on the storage
     home.put_marker({**params, "status": "complete", "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return GenReport(home.manifest(expect=(rel, sizes)), written, written_bytes, time.perf_counter() - t0, False,

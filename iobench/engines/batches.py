@@ -23,7 +23,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -92,12 +92,14 @@ class SourceDataset:
     ~3,000 samples/s against ~22,000/s with reuse. If every slot is still held, a fresh buffer is used."""
 
     def __init__(self, source: Source, decode: bool, busy: torch.Tensor, depth: int = 1,
-                 io_timeout_s: float | None = None):
+                 io_timeout_s: float | None = None, finished: torch.Tensor | None = None):
         self.source = source
         self.decode = decode
         self.depth = depth  # requests in flight per worker (objects): the batch's next GETs started ahead
         self.io_timeout_s = io_timeout_s
         self.busy = busy  # int32 (workers, SLOTS), shared: 1 while the main process holds the slot's batch
+        self.finished = finished  # int64 (workers,), shared: samples each worker finished (the stall watchdog's)
+        self._count: Any = [0]  # this worker's place in `finished` (a memoryview of one item), once opened
         self._reader: Reader | None = None
         self._into: Callable[[int, memoryview], int] | None = None  # the reader's read_into, where it has one
         self._shared = False
@@ -122,6 +124,8 @@ class SourceDataset:
         self._pid = os.getpid()
         self._rng = random.Random(torch.initial_seed())  # distinct per worker (torch seeds each one)
         self._busy = self.busy.numpy()[self._worker]
+        if self.finished is not None:
+            self._count = self.finished.numpy()[self._worker:self._worker + 1].data
         self._reader = (self.source.reader(self.depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects
                         if self.depth > 1 else self.source.reader())
         # read_into is optional (sources/__init__.py's IntoReader): looked up once per worker, not per sample
@@ -195,6 +199,7 @@ class SourceDataset:
         error = None
         ahead, finish, start = self._ahead(reader, indices)
         counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
+        count = self._count
         try:
             for index in indices:
                 if ahead:  # objects at depth > 1: the oldest GET in flight, in its slot's buffer
@@ -222,6 +227,7 @@ class SourceDataset:
                     out[off:off + n] = memoryview(reader.buffer)[:n]
                 pos_t[i] = reader.total_ns
                 pos_o[i] = reader.open_ns
+                count[0] += 1  # one more sample finished: what the main process's watchdog judges
                 if ahead and ahead < len(indices):  # the buffer copied: its slot takes the next GET
                     start(indices[ahead])
                     ahead += 1
@@ -255,9 +261,11 @@ class SourceDataset:
         i = 0
         ahead, finish, start = self._ahead(reader, indices)
         counts = hasattr(reader, "throttled")  # a Reader made elsewhere (tests, a new source) may not count
+        count = self._count
         try:
             for index in indices:
                 n = finish() if ahead else read(index)
+                count[0] += 1  # read: the watchdog's count (decode is the client's, not the storage's)
                 t1 = clock()  # decode's own time starts here
                 c1 = cpu()  # and its CPU time: two clock reads against milliseconds of decode
                 pos_t[i] = reader.total_ns

@@ -9,12 +9,13 @@ figures where the recorder wants them and hands the batch to the training loop (
 and the workers persist across epochs.
 
 With a watchdog (`io_timeout_s`) the main process waits for batches with the DataLoader's own `timeout=` set to a
-short poll: no cost while batches come; at each poll that finds none, it reads the workers' read-byte counters
-(/proc/PID/io rchar), so a slow batch that is still reading is not taken for a stall. No batch and no byte read
-for io_timeout_s raises StorageStalled. Stopping the workers (a stall, Ctrl-C, `close()`) is bounded: they get
-GRACE_S to finish, then SIGKILL and KILL_WAIT_S; a worker still there is stuck in uninterruptible IO (FUSE waits so
-once a request reached the server) and is left behind, its pid reported in `left_behind`, and struck from
-multiprocessing's children, whose exit handler would otherwise wait for it forever.
+short poll: no cost while batches come; at each poll that finds none, it reads the samples the workers have finished
+(a shared counter each bumps per sample, ahead of its batch), so a slow batch that is still reading is not taken
+for a stall. No sample finished for io_timeout_s raises StorageStalled (host/stall.py's `Watch`, as every engine).
+Stopping the workers (a stall, Ctrl-C, `close()`) is bounded: they get GRACE_S to finish, then SIGKILL and
+KILL_WAIT_S; a worker still there is stuck in uninterruptible IO (FUSE waits so once a request reached the server)
+and is left behind, its pid reported in `left_behind`, and struck from multiprocessing's children, whose exit
+handler would otherwise wait for it forever.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from iobench.host.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,
+    Watch,
     deliver,
     left_behind_text,
     signals_held,
@@ -114,9 +116,10 @@ class DataLoaderEngine:
         self._sampler: _Batches | None = None
         self._it: Any = None
         self._busy: np.ndarray | None = None
+        self._finished: np.ndarray | None = None  # per worker, samples it finished (shared): what the watchdog reads
         self._held: dict[tuple[int, int], Any] = {}  # (worker, slot): its batch buffer, as a worker sent it once
         self._pids: tuple[int, ...] = ()
-        # No batch and no byte read by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
+        # No sample finished by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
         # with workers=0 the main process itself reads, and a read stuck in the kernel cannot be watched from there.
         self.io_timeout_s = io_timeout_s
         self.left_behind: str | None = None  # after workers were stopped: those stuck in IO, left behind
@@ -157,10 +160,14 @@ class DataLoaderEngine:
         if multi:
             busy.share_memory_()  # before the workers fork: they inherit the shared mapping
         self._busy = busy.numpy()
+        finished = torch.zeros(max(self.workers, 1), dtype=torch.int64)
+        if multi:
+            finished.share_memory_()
+        self._finished = finished.numpy()
         self._held = {}  # new workers: each sends its buffers afresh
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
-                SourceDataset(source, self.decode, busy, self.depth, self.io_timeout_s),
+                SourceDataset(source, self.decode, busy, self.depth, self.io_timeout_s, finished),
                 batch_sampler=self._sampler, num_workers=self.workers,
                 collate_fn=_identity, worker_init_fn=worker_start if multi else None,
                 prefetch_factor=self.prefetch_factor if multi else None,
@@ -174,7 +181,7 @@ class DataLoaderEngine:
         """Read every sample of `order` once through the DataLoader; returns when done. `on_batch` (optional)
         gets each batch in the main process, as a training loop would. An OSError in a worker is raised
         here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read. With
-        `io_timeout_s`, no batch and no byte read for that long raises StorageStalled, also leaving what was read."""
+        `io_timeout_s`, no sample finished for that long raises StorageStalled, also leaving what was read."""
         torch = import_torch()
         self._halt = False
         self.left_behind = None
@@ -205,7 +212,7 @@ class DataLoaderEngine:
             busy, kept = self._busy, self._held
             assert busy is not None  # _loader_for made it with the loader
             # a poll (_poll_s) only with a timeout (_poll_for)
-            watch = _Watchdog(self.io_timeout_s, last) if self._poll_s and self.io_timeout_s is not None else None
+            watch = Watch(self.io_timeout_s) if self._poll_s and self.io_timeout_s is not None else None
             while (item := self._next(it, rec, on_tick, watch)) is not None:
                 buf, k, n, used, worker, pid, slot, error = item
                 if buf is None:  # the slot's buffer, sent with an earlier batch
@@ -237,8 +244,6 @@ class DataLoaderEngine:
                 now = perf_counter()
                 if not rec.t_first:  # the workers' start-up and first reads end here (once per epoch)
                     rec.t_first = now
-                if watch is not None:
-                    watch.last = now
                 if now - last >= TICK_S:
                     last = now
                     ticked = rec.tick()
@@ -283,9 +288,10 @@ class DataLoaderEngine:
         finally:
             resumed._timeout = self._poll_s
 
-    def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: _Watchdog | None):
+    def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: Watch | None):
         """The next batch, or None at the end of the epoch. With a watchdog the loader's `timeout=` is a poll: at
-        each one without a batch, tick, and look whether the workers still read (or raise StorageStalled)."""
+        each one without a batch, tick, and look whether the workers still finish samples (or raise
+        StorageStalled)."""
         while True:
             try:
                 return next(it)
@@ -299,7 +305,8 @@ class DataLoaderEngine:
             ticked = rec.tick()
             if on_tick:
                 on_tick(ticked)
-            watch.check(it)
+            assert self._finished is not None  # _loader_for made it with the loader
+            watch.check(int(self._finished.sum()), lambda: _pending(it))
 
     def close(self) -> None:
         """Shut the workers down (within GRACE_S + KILL_WAIT_S; see the module's docstring for those that stay
@@ -326,36 +333,6 @@ class DataLoaderEngine:
     def __del__(self):
         with contextlib.suppress(Exception):  # interpreter shutdown: torch may be half gone
             self.close()
-
-
-class _Watchdog:
-    """No batch (the epoch loop sets `last`) and no byte read by any worker for `timeout_s`: StorageStalled."""
-
-    def __init__(self, timeout_s: float, now: float):
-        self.timeout_s = timeout_s
-        self.last = now
-        self.chars: dict[int, int | None] = {}
-
-    def check(self, it) -> None:
-        now = perf_counter()
-        chars = {w.pid: _read_chars(w.pid) for w in getattr(it, "_workers", [])}
-        if any(c is not None and c != self.chars.get(pid) for pid, c in chars.items()):
-            self.chars = chars  # a worker is still reading (a slow batch, not a stall)
-            self.last = now
-        elif now - self.last >= self.timeout_s:
-            raise StorageStalled.after(_pending(it), self.timeout_s)
-
-
-def _read_chars(pid: int | None) -> int | None:
-    """Bytes the process has read through read() and its kind (/proc/PID/io rchar), or None where unreadable."""
-    try:
-        with open(f"/proc/{pid}/io", "rb") as f:
-            for line in f:
-                if line.startswith(b"rchar:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _pending(it) -> int:

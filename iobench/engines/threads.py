@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from iobench.host.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
-from iobench.host.stall import GRACE_S, StorageStalled, deliver, left_behind_text, stop_signals_deferred
+from iobench.host.stall import GRACE_S, StorageStalled, Watch, deliver, left_behind_text, stop_signals_deferred
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
@@ -122,7 +122,8 @@ class ThreadEngine:
         try:
             os.close(wfd)
             deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
-            last_done, last_t = rec.completed(), perf_counter()
+            watch = Watch(timeout_s)
+            watch.check(rec.completed(), int)
             while not whole_report(report):
                 got = read_report(rfd, report)
                 if got is False:  # the child ended without a whole report
@@ -132,11 +133,7 @@ class ThreadEngine:
                 now_done = rec.tick()
                 if on_tick:
                     on_tick(now_done)
-                now = perf_counter()
-                if now_done != last_done:
-                    last_done, last_t = now_done, now
-                elif now - last_t >= timeout_s:
-                    raise StorageStalled.after(int(conc - finished[:conc].sum()), timeout_s)
+                watch.check(now_done, lambda: int(conc - finished[:conc].sum()))
             rec.stop()  # the reads are over; the child's exit (its address space torn down) is not the epoch's
             stopped = True
         except BaseException as exc:

@@ -8,7 +8,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from iobench.errors import STOP_SIGNALS, EnvironmentRefused
@@ -46,6 +47,26 @@ class StorageStalled(EnvironmentRefused):
                          left_behind=self.left_behind)
         out.run = self.run
         return out
+
+
+class Watch:
+    """THE judgement of a stall, for every engine, client and backend: no sample finished for `timeout_s`. The
+    caller gives `check` the count of samples finished so far (the recorder's, or what a DataLoader's workers count
+    as they read, ahead of their batches): bytes a process reads (/proc's rchar) are no measure, since an S3
+    client's event loop reads its own wake-ups while the server sends nothing."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self.done = -1
+        self.since = perf_counter()
+
+    def check(self, done: int, pending: Callable[[], int]) -> None:
+        """Raise StorageStalled (with `pending()` reads outstanding) when `done` has not moved for `timeout_s`."""
+        now = perf_counter()
+        if done != self.done:
+            self.done, self.since = done, now
+        elif now - self.since >= self.timeout_s:
+            raise StorageStalled.after(pending(), self.timeout_s)
 
 
 def left_behind_text(pids: tuple[int, ...] | list[int], what: str = "worker process", detail: str = "") -> str | None:

@@ -32,7 +32,7 @@ from iobench.dataset import Manifest
 from iobench.engines import Engine, Loader
 from iobench.engines.dataloader import POLL_S
 from iobench.engines.threads import ThreadEngine
-from iobench.errors import explain_oserror
+from iobench.errors import UserError, explain_oserror
 from iobench.gpu.consumer import SleepConsumer, make_consumer
 from iobench.host.mounts import usable_cpus
 from iobench.host.stall import (
@@ -76,7 +76,8 @@ class EpochSpec:
         return epoch_order(self.order, n, self.seed, self.epoch, passes)
 
 
-STOPS: tuple[type[BaseException], ...] = (KeyboardInterrupt, OSError, StorageStalled)  # an epoch cut short, kept
+# an epoch cut short, kept: Ctrl-C, a read error, a stall, a GET's one line (a key gone, throttled past patience)
+STOPS: tuple[type[BaseException], ...] = (KeyboardInterrupt, OSError, StorageStalled, UserError)
 
 
 @dataclass

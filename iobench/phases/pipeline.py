@@ -6,7 +6,6 @@ so an interruption loses nothing that was measured. Every measured epoch goes th
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import time
@@ -24,7 +23,7 @@ from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
-from iobench.errors import Interrupted, explain_oserror
+from iobench.errors import Interrupted, UserError, explain_oserror
 from iobench.host.stall import (
     StorageStalled,
 )
@@ -90,7 +89,7 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
         steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
     if settings.replay:
         for _ in range(settings.repeat * len(settings.sources) * len(settings.orders)):
-            for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+            for conc, depth in settings.sweep(files):
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
     if settings.fio and objects:
@@ -178,7 +177,7 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                     warm_up(source, np.arange(len(source)), max(settings.concurrency), ui,
                             io_timeout_s=settings.io_timeout_s)
             for order in settings.orders:
-                for conc, depth in itertools.product(settings.concurrency, settings.in_flight):
+                for conc, depth in settings.sweep(len(manifest)):
                     engine = engines.make(settings, conc, depth=depth)
                     try:
                         for state in settings.cache:
@@ -207,6 +206,8 @@ def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec,
     kept = ctx.kept_epochs()
     if isinstance(error, StorageStalled):
         raise error.with_note(ctx.kept()) from None
+    if isinstance(error, UserError):
+        raise ctx.failed(error) from None
     if isinstance(error, OSError):
         raise explain_oserror(error, f"reading the dataset {ctx.manifest.root} failed ({kept})")
     if error is not None:

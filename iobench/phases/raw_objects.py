@@ -24,7 +24,7 @@ from typing import Any
 import iobench
 from iobench.answer.rules import fio_validity
 from iobench.dataset import Manifest
-from iobench.host.stall import StorageStalled
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.phases.epoch import per_sample_us
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
 from iobench.record.recorder import Counters
@@ -33,6 +33,7 @@ from iobench.s3 import S3Location
 from iobench.s3.clients import region
 from iobench.s3.raw import NAME, version
 from iobench.safefs import write_file
+from iobench.sources.s3 import GIVE_UP
 from iobench.ui import UI
 
 __all__ = ["NAME", "RawResult", "run_raw", "version"]
@@ -56,6 +57,8 @@ class RawResult:
     command: str
     """The client's command line (no credential is on it: they come from the standard chain)."""
     setup_s: float = 0.0
+    throttled: int = 0
+    """Answers the server throttled (503 SlowDown, 429), each sent again after its pause (the CRT's retries off)."""
     raw_json: str = field(default="", repr=False)
 
     @property
@@ -100,6 +103,7 @@ def run_raw(loc: S3Location, keys: Sequence[str], sizes: Sequence[int], in_fligh
         listing.write_text("".join(k + "\n" for k in keys), encoding="utf-8")
         cmd = [sys.executable, "-m", "iobench.s3.raw", "--bucket", loc.bucket, "--region", region(loc),
                "--in-flight", str(in_flight), "--keys", listing.name, "--progress", "progress",
+               "--give-up", f"{GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s):g}",
                *(["--endpoint", loc.endpoint] if loc.endpoint else []), *(["--path-style"] if loc.path_style else [])]
         nbytes = int(sum(sizes))
         t0 = time.perf_counter()
@@ -117,7 +121,7 @@ def run_raw(loc: S3Location, keys: Sequence[str], sizes: Sequence[int], in_fligh
     return RawResult(requests=doc["requests"], bytes=doc["bytes"], seconds=doc["seconds"], cpu_s=doc["cpu_s"],
                      latency_ms=doc["latency_ms"], first_byte_ms=doc["first_byte_ms"], in_flight=in_flight,
                      version=doc["version"], command=f"python {shown}", setup_s=max(0.0, wall - doc["seconds"]),
-                     raw_json=out.strip())
+                     throttled=int(doc.get("throttled", 0)), raw_json=out.strip())
 
 
 def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui: UI, folder: Path,
@@ -159,7 +163,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
                 setup_s=round(res.setup_s, 3), job=res.command, cpu=Cpu(**counters.result()["cpu"]),
                 cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
-                json_file=f"fio/{name}.json"))
+                throttled=res.throttled, json_file=f"fio/{name}.json"))
             point = baseline.fio[-1]
             point.invalid_reason = fio_validity(point)
             point.valid = point.invalid_reason is None

@@ -54,7 +54,7 @@ def boto3_client(loc: S3Location, *, connections: int = 10, timeout_s: float = 6
 
     config = Config(region_name=region(loc), max_pool_connections=max(10, connections),
                     connect_timeout=min(timeout_s, 10.0), read_timeout=timeout_s,
-                    retries={"max_attempts": attempts, "mode": "standard"},
+                    retries={"total_max_attempts": attempts, "mode": "standard"},  # attempts in all
                     s3={"addressing_style": "path" if loc.path_style else "auto"},
                     # on-premises stores differ in what they accept of the newest checksum headers
                     request_checksum_calculation="when_required", response_checksum_validation="when_required")
@@ -149,13 +149,17 @@ THROTTLED = frozenset({"SlowDown", "503", "Throttling", "ThrottlingException", "
                        "TooManyRequests", "429", "ErrTooManyRequest"})
 
 
-def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
+def explain(exc: BaseException, loc: S3Location, doing: str, status: int = 0) -> UserError:
     """A client's failure as one line naming what iobench was doing at which endpoint and bucket: the environment
-    refusing (exit 3) for an endpoint that does not answer, no credentials, a missing bucket, access denied; a
-    usage error (exit 2) for a profile that is not there."""
+    refusing (exit 3) for an endpoint that does not answer, no credentials, a missing bucket, a key gone, access
+    denied; a usage error (exit 2) for a profile that is not there. `status`: the answer's HTTP status where the
+    caller saw it (the CRT's errors do not say it)."""
     from botocore import exceptions as bx
 
     at = f"{loc} at {loc.endpoint or 'AWS S3'}"
+    if status == 404 and doing == "reading":  # a sample's GET (a missing bucket fails the listing, long before)
+        return EnvironmentRefused(f"{doing} {at}: no such key (404): the object was deleted after the dataset was "
+                                  "listed")
     if isinstance(exc, bx.ProfileNotFound):
         return UserError(f"{doing}: the AWS profile {loc.profile!r} is not in ~/.aws/config or credentials")
     if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
@@ -170,6 +174,8 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in ("NoSuchBucket",) or (code == "404" and "bucket" in doing):
             return EnvironmentRefused(f"{doing} {at}: the bucket {loc.bucket!r} does not exist")
+        if code == "NoSuchKey":
+            return explain(exc, loc, doing, 404)
         if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"):
             why = {"InvalidAccessKeyId": "the access key is not known there",
                    "SignatureDoesNotMatch": "the secret key does not match the access key"}.get(code, "access denied")
@@ -190,7 +196,7 @@ def explain(exc: BaseException, loc: S3Location, doing: str) -> UserError:
         return _throttled(doing, at, text)
     if "credentials" in lowered:
         return EnvironmentRefused(f"{doing} {at}: no S3 credentials found ({text})")
-    return EnvironmentRefused(f"{doing} {at}: {text}")
+    return EnvironmentRefused(f"{doing} {at}: {text}" + (f" (HTTP {status})" if status else ""))
 
 
 def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:

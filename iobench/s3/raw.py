@@ -5,7 +5,13 @@ Run as a program in a process of its own (``python -m iobench.s3.raw --bucket B 
 one key a line in FILE), so that its CPU is its own (as fio's jobs' is theirs) and a server that stops answering is
 ended by killing it (iobench/phases/raw_objects.py watches it as fio is watched). It prints one JSON document on
 stdout: the requests, bytes, seconds from the first request sent to the last body received, the latency of each GET
-(first byte and whole), and its CPU seconds over that time; on a failed GET, one line on stderr and exit 1.
+(first byte and whole), its CPU seconds over that time, and the answers the server throttled; on a failed GET, one
+line on stderr and exit 1.
+
+The CRT's own retries are off: a throttled answer (503 SlowDown, 429) is counted (`throttled`) and the GET sent again
+after the server's pause (its Retry-After, else a short backoff), as iobench's readers do (sources/s3.py), so that the
+baseline, which may become the storage figure, never hides a throttling server; a key throttled for `--give-up`
+seconds ends it in one line.
 
 Python only starts requests and counts bytes in the CRT's callbacks; measured on the SeaweedFS bed it costs the same
 CPU per GET as iobench's reader through s3torchconnector (~0.7 ms) and ~2.5x less than rclone 1.75's (Go), the other
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -58,6 +65,8 @@ def _percentiles(ns: list[int]) -> dict[str, float]:
 
 
 PROGRESS_S = 0.2  # how often the bytes received so far are written to --progress
+PAUSE_S = (0.02, 1.0)  # a throttled GET without Retry-After is sent again after 20 ms, doubling, at most 1 s
+THROTTLED = (503, 429)
 
 
 def _report(path: str, got: list[int], stop: threading.Event) -> None:
@@ -71,10 +80,22 @@ def _report(path: str, got: list[int], stop: threading.Event) -> None:
         os.close(fd)
 
 
+def _pause(headers: Any, attempt: int) -> float:
+    """Seconds before a throttled GET is sent again: the answer's Retry-After, else the backoff with jitter."""
+    for name, value in headers or ():
+        if name.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                break
+    return min(PAUSE_S[1], PAUSE_S[0] * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
 def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | None, region: str,
-             path_style: bool, progress: str | None = None) -> dict[str, Any]:
+             path_style: bool, progress: str | None = None, give_up_s: float = 45.0) -> dict[str, Any]:
     """GET every key once with `in_flight` requests at a time; what it measured (see the module's docstring).
-    `progress`: a file to write the bytes received so far to, every PROGRESS_S."""
+    `progress`: a file to write the bytes received so far to, every PROGRESS_S; `give_up_s`: a key throttled this
+    long ends it."""
     from awscrt import auth, http, io, s3
 
     host, base, tls = _where(endpoint, bucket, region, path_style)
@@ -84,9 +105,11 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
         region=region, credential_provider=auth.AwsCredentialsProvider.new_default_chain(boot))
     client = s3.S3Client(bootstrap=boot, region=region, signing_config=signing,
                          tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
-                         max_active_connections_override=in_flight, throughput_target_gbps=100.0)
+                         max_active_connections_override=in_flight, throughput_target_gbps=100.0,
+                         retry_config=s3.S3RetryConfig(retry_mode=s3.S3RetryMode.NONE))
     n = len(keys)
-    started, first, total, got = [0] * n, [0] * n, [0] * n, [0] * n
+    # per key: its first GET sent, the answering GET sent, its first byte, its last, bytes, throttled answers
+    started, sent, first, total, got, throttles = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     lock, finished = threading.Lock(), threading.Event()
     state: dict[str, Any] = {"next": 0, "left": n, "error": None}
     live: dict[int, Any] = {}  # the requests in flight (the CRT ends one whose Python object goes)
@@ -98,29 +121,46 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
             if i >= n or state["error"] is not None:
                 return
             state["next"] = i + 1
+        started[i] = clock()
+        send(i)
+
+    def send(i: int) -> None:
         path = base + urllib.parse.quote(keys[i], safe="/~")
         request = http.HttpRequest("GET", path, http.HttpHeaders([("Host", host)]))
 
         def on_headers(status_code: int, headers: Any, **_: Any) -> None:
-            first[i] = clock()
+            if status_code < 300:
+                first[i] = clock()
 
         def on_body(chunk: bytes, offset: int, **_: Any) -> None:
             got[i] += len(chunk)
 
         def on_done(error: BaseException | None = None, status_code: int | None = None,
-                    error_body: bytes | None = None, **_: Any) -> None:
-            total[i] = clock()
+                    error_body: bytes | None = None, error_headers: Any = None, **_: Any) -> None:
+            now = clock()
+            throttled = error is not None and (status_code in THROTTLED or "SLOW_DOWN" in getattr(error, "name", ""))
             with lock:
                 live.pop(i, None)
+                if throttled and (now - started[i]) / 1e9 < give_up_s and state["error"] is None:
+                    throttles[i] += 1  # counted, and the GET sent again after the server's pause
+                    got[i] = 0
+                    timer = threading.Timer(_pause(error_headers, throttles[i]), send, (i,))
+                    timer.daemon = True
+                    timer.start()
+                    return
+                total[i] = now
                 if error is not None and state["error"] is None:
                     why = (error_body or b"").decode("utf-8", "replace").split("<Code>")[-1].split("<")[0]
-                    state["error"] = f"GET {keys[i]}: {status_code or ''} {why or error}".strip()
+                    line = f"GET {keys[i]}: {status_code or ''} {why or error}".strip()
+                    state["error"] = line if not throttled else (
+                        f"{line}: the server is throttling requests ({throttles[i] + 1} answers over "
+                        f"{(now - started[i]) / 1e9:.1f} s)")
                 state["left"] -= 1
                 if state["left"] == 0 or state["error"] is not None:
                     finished.set()
             start()
 
-        started[i] = clock()
+        sent[i] = clock()
         handle = client.make_request(type=s3.S3RequestType.GET_OBJECT, request=request, on_headers=on_headers,
                                      on_body=on_body, on_done=on_done)
         with lock:
@@ -141,7 +181,8 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
             "seconds": (t1 - t0) / 1e9,
             "cpu_s": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
             "latency_ms": _percentiles([b - a for a, b in zip(started, total, strict=True)]),
-            "first_byte_ms": _percentiles([b - a for a, b in zip(started, first, strict=True) if b])}
+            "first_byte_ms": _percentiles([b - a for a, b in zip(sent, first, strict=True) if b]),
+            "throttled": sum(throttles)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,12 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-flight", type=int, required=True)
     ap.add_argument("--keys", required=True, help="a file of the keys to GET, one a line")
     ap.add_argument("--progress", default=None, help="a file to write the bytes received so far to")
+    ap.add_argument("--give-up", type=float, default=45.0, help="seconds a key may be throttled before it ends the run")
     args = ap.parse_args(argv)
     with open(args.keys, encoding="utf-8") as f:
         keys = [line.rstrip("\n") for line in f if line.strip()]
     try:
         out = read_all(keys, args.in_flight, bucket=args.bucket, endpoint=args.endpoint, region=args.region,
-                       path_style=args.path_style, progress=args.progress)
+                       path_style=args.path_style, progress=args.progress, give_up_s=args.give_up)
     except Exception as exc:  # one line: the parent names the point and keeps what was measured
         print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
         return 1

@@ -220,7 +220,7 @@ class _Reader(ABC):
         self._wait(s)
         while s.error is not None:  # slow path
             if not self._is_throttled(s):
-                raise self._failed(s.error, s.index)
+                raise self._failed(s.error, s.index, s.status)
             if (waited := (_clock() - s.first) / 1e9) >= self._give_up_s:
                 raise throttled_error(replace(self._loc, prefix=self._key(s.index).decode()), "reading",
                                       f"{s.status or 503} to each of {throttled + 1} GETs of one object over "
@@ -248,8 +248,8 @@ class _Reader(ABC):
     def _is_throttled(self, s: _Slot) -> bool:
         """Whether slot `s`'s failed GET was a throttled answer (503 SlowDown, 429): counted and sent again."""
 
-    def _failed(self, exc: BaseException, index: int) -> Exception:
-        return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading")
+    def _failed(self, exc: BaseException, index: int, status: int = 0) -> Exception:
+        return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading", status)
 
 
 class CrtReader(_Reader):

@@ -263,18 +263,46 @@ class RangeSource(_Shards):
 
     access = "range GET by offset (one per sample)"
 
-    def reader(self) -> RangeReader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> RangeReader:
+        """A reader keeping up to `depth` ranged GETs in flight (start/finish: --in-flight, the CRT's)."""
         return RangeReader(self)
 
 
 class RangeReader(_Reader):
-    __slots__ = ()
+    """One ranged GET per sample. With the CRT, `start` sends it (asynchronous: the engine keeps --in-flight of
+    them going) and `finish` takes the oldest's bytes; the others' calls block, so their GET is made in `finish`
+    (one at a time: cli/refusals.py refuses more in flight for them)."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self, src: _Shards):
+        super().__init__(src)
+        self._pending: deque[tuple[int, int, _Chunks | None]] = deque()  # (sample, GET sent, CRT body), oldest first
 
     def read(self, index: int) -> int:
-        off, size = self._offset[index], self._size[index]
+        self.start(index)
+        return self.finish()
+
+    def start(self, index: int) -> None:
         t0 = _clock()
+        body = None
+        if self._src.loc.client == "crt":
+            off = self._offset[index]
+            try:
+                body = _CrtBody(self._client, self._keys[self._shard[index]], off, off + self._size[index])
+            except Exception as exc:
+                raise self._failed(exc, index) from None
+        self._pending.append((index, t0, body))
+
+    def finish(self) -> int:
+        index, t0, body = self._pending.popleft()
+        off, size = self._offset[index], self._size[index]
         try:
-            body, t1 = self._get(self._keys[self._shard[index]], off, off + size)
+            if body is None:
+                t0 = _clock()
+                body, t1 = self._get(self._keys[self._shard[index]], off, off + size)
+            else:
+                t1 = body.first()
             n = self._fill(body, size, index)
             body.close()
         except Exception as exc:

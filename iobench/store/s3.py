@@ -49,6 +49,7 @@ from iobench.store.base import Cleaned, Content, Location, Progress
 PAGE = 1000  # keys per listing page (S3's most)
 WRITERS = 32  # gen's writers where --threads is not given: a PUT mostly waits for its round trip
 DELETE_BATCH = 1000  # keys per DeleteObjects request (S3's most)
+STOP_S = 0.5  # gen stopped (Ctrl-C): how long its PUTs in flight may take to end before it exits without them
 
 
 class S3Store:
@@ -235,8 +236,11 @@ class S3Home:
     def put_samples(self, keys: list[str], ids: list[int], lengths: list[int], content: Content, threads: int,
                     progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
         """`threads` PUTs in flight (one boto3 client, thread-safe), progress every CHUNK objects, stopping within
-        an object when `stop` is set."""
-        client, bucket = self.store.client, self.where.bucket
+        an object when `stop` is set. Each PUT is one attempt bounded by the store's time-out (gen --io-timeout): a
+        server that stops answering ends gen in that time, not in three; Ctrl-C waits STOP_S at most for the PUTs in
+        flight (their threads, left, end with their time-out or the process)."""
+        client = boto3_client(self.store.loc, connections=threads, timeout_s=self.store.timeout_s, attempts=1)
+        bucket = self.where.bucket
         lock_ = threading.Lock()
         done = [0, 0]
         failed: list[BaseException] = []
@@ -263,9 +267,11 @@ class S3Home:
                     progress(done[0], done[1])
 
         # Ctrl-C or SIGTERM sets `stop`: each writer ends after its PUT in flight; the marker still says incomplete
-        run_bounded(write, ((lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)), threads, stop)
+        run_bounded(write, ((lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)), threads, stop,
+                    patience_s=STOP_S)
         if failed:
-            raise explain(failed[0], self.where, f"gen stopped after {done[0]} of {len(ids)} objects: writing to")
+            raise explain(failed[0], self.where, f"gen stopped after {done[0]} of {len(ids)} objects (kept, marked "
+                          "incomplete: the next gen completes them, `iobench clean` removes them): writing to")
         return done[0], done[1]
 
     def sync(self) -> None:
