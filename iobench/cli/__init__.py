@@ -1,9 +1,10 @@
 """Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback.
 
 Exit codes a script can act on (iobench.errors): 0 done; 1 done, but `run --check` found the GPUs asked about
-(--gpus N) not fed; 2 usage error; 3 the environment refused (mount missing, read-only, full, permission denied);
-130 Ctrl-C (SIGINT) and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to stdout, every
-human line to stderr (iobench.output).
+(--gpus N) not fed, or your own pipeline's code (`run --pipeline FILE.py:FUNC`) raised (its traceback, then one
+line); 2 usage error; 3 the environment refused (mount missing, read-only, full, permission denied); 130 Ctrl-C
+(SIGINT) and 143 SIGTERM, the partial result kept. `--json -` writes the JSON alone to stdout, every human line to
+stderr (iobench.output).
 
 Click only: options.py the options shared and RunOptions (`run` and `fio` as one typed value), refusals.py the
 table of options that do not apply, run.py `run` and `fio`, commands.py the others. What is measured or written
@@ -19,7 +20,16 @@ import click
 from iobench import __version__
 from iobench.cli.commands import clean, compare, gen, gpu_rate, gpus, pack, plan_cmd, report, schema, workloads
 from iobench.cli.run import fio_cmd, run
-from iobench.errors import EXIT_REFUSED, EXIT_USAGE, EnvironmentRefused, Interrupted, UserError, explain_oserror
+from iobench.errors import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    EXIT_USER_CODE,
+    EnvironmentRefused,
+    Interrupted,
+    UserCodeError,
+    UserError,
+    explain_oserror,
+)
 from iobench.output import CLOSED_AT_START, reopen_closed_std_fds
 
 
@@ -57,6 +67,10 @@ def main() -> None:
     except Interrupted as exc:
         err(str(exc))
         sys.exit(128 + stopped_by[0])
+    except UserCodeError as exc:  # the user's own code: its traceback is theirs to read, then one line
+        sys.stderr.write("--- the traceback of your code (not iobench's) ---\n" + exc.traceback)
+        err(f"error: {exc}" + (f" ({exc.kept})" if exc.kept else ""))
+        sys.exit(EXIT_USER_CODE)
     except (KeyboardInterrupt, click.Abort):
         err("interrupted" if stopped_by[0] == signal.SIGINT else "terminated (SIGTERM)")
         sys.exit(128 + stopped_by[0])

@@ -34,9 +34,7 @@ from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.errors import Interrupted, explain_oserror
-from iobench.host.stall import (
-    StorageStalled,
-)
+from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
@@ -53,6 +51,8 @@ from iobench.phases.mitigations import (
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
 from iobench.phases.raw_objects import objects_baseline
+from iobench.pipelines import RAW
+from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Run, Settings
@@ -75,7 +75,7 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     try:
         with ui.run_plan(plan_of(len(manifest), settings, objects=result.mount.objects)):
             for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
-                                  (settings.replay and settings.rate_per_gpu is not None, _train),
+                                  (settings.replay and settings.rate_per_gpu is not None, _training),
                                   (settings.mitigations, _mitigations),
                                   (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse)))):
                 if wanted:
@@ -338,7 +338,18 @@ MAX_LOADER_PROCESSES = 32  # a training run needs gpus x workers processes on th
 MAX_TRAIN_RUNS = 4  # training runs in the search for the boundary (besides the one at --gpus)
 
 
-def _train(ctx: RunContext) -> None:
+def _training(ctx: RunContext) -> None:
+    """One training search per input pipeline asked (--pipeline raw,torchvision), side by side, each run labelled
+    with its pipeline; a pipeline's loaders live across a training run's epochs and end with its search."""
+    for name in ctx.settings.pipelines:
+        try:
+            _train(ctx, name)
+        finally:
+            FEEDS.release()
+            ctx.result.warnings = list(dict.fromkeys(ctx.result.warnings))  # a search's caveat said once
+
+
+def _train(ctx: RunContext, pipeline: str = RAW) -> None:
     """GPUs fed, by training runs (each GPU its own DataLoader and consumer): one at exactly the count asked
     (--gpus), whatever the replay's validity (the run is judged valid or not on its own steps and seconds), then
     the boundary: predict from the pipeline's rate how many GPUs stay at the AU target and run at that count and
@@ -409,7 +420,8 @@ def _train(ctx: RunContext) -> None:
                         done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
                                                 result.dataset.fits_in_ram, ui,
                                                 state="cold" if "cold" in settings.cache else "warm",
-                                                source_name=supply.source if supply is not None else "files"))
+                                                source_name=supply.source if supply is not None else "files",
+                                                pipeline=pipeline))
                         if not done[-1].valid:
                             break
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
@@ -440,7 +452,8 @@ def _train(ctx: RunContext) -> None:
         result.warnings.append("no valid replay run: only the training run at --gpus was made, and no GPU count past "
                                "it is predicted")
         return
-    n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target))
+    # the replay's rate is the raw reader's: another pipeline's is learnt from its own first run, at one GPU
+    n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target)) if pipeline == RAW else 1
     for _ in range(MAX_TRAIN_RUNS):
         ok = passed[n] if n in passed else attempt(n)
         if ok is None:
@@ -484,5 +497,4 @@ def _mitigations(ctx: RunContext) -> None:
 
 
 def readahead_writable(bdi: str) -> bool:
-
     return os.access(readahead_file(bdi), os.W_OK)
