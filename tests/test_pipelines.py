@@ -21,7 +21,7 @@ pytest.importorskip("torchvision")
 
 LOOPS = Path(__file__).parent / "loops"
 FACTORY = LOOPS / "user_factory.py"
-FILES = 800
+FILES = 1_600  # warm epochs of each pipeline over 0.5 s on a quiet 2-core host (the validity floor)
 SHAPE = ("--files", str(FILES), "--size-dist", "fixed:8kB", "--classes", "2")
 
 

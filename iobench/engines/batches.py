@@ -48,8 +48,8 @@ def import_torch():
         import torch
         import torch.utils.data  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the dataloader engine needs PyTorch (e.g. pip install torch==2.13.0 "
-                          "--index-url https://download.pytorch.org/whl/cpu)") from exc
+        raise ImportError("the dataloader engine needs PyTorch (e.g. pip install torch==2.14.1 "
+                          "torchvision==0.29.1)") from exc
     return torch
 
 

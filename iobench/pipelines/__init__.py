@@ -114,12 +114,11 @@ def images_root(paths: Any) -> Path:
 
 def count(batch: Any) -> int:
     """Samples in a batch: len() of its first element when it is a tuple or list (default_collate's [images,
-    labels]) or of its first value when it is a dict, else len() of it."""
-    if isinstance(batch, list | tuple):
-        return len(batch[0])
-    if isinstance(batch, Mapping):
-        return len(next(iter(batch.values())))
-    return len(batch)
+    labels]), else of the batch; where that is a dict, of its first value (DALI's iterator gives [{"data": ...}])."""
+    first = batch[0] if isinstance(batch, list | tuple) else batch
+    if isinstance(first, Mapping):
+        first = next(iter(first.values()))
+    return len(first)
 
 
 class Feed(Protocol):

@@ -1,5 +1,5 @@
 """A user's own input pipeline, as `iobench run --pipeline tests/loops/user_factory.py:loader` calls it (the
-contract of docs/pipelines.md): an ImageFolder decoded at a thumbnail's size, in a DataLoader. `failing` is the same
+contract of docs/pipelines.md): an ImageFolder decoded and cut to 128 px, in a DataLoader. `failing` is the same
 loader raising in its second epoch's third batch. Run as a script, it is the plain loop (no iobench):
 user_factory.py ROOT WORKERS BATCH EPOCHS prints the last epoch's figures (timing.py)."""
 
@@ -10,7 +10,7 @@ from torchvision import datasets, transforms
 
 
 def loader(root, batch_size, workers, seed):
-    thumbs = transforms.Compose([transforms.Resize(64), transforms.CenterCrop(64), transforms.PILToTensor()])
+    thumbs = transforms.Compose([transforms.Resize(128), transforms.CenterCrop(128), transforms.PILToTensor()])
     return torch.utils.data.DataLoader(datasets.ImageFolder(root, thumbs), batch_size=batch_size, shuffle=True,
                                        num_workers=workers, generator=torch.Generator().manual_seed(seed))
 
