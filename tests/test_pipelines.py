@@ -80,9 +80,31 @@ def test_a_pipeline_that_cannot_be_made_is_one_line(mount, tmp_path, asked, says
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def test_decode_and_pipeline_are_one_or_the_other(mount, tmp_path):
-    proc = _run(mount, tmp_path / "out", "torchvision", "--decode")
-    assert proc.returncode == 2 and "--decode trains through --pipeline torchvision" in proc.stderr, proc.stderr
+@pytest.mark.parametrize("extra, says", [
+    (("--decode",), "--decode trains through --pipeline torchvision (and decodes in the replay): give one or the"),
+    (("--engine", "threads", "--threads", "2"), "--pipeline sets the training runs' input pipeline; with the thread "
+                                                "engine no training run is made"),
+    (("--ranks", "2"), "a distributed run reads through iobench's raw reader: --pipeline other than raw"),
+])
+def test_a_pipeline_where_it_does_not_apply_is_refused(mount, tmp_path, extra, says):
+    proc = iobench("run", "--mount", str(mount), *SHAPE, "--pipeline", "torchvision", "--no-fio", *extra,
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_workload_names_its_pipelines(tmp_path):
+    from iobench.workload import load
+
+    good = tmp_path / "mine.toml"
+    good.write_text('description = "mine"\n[dataset]\nfiles = 100\n[pattern]\npipeline = "raw,torchvision"\n'
+                    '[consumer]\nmodel = "resnet50"\ngpu = "h200"\n')
+    assert load(str(good)).pattern.pipeline == ["raw", "torchvision"]
+    assert load(str(good)).merged(pipeline=("dali",)).pattern.pipeline == ["dali"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text().replace("raw,torchvision", "raw,tensorflow"))
+    proc = iobench("run", "--workload", str(bad), "--mount", str(tmp_path), "--no-fio")
+    assert proc.returncode == 2 and "pipeline" in proc.stderr and "unknown 'tensorflow'" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_a_sweep_answers_for_each_pipeline_and_plan_takes_the_one_asked(mount, tmp_path):
@@ -130,12 +152,13 @@ PLAIN = {"torchvision": LOOPS / "plain_torchvision.py", "dali": LOOPS / "plain_d
 @pytest.mark.quiet  # compares two rates and two CPU costs: a neighbour's load moves them
 @pytest.mark.parametrize("pipeline", list(PLAIN), ids=["torchvision", "dali", "user"])
 def test_iobench_delivers_what_the_plain_loop_does(mount, tmp_path, pipeline):
-    """Each side twice, alternated, the best of each kept (a neighbour's burst slows one run, never speeds one)."""
+    """Each side twice, the order swapped in the second round, the best of each kept (a neighbour's burst slows one
+    run, never speeds one up)."""
     if pipeline == "dali" and importlib.util.find_spec("nvidia") is None:
         pytest.skip("NVIDIA DALI is not installed (pip install 'iobench[dali]')")
     plain, ours = [], []
-    for i in range(2):
-        plain.append(_plain(PLAIN[pipeline], _root(mount), 2, 32, 2))
+
+    def run_ours(i: int) -> None:
         proc = _run(mount, tmp_path / f"out{i}", pipeline)
         assert proc.returncode == 0, proc.stderr
         result = Result.load(tmp_path / f"out{i}" / "result.json")
@@ -143,6 +166,13 @@ def test_iobench_delivers_what_the_plain_loop_does(mount, tmp_path, pipeline):
         assert run.samples == FILES and run.epochs == 2
         ours.append({"samples_per_s": run.samples_per_s, "cpu_us_per_sample": run.cpu_us_per_sample})
         assert result.verdict is not None and result.verdict.client_pipeline == pipeline
+
+    for i in range(2):
+        if i == 1:
+            run_ours(i)
+        plain.append(_plain(PLAIN[pipeline], _root(mount), 2, 32, 2))
+        if i == 0:
+            run_ours(i)
     rate = max(o["samples_per_s"] for o in ours) / max(p["samples_per_s"] for p in plain)
     cpu = min(o["cpu_us_per_sample"] for o in ours) / min(p["cpu_us_per_sample"] for p in plain)
     assert 0.9 <= rate <= 1.1, (rate, plain, ours)
