@@ -363,7 +363,7 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
         return
     supply = supply_run(result)
-    if supply is None and settings.gpus is None:
+    if supply is None and settings.gpus is None and pipeline == RAW:  # another pipeline starts at 1 GPU (below)
         result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
         return
     gpus_here = None
@@ -448,12 +448,12 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
 
     if settings.gpus is not None:
         attempt(settings.gpus)
-    if supply is None:
+    if supply is None and pipeline == RAW:
         result.warnings.append("no valid replay run: only the training run at --gpus was made, and no GPU count past "
                                "it is predicted")
         return
-    # the replay's rate is the raw reader's: another pipeline's is learnt from its own first run, at one GPU
-    n = max(1, gpus_for(supply.samples_per_s, settings.rate_per_gpu, settings.au_target)) if pipeline == RAW else 1
+    rate = supply.samples_per_s if supply is not None and pipeline == RAW else 0.0  # raw's: another starts at 1
+    n = max(1, gpus_for(rate, settings.rate_per_gpu, settings.au_target))
     for _ in range(MAX_TRAIN_RUNS):
         ok = passed[n] if n in passed else attempt(n)
         if ok is None:
