@@ -32,6 +32,41 @@ class Interrupted(Exception):
     """Ctrl-C (or SIGTERM) during a run; the result file holds what was measured. Exit code 128 + the signal."""
 
 
+EXIT_USER_CODE = 1  # the user's own code (run --pipeline FILE.py:FUNC) raised
+
+
+class UserCodeError(Exception):
+    """The user's own code raised (`run --pipeline FILE.py:FUNC`): not iobench's error, so its traceback is shown
+    (`traceback`, the user's frames), marked as theirs, then one line naming the user's file and line. Exit code 1;
+    the result keeps what was measured (complete: false)."""
+
+    def __init__(self, line: str, traceback: str):
+        super().__init__(line)
+        self.traceback = traceback
+        self.kept = ""  # where the result was kept, said after the line
+
+    @classmethod
+    def of(cls, exc: BaseException, what: str, files: tuple[str, ...]) -> UserCodeError:
+        """`exc` raised by the user's `what` (e.g. "your pipeline train.py:loader"): its traceback, and the last
+        line naming the deepest frame in one of `files` (the user's). Raised in another process (a DataLoader
+        worker, re-raised by torch), its traceback is in its message: the frame is looked for there."""
+        import re
+        import traceback as tb
+
+        frames = [(f.filename, f.lineno) for f in tb.extract_tb(exc.__traceback__)
+                  if os.path.realpath(f.filename) in files]
+        lines = str(exc).strip().splitlines() or ["no message"]
+        words = lines[0]
+        if not frames:
+            frames = [(m[1], int(m[2])) for m in re.finditer(r'File "([^"]+)", line (\d+)', str(exc))
+                      if os.path.realpath(m[1]) in files]
+            if frames:
+                words = lines[-1].removeprefix(f"{type(exc).__name__}: ")
+        where = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "(no frame of yours in its traceback)"
+        text = "".join(tb.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(f"{what} raised {type(exc).__name__} at {where}: {words}", text)
+
+
 # errno values that are the environment refusing, not a mistake on the command line
 REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
                       errno.ENOTDIR})
@@ -65,7 +100,9 @@ def explain_oserror(exc: OSError, doing: str) -> UserError:
 
 EXIT_CODES = {
     0: "done",
-    EXIT_NOT_FED: "done, but the GPUs asked about (--gpus N) are not fed (only with --check)",
+    EXIT_NOT_FED: "done, but the GPUs asked about (--gpus N) are not fed (only with --check); or your own code "
+                  "(run --pipeline FILE.py:FUNC) raised: its traceback, then one line naming your file and line, the "
+                  "result kept (complete: false)",
     EXIT_USAGE: "usage error: a bad option value, options that do not apply, bad input (UserError); also a standard "
                 "output that cannot be written (full, an I/O error): never blamed on the storage",
     EXIT_REFUSED: "the environment refused: mount or path missing, read-only, full, over quota, permission "

@@ -134,6 +134,10 @@ class Settings(Model):
     batch_size: Positive = Field(256, description="DataLoader batch size")
     prefetch_factor: Positive = Field(2, description="DataLoader batches each worker keeps ready")
     decode: bool = Field(False, description="decode and augment each sample after reading it (CPU work)")
+    pipelines: list[str] = Field(
+        ["raw"], description='the input pipelines of the training runs (--pipeline), one training search each: "raw" '
+                             "(iobench's reader), \"torchvision\", \"dali\", \"dali-raw\", or the user's "
+                             "FILE.py:FUNC / package.module:FUNC (docs/pipelines.md)")
     cache: list[str] = Field(description='cache states measured ("cold", "warm")')
     epochs: Count = Field(description="epochs per (order, concurrency, cache state)")
     seed: Count = Field(description="seed of the shuffles")
@@ -295,6 +299,16 @@ class Verdict(Model):
                           "batch and decode) delivered on this client, from valid training runs where one starved, "
                           "else the best valid replay run of that shape")
     pipeline_from: str | None = Field(None, description="which run(s) the pipeline figure comes from")
+    client_pipeline: str | None = Field(
+        None, description="the input pipeline this client's answer is for (the first of --pipeline: its training "
+                          "runs' `pipeline`); null in results written before it")
+    pipeline_cpu_us_per_sample: Seconds | None = Field(
+        None, description="CPU microseconds per sample of the run the pipeline figure comes from (its process tree: "
+                          "reading, decoding where it decodes, handing over): what this client's CPU ceiling divides")
+    pipelines_fed: dict[str, Count | None] | None = Field(
+        None, description="with several pipelines (--pipeline raw,torchvision): GPUs this client fed with each, by "
+                          "the same rules as `client_gpus_fed` on that pipeline's training runs (null: no answer for "
+                          "it); null with one pipeline")
     cpu_saturated: bool = Field(
         False, description="during the run that set the pipeline figure iobench used >= 85% of `host.cpus_usable`")
     demand_samples_per_s: Rate | None = Field(

@@ -52,9 +52,16 @@ class Run(Model):
                                                      '"lmdb-noreadahead", "tar", "tar-stream", "fadvise-random", '
                                                      '"fadvise-willneed", "read_ahead_kb=1024", "readers=16"); '
                                                      "null outside the mitigation phase")
-    engine: Literal["threads", "dataloader"] = Field(
+    engine: Literal["threads", "dataloader", "pipeline"] = Field(
         description='"threads": a thread pool that prefetches ahead; "dataloader": a torch DataLoader whose worker '
-                    "processes read whole batches and hand each over as one shared-memory tensor")
+                    'processes read whole batches and hand each over as one shared-memory tensor; "pipeline": a '
+                    "training run through another input pipeline than iobench's reader (`pipeline` names it)")
+    pipeline: str | None = Field(
+        None, description='training runs: the input pipeline that fed the GPUs (--pipeline): "raw" (iobench\'s '
+                          "reader, bytes into the batch, as DALI's file reader feeds a GPU decode), \"torchvision\" "
+                          "(ImageFolder-style Dataset + pytorch/examples' transforms + DataLoader), \"dali\" (DALI "
+                          "decode + crop + normalize), \"dali-raw\" (DALI's file reader alone), or the user's "
+                          "FILE.py:FUNC; null for replay and mitigation runs (iobench's reader)")
     concurrency: Count = Field(description="readers at once: threads, or DataLoader workers (1 for workers=0)")
     depth: Positive = Field(1, description="requests in flight per reader (--in-flight: object storage's GETs started "
                                            "ahead, in order; 1: one at a time, as a file is read)")
@@ -64,8 +71,10 @@ class Run(Model):
     workers: Count | None = Field(None, description="DataLoader worker processes (0: the main process reads); "
                                                     "null for the thread engine")
     batch_size: Positive | None = Field(None, description="DataLoader batch size; null for the thread engine")
-    decode: bool = Field(False, description="per sample, Pillow decode + RandomResizedCrop(224) + flip after the "
-                                            "read, timed apart (decode_ms); samples/s then includes that CPU work")
+    decode: bool = Field(False, description="per sample, Pillow decode + torchvision's RandomResizedCrop(224) + flip "
+                                            "after the read, timed apart (decode_ms); samples/s then includes that CPU "
+                                            "work. A training run through another pipeline: it decodes (torchvision, "
+                                            "dali), not timed apart")
     cache: Literal["cold", "warm"] = Field(
         description='"cold": page cache evicted before the epoch; "warm": read again without eviction')
     epoch: Count = Field(description="epoch number within this result (seeds the shuffle with `settings.seed`)")
@@ -90,7 +99,9 @@ class Run(Model):
                     'pace; a cold one still gives the storage a lower bound), else from `resident_before`: '
                     '"storage" (< 5% cached), "page-cache" (> 90% cached: RAM, not storage), "mixed", or "unknown"')
     samples: Count = Field(description="samples read")
-    bytes: Count = Field(description="bytes actually returned by read() calls, counted, not assumed")
+    bytes: Count = Field(description="bytes actually returned by read() calls, counted, not assumed; a training run "
+                                     "through another pipeline than raw (whose reads are the library's): the "
+                                     "manifest's sizes of as many samples as it delivered")
     seconds: Seconds = Field(description="wall time of the epoch, first open to last close")
     first_batch_s: Seconds | None = Field(
         None, description="DataLoader: seconds from the epoch's start to its first batch in the main process (the "
@@ -101,10 +112,15 @@ class Run(Model):
                                             "step excluded, summed over the GPUs: `delivered_per_s`)")
     mb_per_s: Rate = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B); a training run: its samples/s "
                                        "at its mean sample size")
-    latency_ms: Latency = Field(
+    latency_ms: Latency | None = Field(
         description="per sample, open + read to EOF + close. Includes waiting for the Python interpreter "
-                    "lock on a busy client: compare p50 with fio's when the tail matters")
-    open_ms: Latency = Field(description="per sample, the open() alone (path lookup, permission, metadata)")
+                    "lock on a busy client: compare p50 with fio's when the tail matters. Null for a training run "
+                    "through another pipeline than raw: its reads happen inside the library, unseen")
+    open_ms: Latency | None = Field(description="per sample, the open() alone (path lookup, permission, metadata); "
+                                                "null where `latency_ms` is")
+    batch_wait_ms: Latency | None = Field(
+        None, description="training runs: per batch, how long the training loop waited for it after its last step "
+                          "(steps 2..n, every GPU's): the input pipeline's stall as the GPU sees it; null elsewhere")
     decode_ms: Latency | None = Field(None, description="per sample, decode and augmentation; null without decode")
     cpu: Cpu = Field(description="CPU use during the epoch (psutil)")
     cpu_us_per_sample: Seconds | None = Field(
@@ -167,6 +183,21 @@ class Run(Model):
         if self.mitigation is not None:
             return "mitigation"
         return "training" if self.gpus is not None else "replay"
+
+    @property
+    def timed(self) -> Latency:
+        """`latency_ms` of a run that timed its reads: every replay and mitigation run (a training run through
+        another pipeline than raw has none: its reads are the library's)."""
+        if self.latency_ms is None:
+            raise ValueError(f"run {self.epoch} timed no read: its pipeline is {self.pipeline}")
+        return self.latency_ms
+
+    @property
+    def opened(self) -> Latency:
+        """`open_ms` of a run that timed its reads (see `timed`)."""
+        if self.open_ms is None:
+            raise ValueError(f"run {self.epoch} timed no open: its pipeline is {self.pipeline}")
+        return self.open_ms
 
     @computed_field(description="requests in flight at once: readers (`concurrency`) x `depth`")  # type: ignore[prop-decorator]
     @property

@@ -41,7 +41,7 @@ from iobench.dataset import (
 from iobench.dataset import scan as scan_tree
 from iobench.dataset.imagefolder import SCAN_THREADS
 from iobench.distributed import Job, RankLost, World
-from iobench.errors import EnvironmentRefused, Interrupted, UserError
+from iobench.errors import EnvironmentRefused, Interrupted, UserCodeError, UserError
 from iobench.host.bounded import in_child
 from iobench.host.mounts import host_info
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled, run_finished
@@ -385,7 +385,10 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
             distributed.lead(job, manifest, settings, result, ui)
             distributed.execute(job, manifest, settings, ui, result, result_path)
-    except (Interrupted, StorageStalled, RankLost) as exc:
+    except (Interrupted, StorageStalled, RankLost, UserCodeError) as exc:
+        if isinstance(exc, UserCodeError):  # the user's pipeline raised: what was measured before it is kept
+            result.save(result_path)
+            exc.kept = f"kept what was measured in {result_path}"
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc
     except UserError as exc:  # a read that failed mid-run (a key gone, ...): what was measured is saved, reported

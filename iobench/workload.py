@@ -17,7 +17,8 @@ is installed as the `iobench.workloads` package data (see `shipped_dir`). A file
     threads = [16]           # reader threads of the thread engine; a list is a sweep
     batch_size = 256
     # batch_of_gpu = true    # optional: the batch the consumer's rate row was taken at, per --gpu (MLPerf's)
-    decode = false           # Pillow decode + RandomResizedCrop + flip per sample, timed apart
+    decode = false           # decode + RandomResizedCrop + flip per sample in the replay, timed apart
+    pipeline = "raw"         # the training runs' input pipeline(s): raw | torchvision | dali | dali-raw | FILE.py:FUNC
     epochs = 1
     order = "shuffled"       # sequential | shuffled (a fresh permutation each epoch)
 
@@ -52,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from iobench import pipelines
 from iobench.dataset.sizes import SizeDist, parse_dist
 from iobench.errors import UserError
 from iobench.gpu import rates as gpus
@@ -105,7 +107,12 @@ class Pattern(_Model):
     batch_of_gpu: bool = Field(False, description="batch_size is the batch the consumer's rate row was taken at "
                                                   "(MLPerf Storage: its accelerator config's reader.batch_size), "
                                                   "following --gpu; --batch-size replaces it")
-    decode: bool = Field(False, description="also decode and augment each sample on the CPU, timed apart")
+    decode: bool = Field(False, description="also decode and augment each sample on the CPU, timed apart; the "
+                                            "training runs then go through the torchvision pipeline (unless "
+                                            "`pipeline` names another)")
+    pipeline: list[str] = Field(["raw"], min_length=1, description='the training runs\' input pipelines: "raw", '
+                                '"torchvision", "dali", "dali-raw", or FILE.py:FUNC / package.module:FUNC '
+                                "(docs/pipelines.md); several: one training search each")
     epochs: int = Field(1, ge=1, description="epochs per run")
     order: Literal["sequential", "shuffled"] = Field(
         "shuffled", description='"shuffled": a fresh seeded permutation every epoch, as a training sampler')
@@ -114,6 +121,16 @@ class Pattern(_Model):
     @classmethod
     def _as_list(cls, v: Any) -> Any:
         return _sweep(v)
+
+    @field_validator("pipeline", mode="before")
+    @classmethod
+    def _pipelines(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.split(",")
+        try:
+            return list(pipelines.parse_list(",".join(v))) if isinstance(v, list | tuple) else v
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix("--pipeline: ")) from None
 
     @field_validator("workers")
     @classmethod
@@ -215,7 +232,7 @@ class Workload(_Model):
         """A copy with command-line options that are not None put in place of the file's fields.
 
         Keys are the field names of the three sections (files, size_dist, classes, engine, workers, threads,
-        batch_size, decode, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
+        batch_size, decode, pipeline, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
         A rate in the file still wins over the table when only --model or --gpu is given. A `kind` (--rate-kind)
         replaces the file's kind and its rate (it asks for the table's row of that kind); a `rate` (--rate)
         replaces the file's kind (a given rate has none); both at once is a UserError. A `batch_size`

@@ -90,6 +90,7 @@ REAL: dict[tuple[str, str], Real] = {
     ("run", "--batch-size"): ([], MEASURE, lambda s: _settings(s).batch_size),
     ("run", "--prefetch-factor"): ([], MEASURE, lambda s: _settings(s).prefetch_factor),
     ("run", "--decode"): ([], MEASURE, lambda s: _flag(_settings(s).decode, "decode")),
+    ("run", "--pipeline"): ([], MEASURE, lambda s: _list(_settings(s).pipelines)),
     ("run", "--model"): ([], MEASURE, lambda s: _settings(s).model),
     ("run", "--gpu"): ([], MEASURE, lambda s: _settings(s).gpu),
     ("run", "--rate-kind"): ([], MEASURE, lambda s: _settings(s).rate_kind),
@@ -139,6 +140,7 @@ DESCRIBED = {
     ("report", "--html"), ("report", "--md"), ("report", "--name"),
     ("compare", "--html"), ("compare", "--md"), ("compare", "--csv"), ("compare", "--name"),
     ("plan", "--mean-size"), ("plan", "--rate-kind"),  # the result's or the model's; the pair's first kind
+    ("plan", "--pipeline"),  # the result's first pipeline (tests/test_pipelines.py)
     ("run", "--in-flight"),  # DEFAULT_IN_FLIGHT with --url, else 1 (tests/test_s3.py runs the default)
     # the AWS SDKs' environment and chain; crt: parse_url's (tests/test_s3_url.py)
     *((cmd, opt) for cmd in ("run", "fio", "gen", "clean", "pack")

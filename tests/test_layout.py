@@ -87,7 +87,7 @@ LAYERS = [
     {"host", "record", "s3"},
     {"dataset"},
     {"sources"},
-    {"store", "engines"},
+    {"store", "engines", "pipelines"},
     {"gpu", "workload", "answer", "report", "ui", "output", "progress"},
     {"phases"},
     {"distributed"},

@@ -21,6 +21,7 @@ Every rule it reads is rules.py's. Here: `answer`, which sets the figures into t
 from __future__ import annotations
 
 from iobench.answer.client_figures import (
+    asked,
     asked_for,
     ceiling,
     client_count,
@@ -29,6 +30,7 @@ from iobench.answer.client_figures import (
     pipeline,
     plateau_of,
     storage_gpus,
+    view,
 )
 from iobench.answer.client_words import (
     advised_files,
@@ -39,6 +41,7 @@ from iobench.answer.client_words import (
     need_line,
     no_answer,
     note_lines,
+    pipeline_line,
     storage_line,
     throttle_line,
 )
@@ -57,12 +60,28 @@ from iobench.answer.rules import (
     training_runs,
 )
 from iobench.answer.words import dataset_line, gpus_short, raw_baseline
+from iobench.pipelines import RAW
 from iobench.result import Result, Verdict
 
 CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, not the storage or the GPUs
 
 
 def answer(result: Result) -> Verdict:
+    """One client's answer for the first input pipeline asked (--pipeline), with a line for each other one measured
+    (each its own view of the result: `client_figures.view`); the storage's answer is the same for all."""
+    names = result.settings.pipelines or [RAW]
+    if names == [RAW]:
+        return _answer(result, named=False)
+    others = {n: _answer(view(result, n), named=True) for n in names[1:]}
+    v = _answer(view(result, names[0]), named=True, extra=[pipeline_line(n, o) for n, o in others.items()])
+    if others:
+        v.pipelines_fed = {names[0]: v.client_gpus_fed, **{n: o.client_gpus_fed for n, o in others.items()}}
+    return v
+
+
+def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verdict:
+    """The answer of a result of one pipeline; `named`: the pipeline is named in the first line (a pipeline other
+    than raw was asked for); `extra`: evidence lines of the other pipelines."""
     s = result.settings
     invalid = [r for r in result.runs if not r.valid]
     store = storage_figure(result)
@@ -78,6 +97,7 @@ def answer(result: Result) -> Verdict:
         storage_spread_measured=bool(store and store.spread.measured),
         pipeline_samples_per_s=pipe.samples_per_s if pipe else None, pipeline_from=pipe.what if pipe else None,
         cpu_saturated=cpu_saturated(pipe.run.cpu if pipe else None, result),
+        client_pipeline=asked(result), pipeline_cpu_us_per_sample=pipe.run.cpu_us_per_sample if pipe else None,
         model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind, au_target=s.au_target,
         gpus_asked=s.gpus, best_samples_per_s=best.samples_per_s if best else None,
         best_mb_per_s=best.mb_per_s if best else None, best_concurrency=best.concurrency if best else None,
@@ -90,6 +110,7 @@ def answer(result: Result) -> Verdict:
     if store is None and pipe is None:
         first, *reasons = no_answer(result, invalid)
         reasons += dataset_line(result)
+        reasons += extra or []
         return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
     evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store), *dataset_line(result)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
@@ -100,7 +121,7 @@ def answer(result: Result) -> Verdict:
                      f"{store.what}); no loader run counted, so this client was not measured.")
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
             evidence += [need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
-                                        f"more (no loader run counted; the first: {first_invalid})."]
+                                        f"more (no loader run counted; the first: {first_invalid}).", *(extra or [])]
             fields.update(storage_gpus_fed=fed.value, evidence=evidence,
                           storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
             return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
@@ -114,7 +135,8 @@ def answer(result: Result) -> Verdict:
                      f"{where}: no cold run, so no storage figure; this client's pipeline delivered "
                      f"{pipe.samples_per_s:,.0f} samples/s.")
         if pipe is not None:
-            evidence.append(client_line(result, pipe))
+            evidence.append(client_line(result, pipe, named))
+        evidence += extra or []
         return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
 
     rate, tau = s.rate_per_gpu, s.au_target
@@ -124,9 +146,9 @@ def answer(result: Result) -> Verdict:
     storage_count = storage_gpus(store, rate, tau) if store else None
     capacity = min(x for x in (store.samples_per_s if store else None, pipe.samples_per_s) if x is not None)
     client = client_count(result, capacity, pipe_spread)
-    asked = asked_for(result, store, pipe_spread, capacity)
+    asked_n = asked_for(result, store, pipe_spread, capacity)
     limit, other, why = limit_of(result, store, pipe, pipe_spread, rising, plateau_of(result, sat, best),
-                               asked.client_fed if asked else None)
+                               asked_n.client_fed if asked_n else None)
     if storage_count is not None and client.value > storage_count.value and limit in CLIENT_SIDE:
         # never "the storage feeds 2 ... this client feeds 3: its input pipeline is the limit": the client fed more
         # than the storage's cold figure only where it read faster than that (warm, or within a spread)
@@ -136,7 +158,7 @@ def answer(result: Result) -> Verdict:
     evidence.append(need_line(s))
     if s.rate_kind == "mlperf-storage" and store is not None:
         evidence += mlperf_line(s, store)
-    evidence.append(client_line(result, pipe))
+    evidence.append(client_line(result, pipe, named))
     predicted = gpus_for(capacity, rate, tau)
     if client.confirmed and client.value < predicted:
         over = [r for r in training_runs(result) if r.gpus == client.value + 1]
@@ -160,7 +182,9 @@ def answer(result: Result) -> Verdict:
             evidence.append(f"Near the line: {count.near} (within {UNSTABLE:.0%}, what MLPerf Storage lets repeats "
                             f"differ by): one run measures no spread, so whether identical runs give {count.value} "
                             "too is not shown; --repeat 3 measures it.")
-    first = first_line(result, store, storage_count, client, limit, other, asked)
+    evidence += extra or []
+    first = first_line(result, store, storage_count, client, limit, other, asked_n,
+                       pipe.run.cpu_us_per_sample if named else None)
     fields.update(limit=limit, limit_or=other, evidence=evidence,
                   storage_gpus_fed=storage_count.value if storage_count else None,
                   storage_gpus_range=[storage_count.low, storage_count.high] if storage_count and
@@ -168,10 +192,10 @@ def answer(result: Result) -> Verdict:
                   client_gpus_fed=client.value, gpus_fed=client.value, gpus_fed_confirmed=client.confirmed,
                   client_gpus_range=[client.low, client.high] if client.borderline else None,
                   borderline=bool(client.borderline or (storage_count and storage_count.borderline)
-                                  or (asked and asked.borderline)))
-    if asked is not None:
-        fields.update(asked_fed=asked.fed, asked_by=asked.by, asked_client_fed=asked.client_fed,
-                      asked_confirmed=asked.confirmed)
+                                  or (asked_n and asked_n.borderline)))
+    if asked_n is not None:
+        fields.update(asked_fed=asked_n.fed, asked_by=asked_n.by, asked_client_fed=asked_n.client_fed,
+                      asked_confirmed=asked_n.confirmed)
     return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
 
 

@@ -29,6 +29,7 @@ from iobench.answer.rules import (
 )
 from iobench.answer.search import count_aus
 from iobench.answer.words import gpu_short, raw_depth, raw_tool, reader_unit, readers
+from iobench.pipelines import RAW
 from iobench.result import Result, Run
 
 
@@ -65,14 +66,29 @@ class Count:
         return f"{self.low}-{self.high}" if self.borderline else f"{self.low}"
 
 
+def asked(result: Result) -> str:
+    """The input pipeline this client's answer is for: the first of --pipeline (raw in results written before it)."""
+    return (result.settings.pipelines or [RAW])[0]
+
+
+def view(result: Result, name: str) -> Result:
+    """The result as a run of one input pipeline: its training runs those of `name` (a run's `pipeline`; raw for
+    results written before it), every other run as it is. Each pipeline's client answer is this view's; the
+    storage's answer never reads the training runs' pipeline."""
+    runs = [r for r in result.runs if r.kind != "training" or (r.pipeline or RAW) == name]
+    return result.model_copy(update={"runs": runs,
+                                     "settings": result.settings.model_copy(update={"pipelines": [name]})})
+
+
 def pipeline(result: Result) -> Pipeline | None:
     """What this client's input pipeline delivered. Once a training run starved, the pipeline gave all it could
     there: the most any training run delivered is its figure. Else the best training-shaped replay run, or a
-    training run that delivered more while all its GPUs were fed (the pipeline gives at least that)."""
+    training run that delivered more while all its GPUs were fed (the pipeline gives at least that). The replay
+    reads through iobench's raw reader: another pipeline's figure comes from its training runs alone."""
     s = result.settings
     train = [r for r in training_runs(result) if r.delivered_per_s]
     best_train = max(train, key=lambda x: x.delivered_per_s or 0.0) if train else None
-    shaped = supply_run(result)
+    shaped = supply_run(result) if asked(result) == RAW else None
     if best_train is not None and (any((r.au or 0) < s.au_target for r in train) or shaped is None
                                    or (best_train.delivered_per_s or 0) > shaped.samples_per_s):
         r = best_train
@@ -97,10 +113,19 @@ class Ceiling:
     decode_us: float | None  # of it, decoding's
     run: Run
 
+    @property
+    def decodes(self) -> bool:
+        """Its CPU per sample includes decoding (--decode, or a pipeline that decodes)."""
+        return self.run.decode
 
-def ceiling(result: Result) -> Ceiling | None:
-    """This client's CPU ceiling, from the run its pipeline figure comes from; None where that run measured no CPU
-    per sample (a result written before it) or no pipeline ran."""
+
+def ceiling(result: Result, name: str | None = None) -> Ceiling | None:
+    """This client's CPU ceiling with input pipeline `name` (default the one asked first), from the run its pipeline
+    figure comes from; None where that run measured no CPU per sample (a result written before it) or no pipeline
+    ran."""
+    name = name or asked(result)
+    if (result.settings.pipelines or [RAW]) != [RAW] or name != RAW:
+        result = view(result, name)
     pipe = pipeline(result)
     usable = usable_cores(result)
     if pipe is None or not usable or not pipe.run.cpu_us_per_sample:

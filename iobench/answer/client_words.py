@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from iobench import pipelines
 from iobench.answer.client_figures import Asked, Ceiling, Count, Pipeline
 from iobench.answer.rules import (
     MIN_BATCHES_PER_READER,
@@ -36,7 +37,7 @@ from iobench.answer.words import (
     server_cache_note,
 )
 from iobench.gpu.rates import rates
-from iobench.result import Result, Run, Settings
+from iobench.result import Result, Run, Settings, Verdict
 
 KIND_WORDS = {
     "measured": "measured by iobench's makers training on one H200 with synthetic data: a compute ceiling, not a "
@@ -54,15 +55,26 @@ def _cores(result: Result) -> str:
     return f"{usable:g}-core " if usable else ""
 
 
+def pipeline_label(result: Result) -> str:
+    """The input pipeline this client's answer is for, in words ("torchvision pipeline (CPU decode)")."""
+    s = result.settings
+    return pipelines.parse((s.pipelines or [pipelines.RAW])[0]).label(gpu_decode=s.consumer == "cuda")
+
+
 def first_line(result: Result, store: StorageFigure | None, storage: Count | None, client: Count, limit: str,
-                other: str | None, asked: Asked | None) -> str:
-    """The answer in one line: the storage's, then this client's."""
+                other: str | None, asked: Asked | None, us: float | None = None) -> str:
+    """The answer in one line: the storage's, then this client's. `us`: the CPU per sample of the pipeline's run,
+    where its pipeline is named (a pipeline other than raw asked for): the pipeline and, when the CPU is the limit,
+    that cost are said."""
     s = result.settings
     where = f"{result.mount.fstype} at {result.mount.path}"
     limit_words = CLIENT_LIMIT.get(limit, f"{LIMIT_WORDS.get(limit, limit)} is the limit")
+    if us is not None and limit == "client-cpu":
+        limit_words += f", {us:,.0f} us per sample"
     if other:
         limit_words += f" (or {LIMIT_WORDS.get(other, other)}: too near to tell)"
-    client_part = f"this {_cores(result)}client feeds {client.words()}" + (
+    named = f" with the {pipeline_label(result)}" if us is not None else ""
+    client_part = f"this {_cores(result)}client feeds {client.words()}{named}" + (
         "" if limit == "gpu" else f": {limit_words}")
     if store is None or storage is None:
         storage_part = "no valid cold run measured the storage"
@@ -81,7 +93,8 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
     word = "Borderline" if asked.borderline else "Yes" if asked.fed else "No" if asked.fed is False else "Not shown"
     if asked.by == "client":
         fed = "fed" if asked.client_fed else "did not feed" if asked.client_fed is False else "may feed"
-        return f"{word}: this {_cores(result)}client {fed} {gpus_short(s, str(n), n)} ({asked.words}); {storage_part}."
+        return (f"{word}: this {_cores(result)}client {fed} {gpus_short(s, str(n), n)}{named} ({asked.words}); "
+                f"{storage_part}.")
     assert store is not None
     gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
     if asked.fed:
@@ -114,9 +127,9 @@ def storage_line(result: Result, store: StorageFigure | None, best: Run | None, 
         cpu = store.run.cpu if store.run else store.fio.cpu if store.fio else None
         text += f", at least: {cpu_words(cpu, result)} while measuring it"
     if best is not None and store.run is not best:
-        text += f"; the loaders' best {best.samples_per_s:,.0f} at {readers(best)} (p99 {best.latency_ms.p99:.2f} ms)"
+        text += f"; the loaders' best {best.samples_per_s:,.0f} at {readers(best)} (p99 {best.timed.p99:.2f} ms)"
     elif best is not None:
-        text += f"; p99 {best.latency_ms.p99:.2f} ms"
+        text += f"; p99 {best.timed.p99:.2f} ms"
     if best is not None and rising:
         text += f", still rising at the most {reader_unit(best)}"
     elif best is not None and sat is not None:
@@ -187,15 +200,30 @@ def mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
             f"result): the storage feeds {counts} at AU >= {s.au_target:.0%} from one client."]
 
 
-def client_line(result: Result, pipe: Pipeline) -> str:
-    """The evidence line of this client's pipeline and its CPU."""
-    return (f"This client: its input pipeline delivered {pipe.samples_per_s:,.0f} samples/s ({pipe.what}); "
+def client_line(result: Result, pipe: Pipeline, named: bool = False) -> str:
+    """The evidence line of this client's pipeline and its CPU (`named`: which pipeline, and its CPU per sample)."""
+    which = f"the {pipeline_label(result)}" if named else "its input pipeline"
+    us = f", {pipe.run.cpu_us_per_sample:,.0f} us of CPU per sample" if named and pipe.run.cpu_us_per_sample else ""
+    return (f"This client: {which} delivered {pipe.samples_per_s:,.0f} samples/s ({pipe.what}{us}); "
             f"{cpu_words(pipe.run.cpu, result)}.")
+
+
+def pipeline_line(name: str, v: Verdict) -> str:
+    """The evidence line of another pipeline measured (--pipeline a,b): what this client fed with it."""
+    label = pipelines.parse(name).label()
+    if v.pipeline_samples_per_s is None or v.client_gpus_fed is None:
+        return f"With the {label}: no valid training run, so no answer for this client with it."
+    fed = (f"{v.client_gpus_range[0]}-{v.client_gpus_range[1]}" if v.client_gpus_range else f"{v.client_gpus_fed}")
+    limit = CLIENT_LIMIT.get(v.limit or "", f"{LIMIT_WORDS.get(v.limit or '', v.limit)} is the limit")
+    us = f", {v.pipeline_cpu_us_per_sample:,.0f} us of CPU per sample" if v.pipeline_cpu_us_per_sample else ""
+    return (f"With the {label}: this client feeds {fed}: {limit} ({v.pipeline_samples_per_s:,.0f} samples/s "
+            f"delivered{us}).")
 
 
 def ceiling_line(c: Ceiling) -> str:
     """The evidence line of this client's CPU ceiling: its cores over the CPU per sample measured."""
-    what = "reading" if c.decode_us is None else f"reading and decoding, {c.decode_us:,.1f} us of it decoding"
+    what = ("reading and decoding" if c.decodes else "reading") if c.decode_us is None else \
+        f"reading and decoding, {c.decode_us:,.1f} us of it decoding"
     return (f"This client's CPU ceiling: ~{c.samples_per_s:,.0f} samples/s = its {c.cores:g} cores / "
             f"{c.cpu_us_per_sample:,.1f} us of CPU per sample ({what}, measured at {readers(c.run)}): the most its "
             "CPU could deliver on this path.")

@@ -49,6 +49,7 @@ What-ifs (each a prediction, never a measurement):
 
 from __future__ import annotations
 
+from iobench import pipelines
 from iobench.answer.plan_figures import (
     IMAGENET_FILES,
     MAX_FILES,
@@ -86,7 +87,8 @@ def _ran(result: Result, model: str) -> bool:
 
 def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, mean_kb: float | None = None,
          au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
-         gpus_per_node: int = 8, kind: str | None = None, series: list[Result] | None = None) -> CapacityPlan:
+         gpus_per_node: int = 8, kind: str | None = None, series: list[Result] | None = None,
+         pipeline: str | None = None) -> CapacityPlan:
     """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
 
     rate: samples/s one GPU consumes, kind "given" (default: the table's row of `kind`, see `gpus.rate_for`).
@@ -98,6 +100,8 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs. A
     distributed result gives the rate its nodes read at once, per node (iobench.answer.scaling).
     series: distributed results at several node counts (`result` among them): how the storage scaled.
+    pipeline: the input pipeline whose measured CPU per sample the client's cores are planned at (default the
+    result's first; one the result has no training run of is a ValueError naming those it has).
     """
     if gpus < 1:
         raise ValueError("gpus must be >= 1")
@@ -143,7 +147,7 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     if result is None:
         return p
     try:
-        measured = from_result(p, result)
+        measured = from_result(p, result, _pipeline_of(result, pipeline))
         if measured is not None and result.distributed is not None:
             points = scaling(series or [result])
             measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
@@ -157,18 +161,32 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     return with_result
 
 
+def _pipeline_of(result: Result, pipeline: str | None) -> str | None:
+    """The pipeline asked for, checked against those the result's training runs went through."""
+    if pipeline is None:
+        return None
+    name = pipelines.parse(pipeline).text
+    ran = sorted({r.pipeline or pipelines.RAW for r in result.runs if r.kind == "training"})
+    if name not in ran:
+        raise ValueError(f"--pipeline {name}: the result has no training run through it (it has "
+                         f"{', '.join(ran) or 'none'})")
+    return name
+
+
 def _measured_cpu(p: CapacityPlan, m: Measured) -> dict:
     """The plan's CPU cores at the CPU per sample measured on the result's client: reading and decoding as measured
     where it decoded; else reading as measured, decode + augment at the per-core figure."""
     us = m.cpu_us_per_sample or 0.0
-    decoded = m.decode_cpu_us_per_sample is not None
+    decoded = m.cpu_decoded or m.decode_cpu_us_per_sample is not None
+    on = f" with the {pipelines.parse(m.cpu_pipeline).label()}" if m.cpu_pipeline not in (None, pipelines.RAW) else ""
 
     def cores(samples_per_s: float) -> float:
         return samples_per_s * us / 1e6 + (0.0 if decoded else cpu_cores_for_decode(samples_per_s))
 
-    how = (f"read + decode + augment at {us:,.1f} us of CPU per sample, measured on this client at {m.cpu_readers}"
-           if decoded else
-           f"read at {us:,.1f} us of CPU per sample, measured on this client at {m.cpu_readers} (it did not decode), "
+    how = (f"read + decode + augment at {us:,.1f} us of CPU per sample, measured on this client{on} at "
+           f"{m.cpu_readers}" if decoded else
+           f"read at {us:,.1f} us of CPU per sample, measured on this client{on} at {m.cpu_readers} (it did not "
+           "decode), "
            f"+ decode + augment at {CPU_PREPROCESS_PER_CORE:g} samples/s per core")
     return {"cpu_cores_demand": cores(p.demand_samples_per_s), "cpu_cores_minimum": cores(p.minimum_samples_per_s),
             "cpu_from": how}

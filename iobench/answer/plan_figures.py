@@ -135,6 +135,8 @@ class Measured:
     cpu_us_per_sample: float | None = None  # the measuring client's CPU per sample (`client_figures.ceiling`)
     decode_cpu_us_per_sample: float | None = None  # of it, decoding's (null: the result did not decode)
     cpu_readers: str = ""  # where it was measured: "4 DataLoader workers"
+    cpu_pipeline: str | None = None  # the input pipeline whose CPU per sample is used (plan --pipeline)
+    cpu_decoded: bool = False  # that CPU per sample includes decoding (--decode, or a pipeline that decodes)
 
 
 @dataclass(frozen=True)

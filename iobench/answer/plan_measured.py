@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from iobench.answer.client_figures import ceiling
+from iobench.answer.client_figures import asked, ceiling
 from iobench.answer.cluster import job_run
 from iobench.answer.plan_figures import (
     CACHE_FRACTIONS,
@@ -39,8 +39,9 @@ def rate_kind_of(result: Result) -> str | None:
     return kind_of_source(s.rate_source) if s.rate_per_gpu or s.rate_source else None
 
 
-def from_result(p: CapacityPlan, result: Result) -> Measured | None:
-    """What `result` says the storage gives, set against `p`'s demand; None when it has no run to tell."""
+def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) -> Measured | None:
+    """What `result` says the storage gives, set against `p`'s demand; None when it has no run to tell. The CPU per
+    sample is that of input pipeline `pipeline` (default: the result's first)."""
     runs = replay_runs(result)
     pool = storage_runs(result)
     warm = [r for r in runs if r.cache == "warm"]
@@ -107,7 +108,7 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
         startup = per_file * p.dataset_files
     m = Measured(
         label=f"{result.mount.fstype} at {result.mount.path}", samples_per_s=s, cache=cache,
-        readers=readers, engine=engine, p50_ms=point.latency_ms.p50,
+        readers=readers, engine=engine, p50_ms=(point.timed if isinstance(point, Run) else point.latency_ms).p50,
         dataset_mean_bytes=result.dataset.mean_bytes, gpus_supported=supported,
         nodes_supported=supported // p.gpus_per_node, headroom=s / p.minimum_samples_per_s,
         spare_samples_per_s=s - p.minimum_samples_per_s,
@@ -120,10 +121,11 @@ def from_result(p: CapacityPlan, result: Result) -> Measured | None:
         (f"this plan ({who(p)})", p.rate_per_gpu, p.rate_kind),
         (f"the result ({m.label}, {result.settings.gpu or '?'} on {result.settings.model or '?'})", s_rate,
          rate_kind_of(result))])}
-    top = ceiling(result) if job is None else None  # one client's CPU per sample; a job's is per rank
+    top = ceiling(result, pipeline) if job is None else None  # one client's CPU per sample; a job's is per rank
     if top is not None:
         extra.update(cpu_us_per_sample=top.cpu_us_per_sample, decode_cpu_us_per_sample=top.decode_us,
-                     cpu_readers=readers_of(top.run))
+                     cpu_readers=readers_of(top.run), cpu_pipeline=pipeline or asked(result),
+                     cpu_decoded=top.decodes)
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
     if cache == "cold" and job is None and ref is not None:  # Little's law over one client's loaders; a job has none
@@ -181,7 +183,7 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
                                 f"({seen[1]}): no run read from RAM to show the client's own ceiling")
     else:
         cap, reason = None, "not capped: no run measured this client's own ceiling"
-    w = ref.latency_ms.p50 / 1000.0
+    w = ref.timed.p50 / 1000.0
     in_flight = ref.samples_per_s * w if w > 0 else None
     rows = []
     for k in CONCURRENCY_STEPS:

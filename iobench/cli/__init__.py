@@ -1,7 +1,8 @@
 """Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback.
 
 Exit codes a script can act on (iobench.errors): 0 done; 1 done, but `run --check` found the GPUs asked about
-(--gpus N) not fed; 2 usage error (and a standard output that cannot be written: full, an error); 3 the environment
+(--gpus N) not fed, or your own pipeline's code (`run --pipeline FILE.py:FUNC`) raised (its traceback, then one
+line); 2 usage error (and a standard output that cannot be written: full, an error); 3 the environment
 refused (mount missing, read-only, full, permission denied); 128 + the signal for SIGINT (Ctrl-C, 130), SIGTERM (143)
 and SIGHUP (129), the partial result kept; 141 when the reader of stdout left (`iobench run | head -1`), silently,
 as a tool killed by SIGPIPE. `--json -` writes the JSON alone to stdout, every human line to stderr

@@ -18,9 +18,11 @@ from iobench.errors import (
     EXIT_REFUSED,
     EXIT_STDOUT_CLOSED,
     EXIT_USAGE,
+    EXIT_USER_CODE,
     STOP_SIGNALS,
     EnvironmentRefused,
     Interrupted,
+    UserCodeError,
     UserError,
     explain_oserror,
 )
@@ -66,6 +68,10 @@ def run_main() -> None:
     except Interrupted as exc:
         err(str(exc))
         sys.exit(128 + stopped_by[0])
+    except UserCodeError as exc:  # the user's own code: its traceback is theirs to read, then one line
+        sys.stderr.write("--- the traceback of your code (not iobench's) ---\n" + exc.traceback)
+        err(f"error: {exc}" + (f" ({exc.kept})" if exc.kept else ""))
+        sys.exit(EXIT_USER_CODE)
     except (KeyboardInterrupt, click.Abort):
         err(signal_words(stopped_by[0]))
         sys.exit(128 + stopped_by[0])

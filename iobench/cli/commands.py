@@ -271,11 +271,15 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
               help="A result file (or its folder): how many GPUs and nodes the measured storage supports, headroom, "
                    "and what-ifs (part of the dataset cached, more readers). Repeat it with distributed results at "
                    "1, 2, ... nodes: how the storage scaled with clients.")
+@click.option("--pipeline", default=None,
+              help="With --result: the input pipeline whose measured CPU per sample plans the client's cores (one "
+                   "its training runs went through: raw, torchvision, dali, dali-raw, FILE.py:FUNC).  [default: the "
+                   "result's first]")
 @click.option("--json", "json_path", default=None,
               help="Also write the plan as JSON here (- for stdout): its fields, nodes, and `measured` with --result.")
 def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: str | None, mean_kb: float | None,
              au_target: float, rate: float | None, rate_kind: str | None, gpus_per_node: int,
-             result_paths: tuple[Path, ...], json_path: str | None) -> None:
+             result_paths: tuple[Path, ...], pipeline: str | None, json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
     check_json_target(json_path)
     check_apart([("--json", json_path)], map(reporting.result_file, result_paths))
@@ -288,6 +292,8 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
             raise UserError(f"--mean-size: {exc}") from None
         if not mean_kb > 0:
             raise UserError(f"--mean-size must be more than 0, got {mean_size!r}")
+    if pipeline is not None and not result_paths:
+        raise UserError("--pipeline picks the measured CPU per sample of a result's pipeline: give --result")
     results = reporting.load_results(result_paths) if result_paths else []
     if len(results) > 1 and any(r.distributed is None for r in results):
         raise UserError("several --result are read as a scaling series: each must be a distributed run (--ranks or "
@@ -296,7 +302,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
     result = max(results, key=lambda r: r.distributed.nodes if r.distributed else 0) if results else None
     try:
         p = plan(gpu, gpus_, model, dataset_files=dataset_files, mean_kb=mean_kb, au_target=au_target, rate=rate,
-                 result=result, gpus_per_node=gpus_per_node, kind=rate_kind, series=results)
+                 result=result, gpus_per_node=gpus_per_node, kind=rate_kind, series=results, pipeline=pipeline)
     except ValueError as exc:
         raise UserError(f"plan: {exc}") from None
     ui = UI(stdout_free=json_path == STDOUT)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 from click.shell_completion import CompletionItem
 
+from iobench import pipelines
 from iobench.dataset import GenSpec, default_classes
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
@@ -308,6 +309,7 @@ class RunOptions:
     batch_size: int | None = None
     prefetch_factor: int | None = None
     decode: bool | None = None
+    pipeline: tuple[str, ...] | None = None
     model: str | None = None
     gpu: str | None = None
     rate: float | None = None
@@ -343,6 +345,8 @@ class RunOptions:
             v["threads"] = int_list(v["threads"], "--threads")
         if v.get("in_flight") is not None:
             v["in_flight"] = int_list(v["in_flight"], "--in-flight")
+        if isinstance(v.get("pipeline"), str):
+            v["pipeline"] = pipelines.parse_list(v["pipeline"])
         # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
         if "source" in v:
             v["source"] = SOURCE.convert(v["source"], None, None)

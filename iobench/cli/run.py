@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from iobench import pipelines
 from iobench.cli.options import (
     DEFAULT_IN_FLIGHT,
     FIO_THREADS,
@@ -78,8 +79,15 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
               help="DataLoader batch size (per GPU).  [default: the workload's: 256]")
 @click.option("--prefetch-factor", type=int, default=None,
               help=f"DataLoader batches each worker keeps ready.  [default: {PREFETCH_FACTOR}]")
+@click.option("--pipeline", default=None,
+              help="The training runs' input pipeline: raw (iobench's reader: bytes into the batch, as DALI's file "
+                   "reader feeds a GPU decode), torchvision (ImageFolder-style Dataset + RandomResizedCrop, flip, "
+                   "ToTensor, Normalize + DataLoader: CPU decode), dali (DALI decode + crop + normalize), dali-raw "
+                   "(DALI's file reader alone), or your own FILE.py:FUNC / package.module:FUNC (docs/pipelines.md); "
+                   "a comma list is one training search each.  [default: the workload's: raw]")
 @click.option("--decode/--no-decode", default=None,
-              help="Also decode + RandomResizedCrop + flip each sample (CPU).  [default: the workload's: no-decode]")
+              help="Decode in the replay too (torchvision's RandomResizedCrop + flip in iobench's workers, timed "
+                   "apart), and train through --pipeline torchvision.  [default: the workload's: no-decode]")
 @click.option("--model", type=MODEL, default=None,
               help="Model the GPUs train (see `iobench gpus`).  [default: the workload's: resnet50]")
 @click.option("--gpu", type=GPU, default=None,
@@ -118,7 +126,7 @@ def run(**params: Any) -> None:
         raise UserError("--ranks launches ranks itself; under torchrun the ranks are its --nnodes x --nproc-per-node")
     wl = load(o.workload or DEFAULT).merged(
         files=o.files, size_dist=o.size_dist, classes=o.classes, engine=o.engine, batch_size=o.batch_size,
-        decode=o.decode, epochs=o.epochs, model=o.model, gpu=o.gpu, rate=o.rate, kind=o.rate_kind,
+        decode=o.decode, pipeline=o.pipeline, epochs=o.epochs, model=o.model, gpu=o.gpu, rate=o.rate, kind=o.rate_kind,
         au_target=o.au_target, workers=o.workers, threads=o.threads)
     p = wl.pattern
     engine = p.engine
@@ -131,6 +139,8 @@ def run(**params: Any) -> None:
         engine = "threads"
     if p.decode and engine != "dataloader":
         raise UserError("--decode needs --engine dataloader (decoding runs in its worker processes)")
+    for name in _pipelines(o, wl):
+        pipelines.check(pipelines.parse(name))
     orders = o.order or (p.order,)
     refuse(o, Case(engine, fallback=bool(notes), distributed=many, orders=orders))
     timeout_s = DEFAULT_RANK_TIMEOUT_S if o.timeout is None else o.timeout
@@ -179,6 +189,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
         engine=engine, batch_size=p.batch_size,
         prefetch_factor=PREFETCH_FACTOR if o.prefetch_factor is None else o.prefetch_factor, decode=p.decode,
+        pipelines=_pipelines(o, wl),
         workload=wl.path or wl.name,
         # --rate alone stands for "a GPU consuming R samples/s", not the workload's GPU and model
         model=None if rate_only else wl.consumer.model, gpu=None if rate_only else wl.consumer.gpu,
@@ -186,6 +197,14 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         gpus=o.gpus, consumer=o.consumer, mitigations=o.mitigations, io_timeout_s=o.io_timeout,
         follow_links=o.follow_links,
         fuse_view=str(o.mount.resolve()) if o.url is not None and o.mount is not None else None)
+
+
+def _pipelines(o: RunOptions, wl: Workload) -> list[str]:
+    """The training runs' pipelines: given, else the workload's; decode (--decode, or the workload's) with no
+    pipeline named trains through torchvision, the decode of a PyTorch job (refusals keep --decode and --pipeline
+    apart)."""
+    names = list(wl.pattern.pipeline)
+    return ["torchvision"] if wl.pattern.decode and names == [pipelines.RAW] and o.pipeline is None else names
 
 
 def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Settings:

@@ -16,9 +16,7 @@ torch is imported on use (`import_torch`), when an engine is made."""
 from __future__ import annotations
 
 import io
-import math
 import os
-import random
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,8 +48,8 @@ def import_torch():
         import torch
         import torch.utils.data  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the dataloader engine needs PyTorch (e.g. pip install torch==2.13.0 "
-                          "--index-url https://download.pytorch.org/whl/cpu)") from exc
+        raise ImportError("the dataloader engine needs PyTorch (e.g. pip install torch==2.14.1 "
+                          "torchvision==0.29.1)") from exc
     return torch
 
 
@@ -108,7 +106,7 @@ class SourceDataset:
         self._pool: list[torch.Tensor | None] = [None] * busy.shape[1]
         self._sent = [False] * busy.shape[1]  # the main process holds this slot's buffer: it is not sent again
         self._avg = max(source.max_size // 2, 4096)  # bytes per sample, learnt
-        self._rng: random.Random | None = None
+        self._augment: Callable | None = None  # torchvision's RandomResizedCrop + flip, made in the worker
 
     def __len__(self) -> int:
         return len(self.source)
@@ -122,7 +120,6 @@ class SourceDataset:
         self._shared = info is not None  # in a worker: allocate batches in shared memory up front
         self._worker = info.id if info is not None else 0
         self._pid = os.getpid()
-        self._rng = random.Random(torch.initial_seed())  # distinct per worker (torch seeds each one)
         self._busy = self.busy.numpy()[self._worker]
         if self.finished is not None:
             self._count = self.finished.numpy()[self._worker:self._worker + 1].data
@@ -253,8 +250,8 @@ class SourceDataset:
     def _read_decode(self, reader, indices: list[int], meta: np.ndarray, out: np.ndarray):
         from PIL import Image
 
-        read, clock, cpu, rng = reader.read, perf_counter_ns, thread_time_ns, self._rng
-        assert rng is not None  # _open set it: __getitems__ opens the reader first
+        read, clock, cpu = reader.read, perf_counter_ns, thread_time_ns
+        augment = self._augment or self._augmenter()
         pos_n, pos_t, pos_o, pos_d = meta[NBYTES], meta[TOTAL_NS], meta[OPEN_NS], meta[DECODE_NS]
         pos_c = meta[DECODE_CPU_NS]
         meta[OFFSET] = 0
@@ -282,9 +279,7 @@ class SourceDataset:
                         rgb = src.convert("RGB")
                 except Exception as exc:  # Pillow's own error: OSError, ValueError, SyntaxError, DecompressionBomb...
                     raise self._undecodable(exc, index, data) from None
-                img = rgb.resize((CROP, CROP), Image.Resampling.BILINEAR, box=crop_box(rgb.width, rgb.height, rng))
-                if rng.random() < 0.5:
-                    img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+                img = augment(rgb)
                 out[i] = np.asarray(img).transpose(2, 0, 1)  # HWC -> CHW, uint8
                 pos_d[i] = clock() - t1
                 pos_c[i] = cpu() - c1
@@ -295,6 +290,14 @@ class SourceDataset:
             if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
                 self._reader = None
         return i, None
+
+    def _augmenter(self) -> Callable:
+        """torchvision's own RandomResizedCrop(224) + RandomHorizontalFlip, as pytorch/examples' ImageNet training
+        applies them to the decoded image (torch's RNG: each worker seeded apart by torch); imported on first use."""
+        from torchvision import transforms
+
+        self._augment = transforms.Compose([transforms.RandomResizedCrop(CROP), transforms.RandomHorizontalFlip()])
+        return self._augment
 
     def _ahead(self, reader, indices: list[int]):
         """With depth > 1: the batch's first GETs started, and (how many, finish, start); else (0, None, None)."""
@@ -311,29 +314,6 @@ class SourceDataset:
         name = self.source.sample_name(index)
         words = str(exc).replace(f" {data!r}", "") or "no message"  # Pillow names our in-memory copy, not the file
         return OSError(None, f"cannot decode the image ({type(exc).__name__}: {words})", name)
-
-
-def crop_box(w: int, h: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
-    """torchvision's RandomResizedCrop.get_params, as a Pillow box (left, upper, right, lower)."""
-    area = w * h
-    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target = area * rng.uniform(*scale)
-        aspect = math.exp(rng.uniform(*log_ratio))
-        cw = round(math.sqrt(target * aspect))
-        ch = round(math.sqrt(target / aspect))
-        if 0 < cw <= w and 0 < ch <= h:
-            x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-            return x, y, x + cw, y + ch
-    in_ratio = w / h  # fallback: centre crop at the nearest allowed aspect ratio
-    if in_ratio < ratio[0]:
-        cw, ch = w, round(w / ratio[0])
-    elif in_ratio > ratio[1]:
-        cw, ch = round(h * ratio[1]), h
-    else:
-        cw, ch = w, h
-    x, y = (w - cw) // 2, (h - ch) // 2
-    return x, y, x + cw, y + ch
 
 
 def worker_start(worker_id: int) -> None:  # pragma: no cover - runs in a worker

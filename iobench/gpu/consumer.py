@@ -29,6 +29,7 @@ class SleepConsumer:
         self.compute_s = 0.0  # compute time of steps 2..n
         self.t_first_done: float | None = None  # end of step 1: AU's clock starts here
         self.t_last_done = 0.0
+        self.waits: list[float] = []  # per batch after the first: seconds from the last step's end to its arrival
 
     def _compute(self, samples: int, images) -> float:
         """Stand in for the GPU's step; returns its compute time. A sleep counts as its nominal length: the
@@ -37,6 +38,8 @@ class SleepConsumer:
         return samples / self.rate
 
     def __call__(self, samples: int, images=None) -> None:
+        if self.steps:
+            self.waits.append(time.perf_counter() - self.t_last_done)
         compute = self._compute(samples, images)
         now = time.perf_counter()
         self.steps += 1

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from iobench import engines, sources, store
+from iobench import engines, pipelines, sources, store
 from iobench.answer.rules import (
     WARM_MIN,
     consumed,
@@ -44,6 +44,7 @@ from iobench.host.stall import (
     stop_signals_deferred,
 )
 from iobench.phases.mitigations import willneed_prefetch
+from iobench.pipelines.loader import FEEDS
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import Counters, EpochRecorder, changed_positions, latency_summary
 from iobench.result import Cpu, Disk, Latency, Run, Settings
@@ -393,17 +394,24 @@ def steady_training(epochs: list[Run]) -> Run:
 
 
 def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int, epoch: int, device: str | None,
-                fits_in_ram: bool, ui: UI, state: str = "cold", source_name: str = "files") -> Run:
+                fits_in_ram: bool, ui: UI, state: str = "cold", source_name: str = "files",
+                pipeline: str = pipelines.RAW) -> Run:
     """One shuffled epoch (cold unless `state` says warm) read by `gpus` emulated GPUs at once, each with its
-    own DataLoader over its shard of the permutation (as DistributedSampler deals it) and its own consumer.
-    Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the partial run as its `run`."""
+    own input pipeline over its shard (raw: iobench's DataLoader over its shard of the permutation, as
+    DistributedSampler deals it; another pipeline: that library's own, made once per training run, pipelines.FEEDS)
+    and its own consumer. Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the
+    partial run as its `run`; a user's pipeline that raises, UserCodeError."""
     source = sources.open(source_name, manifest, ui)
     order = epoch_order("shuffled", len(manifest), settings.seed, epoch)
-    lanes = [Lane(engines.make(settings, workers, loader=True), shard(order, r, gpus), make_consumer(settings, r))
-             for r in range(gpus)]
+    spec = pipelines.parse(pipeline)
+    feeds: Sequence[Loader] = ([engines.make(settings, workers, loader=True) for _ in range(gpus)] if spec.raw else
+                               FEEDS.loaders(spec, manifest.paths, manifest.sizes, gpus, workers, settings.batch_size,
+                                             settings.seed, epoch, real_gpus=settings.consumer == "cuda"))
+    lanes = [Lane(feed, shard(order, r, gpus), make_consumer(settings, r)) for r, feed in enumerate(feeds)]
     eviction, resident = prepare_cache(state, source.files(), source, max(workers, 1), epoch, fits_in_ram, ui,
                                         io_timeout_s=settings.io_timeout_s, where=store.open(manifest.root))
-    label = f"training {gpus} GPU{'s' if gpus > 1 else ''} x {workers} workers"
+    label = (f"training {gpus} GPU{'s' if gpus > 1 else ''} x {workers} workers"
+             + ("" if spec.raw else f", {spec.text}"))
     got = read_epoch(source, lanes, label, ui, device=device, catch=(BaseException,), close=True)
     loader, errors = lanes[0].engine, got.errors
     stalls = [e for e in errors if isinstance(e, StorageStalled)]
@@ -413,7 +421,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
             f"during a training run at {gpus} GPU{'s' if gpus > 1 else ''}")
         stall.stuck, stall.left_behind = stuck, left_behind_text(stuck)
         stall.run = summarize(got.figures(), source.name, "shuffled", loader, state, epoch, eviction, resident,
-                              False, gpus=gpus, consumer_rate=settings.rate_per_gpu)
+                              False, gpus=gpus, consumer_rate=settings.rate_per_gpu, pipeline=spec.text)
         raise stall
     if errors and isinstance(errors[0], OSError):
         raise explain_oserror(errors[0], f"reading the dataset {manifest.root} failed during a training run")
@@ -421,9 +429,13 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
         raise errors[0]
     source.close()
     consumers = [lane.consumer for lane in lanes if lane.consumer is not None]
+    waits = np.array([w for c in consumers for w in c.waits], dtype=np.float64) * 1e9
     run = consumed(summarize(got.figures(), source.name, "shuffled", loader, state, epoch, eviction, resident, True,
-                             gpus=gpus, consumer_rate=settings.rate_per_gpu,
+                             gpus=gpus, consumer_rate=settings.rate_per_gpu, pipeline=spec.text,
+                             batch_wait_ms=Latency(**latency_summary(waits)) if len(waits) else None,
                              **fed([c.au for c in consumers], [c.delivered_per_s for c in consumers])))
+    if not spec.raw:  # the library read the samples: no read of its was timed (null, not 0)
+        return run.model_copy(update={"latency_ms": None, "open_ms": None, "decode": spec.decodes})
     changed_during(run, manifest, source, [(lane.order, lane.rec) for lane in lanes])  # marks it invalid, if so
     return run
 

@@ -58,7 +58,7 @@ def object_mitigations(ctx: RunContext) -> None:
             run, lane = _epoch(ctx, engine, source, manifest, v.name, order, "shard-stream" if v.stream else "shuffled")
         requests = getattr(source, "requests", None)
         got = (requests(lane.order, lane.rec) if requests is not None else
-               (run.samples, run.open_ms.model_dump(), run.latency_ms.model_dump()))
+               (run.samples, run.opened.model_dump(), run.timed.model_dump()))
         base_rate = base_rate or run.samples_per_s
         note = (STREAM_NOTE + " (one GET per shard)" if v.stream else
                 f"{v.depth} GETs in flight per reader, {readers * v.depth} in all (the others: 1 per reader)"

@@ -24,9 +24,7 @@ from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.errors import Interrupted, UserError, explain_oserror
-from iobench.host.stall import (
-    StorageStalled,
-)
+from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
@@ -43,6 +41,8 @@ from iobench.phases.mitigations import (
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
 from iobench.phases.raw_objects import objects_baseline
+from iobench.pipelines import RAW
+from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Run, Settings
@@ -65,7 +65,7 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     try:
         with ui.run_plan(plan_of(len(manifest), settings, objects=result.mount.objects)):
             for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
-                                  (settings.replay and settings.rate_per_gpu is not None, _train),
+                                  (settings.replay and settings.rate_per_gpu is not None, _training),
                                   (settings.mitigations, _mitigations),
                                   (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse)))):
                 if wanted:
@@ -326,12 +326,23 @@ def _warn_on(run: Run, result: Result, ui: UI) -> None:
         ui.warn(msg)
 
 
-def _train(ctx: RunContext) -> None:
+def _training(ctx: RunContext) -> None:
+    """One training search per input pipeline asked (--pipeline raw,torchvision), side by side, each run labelled
+    with its pipeline; a pipeline's loaders live across a training run's epochs and end with its search."""
+    for name in ctx.settings.pipelines:
+        try:
+            _train(ctx, name)
+        finally:
+            FEEDS.release()
+            ctx.result.warnings = list(dict.fromkeys(ctx.result.warnings))  # a search's caveat said once
+
+
+def _train(ctx: RunContext, pipeline: str = RAW) -> None:
     """GPUs fed, by training runs (each GPU its own DataLoader and consumer), at the shapes answer/search.py's one
     rule gives, in its order: the count asked (--gpus) whatever the replay's validity (each run is judged valid or
     not on its own steps and seconds), then the walk from the count the supply rate predicts to the boundary, a
     run near the AU target made twice. Without a valid replay run there is no rate to predict from: only the run
-    at --gpus is made."""
+    at --gpus is made. A pipeline other than raw has no replay rate of its own: its walk starts at 1 GPU."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     epoch = len(result.runs)
     if settings.rate_per_gpu is None:
@@ -340,7 +351,7 @@ def _train(ctx: RunContext) -> None:
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
         return
     supply = supply_run(result)
-    if supply is None and settings.gpus is None:
+    if supply is None and settings.gpus is None and pipeline == RAW:  # another pipeline starts at 1 GPU (below)
         result.warnings.append("no valid replay run, so no training run was made and no GPU count is given")
         return
     gpus_here = None
@@ -384,7 +395,8 @@ def _train(ctx: RunContext) -> None:
                         done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
                                                 result.dataset.fits_in_ram, ui,
                                                 state="cold" if "cold" in settings.cache else "warm",
-                                                source_name=supply.source if supply is not None else "files"))
+                                                source_name=supply.source if supply is not None else "files",
+                                                pipeline=pipeline))
                         if not done[-1].valid:
                             break
             except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
@@ -405,10 +417,11 @@ def _train(ctx: RunContext) -> None:
             if next_shape(settings, rate, measured) != (n, workers):
                 return
 
-    rate = supply.samples_per_s if supply is not None else None
+    # raw's supply rate predicts where the walk starts; the replay does not measure another pipeline's: from 1 GPU
+    rate = 0.0 if pipeline != RAW else supply.samples_per_s if supply is not None else None
     while (shape := next_shape(settings, rate, measured)) is not None:
         attempt(*shape)
-    if supply is None:
+    if supply is None and pipeline == RAW:
         result.warnings.append("no valid replay run: only the training run at --gpus was made, and no GPU count past "
                                "it is predicted")
 
@@ -447,5 +460,4 @@ def _mitigations(ctx: RunContext) -> None:
 
 
 def readahead_writable(bdi: str) -> bool:
-
     return os.access(readahead_file(bdi), os.W_OK)

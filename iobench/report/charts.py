@@ -165,13 +165,13 @@ def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
             continue
         colors[key] = PALETTE[len(colors) % len(PALETTE)]
         name = f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}")
-        out.append((name, r.latency_ms, colors[key], r.cache == "warm"))
+        out.append((name, r.timed, colors[key], r.cache == "warm"))
     return out
 
 
 def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
-    named = [(f.label, f.best_cold.latency_ms, c, False) for f, c in zip(fs, colors, strict=True) if f.best_cold]
+    named = [(f.label, f.best_cold.timed, c, False) for f, c in zip(fs, colors, strict=True) if f.best_cold]
     return latency_chart(named, "latency percentiles of each system's best cold run")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from iobench.answer.rules import au_fraction, fio_validity
 from iobench.report.facts import labels
-from iobench.result import Result
+from iobench.result import Latency, Result
 from iobench.safefs import write_file
 
 CSV_COLUMNS = (
@@ -24,6 +24,8 @@ CSV_COLUMNS = (
     "au_target", "verdict_storage_samples_per_s", "verdict_storage_gpus_fed", "verdict_client_gpus_fed",
     "verdict_borderline", "verdict_limit",
 )
+
+_UNTIMED = Latency.model_construct(**dict.fromkeys(Latency.model_fields))  # type: ignore[arg-type]  # all empty
 
 
 def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> list[dict[str, object]]:
@@ -40,7 +42,7 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                   "verdict_client_gpus_fed": v.client_gpus_fed if v else None,
                   "verdict_borderline": v.borderline if v else None, "verdict_limit": v.limit if v else None}
         for x in r.runs:
-            lat = x.latency_ms
+            lat, opened = x.latency_ms or _UNTIMED, x.open_ms or _UNTIMED  # another pipeline timed no read
             rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
                          "mitigation": x.mitigation, "readers": x.concurrency, "workers": x.workers,
                          "batch_size": x.batch_size, "decode": x.decode, "cache": x.cache, "measures": x.measures,
@@ -48,8 +50,8 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "samples": x.samples, "bytes": x.bytes, "seconds": x.seconds,
                          "samples_per_s": x.samples_per_s, "mb_per_s": x.mb_per_s, "latency_p50_ms": lat.p50,
                          "latency_p90_ms": lat.p90, "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999,
-                         "latency_max_ms": lat.max, "latency_mean_ms": lat.mean, "open_p50_ms": x.open_ms.p50,
-                         "open_p99_ms": x.open_ms.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
+                         "latency_max_ms": lat.max, "latency_mean_ms": lat.mean, "open_p50_ms": opened.p50,
+                         "open_p99_ms": opened.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
                          "iobench_cores": x.cpu.iobench_cores, "cpu_us_per_sample": x.cpu_us_per_sample,
                          "efficiency": x.efficiency, "gpus": x.gpus,

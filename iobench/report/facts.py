@@ -299,7 +299,7 @@ def runs_table(result: Result) -> Table:
         engine(r) + (f" [{r.mitigation}]" if r.mitigation else ""), r.order, _readers_cell(r),
         r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"), r.measures,
         num(r.samples_per_s), num(r.mb_per_s, 1),
-        ms(r.latency_ms.p50), ms(r.latency_ms.p99), ms(r.latency_ms.p999), ms(r.latency_ms.max),
+        *(ms(getattr(r.latency_ms, k)) if r.latency_ms else "-" for k in ("p50", "p99", "p999", "max")),
         num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
         num(r.cpu_us_per_sample, 1),
         num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
@@ -403,7 +403,7 @@ def fuse_view_table(result: Result) -> Table | None:
         mine = f.objects_samples_per_s if key == "objects" else f.files_samples_per_s
         other = f.files_samples_per_s if key == "objects" else f.objects_samples_per_s
         rows.append(_cells(label + ("" if r.valid else " (invalid)"), num(r.samples_per_s), num(r.mb_per_s, 1),
-                           ms(r.open_ms.p50), ms(r.latency_ms.p50), ms(r.latency_ms.p99),
+                           ms(r.opened.p50), ms(r.timed.p50), ms(r.timed.p99),
                            times(mine / other) if other else "-"))
     best = 0 if f.faster == "objects" else 1
     return Table(f"objects vs files on the same storage: {f.cache}, {f.readers} readers, the same shuffled order",

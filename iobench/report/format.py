@@ -42,7 +42,10 @@ readers = loader_words  # '4 threads' or '4 DataLoader workers': its one home is
 
 
 def engine(r: Run) -> str:
-    """The engine as the tables name it: 'threads', 'DataLoader', 'decode DataLoader', with a packed source."""
+    """The engine as the tables name it: 'threads', 'DataLoader', 'decode DataLoader', with a packed source; a
+    training run through another pipeline than raw: that pipeline ('torchvision', 'dali', 'train.py:loader')."""
+    if r.engine == "pipeline":
+        return r.pipeline or "pipeline"
     e = "threads" if r.engine == "threads" else ("decode " if r.decode else "") + "DataLoader"
     if r.source != "files":
         e += f" ({r.source})"

@@ -150,8 +150,8 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
         tiles.append((f"One {gpu} needs", f"{f.need_per_gpu:,.0f} samples/s",
                       f"{tau:.0%} AU target x {rate:,.0f} samples/s per GPU{share}"))
     if best is not None:
-        tiles.append(("Latency per file (cold)", f"p99 {ms(best.latency_ms.p99)} ms",
-                      f"p50 {ms(best.latency_ms.p50)} ms, max {ms(best.latency_ms.max)} ms"))
+        tiles.append(("Latency per file (cold)", f"p99 {ms(best.timed.p99)} ms",
+                      f"p50 {ms(best.timed.p50)} ms, max {ms(best.timed.max)} ms"))
     if f.best_warm is not None:
         w = f.best_warm
         where = "from RAM (page cache)" if w.measures == "page-cache" else "warm"

@@ -121,7 +121,7 @@ def _verdict(result: Result, f: Facts) -> list[str]:
                      + (", at least" if store.lower_bound else "")))
     if best:
         rows.append(("loaders' best (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
-                                             f"at {readers(best)}; p99 {ms(best.latency_ms.p99)} ms"))
+                                             f"at {readers(best)}; p99 {ms(best.timed.p99)} ms"))
     if f.need_per_gpu is not None:
         rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
         rows.append((f"one {gpu_name(v, result)} needs", f"{f.need_per_gpu:,.0f} samples/s (AU target × "

@@ -1,0 +1,151 @@
+"""A Feed (one GPU's pipeline) as the Loader a training lane reads through (engines.Loader), so that a pipeline's
+epoch goes through the same `read_epoch`, consumer, counters and summary as the raw reader's: each batch is counted
+(`count`) and handed to the consumer. What it cannot see it leaves unrecorded: a pipeline's reads happen inside the
+library, so no sample has a read latency (the run's latency fields are null); the recorder's byte counts are the
+manifest's sizes of as many samples of the lane's share as were delivered (the library reads each file of its epoch
+once). A user's pipeline that raises ends the epoch with UserCodeError."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from iobench.errors import UserCodeError, UserError
+from iobench.pipelines import Feed, Shape, Spec, count, images_root, make
+from iobench.record.recorder import EpochRecorder
+from iobench.sources import Source
+
+if TYPE_CHECKING:
+    from iobench.pipelines.user import UserFeed
+
+TICK_S = 0.2  # progress ticks at most this often
+
+
+class Delivered:
+    """A pipeline's batch as the consumer takes it: its sample count (`positions`' length) and, for a real GPU step,
+    its images where they are a uint8 N x 3 x H x W tensor (else the step runs on a synthetic batch)."""
+
+    def __init__(self, n: int, batch: Any):
+        self.positions = np.arange(n)
+        first = batch[0] if isinstance(batch, list | tuple) and batch else None
+        images = first if getattr(first, "ndim", 0) == 4 and str(getattr(first, "dtype", "")) == "torch.uint8" \
+            else None
+        self.data = images
+
+
+class PipelineLoader:
+    """One GPU's pipeline through one epoch, as a Loader: `epoch` iterates the Feed's batches for `epoch_no`."""
+
+    name = "pipeline"
+    depth = 1
+    io_timeout_s: float | None = None  # the library reads: no watchdog of iobench's (said in docs/pipelines.md)
+    left_behind: str | None = None
+
+    def __init__(self, spec: Spec, feed: Feed, epoch_no: int, workers: int, batch_size: int, sizes: np.ndarray,
+                 first: bool = True, error: Callable[[BaseException], UserCodeError] | None = None):
+        self.spec, self.feed, self.epoch_no, self.sizes, self._error = spec, feed, epoch_no, sizes, error
+        self.first = first  # the Feed's first epoch
+        self._workers, self._batch_size = workers, batch_size
+        self.concurrency = max(workers, 1)
+        self._halt = False
+
+    @property
+    def workers(self) -> int:
+        return self._workers
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def halt(self) -> None:
+        self._halt = True
+
+    def close(self) -> None:
+        """The Feed lives across the training run's epochs: its owner closes it."""
+
+    def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
+              on_tick: Callable[[int], None] | None = None,
+              on_batch: Callable[[Any], None] | None = None) -> None:
+        """Deliver one epoch of the pipeline to `on_batch`, at most the lane's share (`order`'s length) of samples."""
+        share, done, last = len(order), 0, perf_counter()
+        rec.start()
+        try:
+            it = self._user(lambda e: iter(self.feed.batches(e)), self.epoch_no)
+            while done < share:
+                batch = self._user(next, it, None)
+                if batch is None:
+                    break
+                n = min(self._user(count, batch), share - done)
+                rec.nbytes[done:done + n] = self.sizes[order[done:done + n]]
+                done += n
+                rec.done[0] = done
+                if not rec.t_first:
+                    rec.t_first = perf_counter()
+                if on_batch is not None:
+                    on_batch(Delivered(n, batch))
+                del batch
+                if perf_counter() - last >= TICK_S:
+                    last = perf_counter()
+                    ticked = rec.tick()
+                    if on_tick:
+                        on_tick(ticked)
+                if self._halt:
+                    raise KeyboardInterrupt
+            if done == 0 and not self.first and self.spec.kind == "user":
+                raise UserError(f"--pipeline {self.spec.text}: what it returned gave no batch in a later epoch (an "
+                                "iterator used up by the first): return something iterated afresh each epoch, e.g. "
+                                "a DataLoader")
+        finally:
+            rec.stop()
+            if on_tick:
+                on_tick(rec.completed())
+
+    def _user(self, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(*args)`, where the user's code runs: what it raises is theirs (UserCodeError)."""
+        if self._error is None:
+            return call(*args)
+        try:
+            return call(*args)
+        except (KeyboardInterrupt, UserCodeError):
+            raise
+        except Exception as exc:
+            raise self._error(exc) from exc
+
+
+class Feeds:
+    """The Feeds of the training run being measured, one per GPU, kept across its epochs (a job makes its loader
+    once and iterates it each epoch); a run of another shape (pipeline, GPUs, workers) makes new ones. The training
+    phase releases them after each pipeline's search."""
+
+    def __init__(self) -> None:
+        self.key: tuple = ()
+        self.feeds: list[Feed] = []
+        self.epochs = 0
+
+    def loaders(self, spec: Spec, paths: Any, sizes: np.ndarray, gpus: int, workers: int, batch_size: int,
+                seed: int, epoch: int, real_gpus: bool) -> list[PipelineLoader]:
+        """One PipelineLoader per GPU for `epoch`; GPU r of `gpus` reads its shard (`real_gpus`: on cuda:r)."""
+        key = (spec.text, id(paths), gpus, workers, batch_size, seed, real_gpus)
+        if key != self.key:
+            self.release()
+            root = images_root(paths)
+            self.feeds = [make(spec, Shape(paths, root, batch_size, workers, seed, r, gpus, r if real_gpus else None))
+                          for r in range(gpus)]
+            self.key = key
+        self.epochs += 1
+        error = None
+        if spec.kind == "user":
+            error = [cast("UserFeed", f).error for f in self.feeds]
+        return [PipelineLoader(spec, f, epoch, workers, batch_size, sizes, first=self.epochs == 1,
+                               error=error[r] if error else None) for r, f in enumerate(self.feeds)]
+
+    def release(self) -> None:
+        for f in self.feeds:
+            f.close()
+        self.key, self.feeds, self.epochs = (), [], 0
+
+
+FEEDS = Feeds()
