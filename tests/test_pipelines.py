@@ -177,3 +177,20 @@ def test_iobench_delivers_what_the_plain_loop_does(mount, tmp_path, pipeline):
     cpu = min(o["cpu_us_per_sample"] for o in ours) / min(p["cpu_us_per_sample"] for p in plain)
     assert 0.9 <= rate <= 1.1, (rate, plain, ours)
     assert 0.8 <= cpu <= 1.2, (cpu, plain, ours)
+
+
+def test_a_cold_run_through_another_pipeline_keeps_the_storage_figure_to_timed_reads(mount, tmp_path):
+    """A cold training run through torchvision reads the storage inside the library, untimed, at the pace of its
+    decode: the storage figure stays with the runs iobench's reader timed (the cold replay here), and the report's
+    plan, which reads that figure's latency, is written (a ValueError there once lost the reports)."""
+    out = tmp_path / "out"
+    proc = iobench("run", "--mount", str(mount), *SHAPE, "--workers", "2", "--batch-size", "32", "--cache", "cold",
+                   "--no-fio", "--no-metadata", "--gpus", "1", "--rate", "10000000", "--pipeline", "torchvision",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and (out / "report.html").exists() and (out / "report.md").exists()
+    result = Result.load(out / "result.json")
+    cold = _training(result, "torchvision")
+    assert cold and cold[0].cache == "cold" and cold[0].latency_ms is None
+    v = result.verdict
+    assert v is not None and "Storage:" in v.text and "(training," not in v.text.split("Storage:")[1].split("\n")[0]

@@ -409,9 +409,12 @@ class StorageFigure:
 def storage_figure(result: Result) -> StorageFigure | None:
     """The result's storage figure (see StorageFigure): the most any valid cold read of the storage in the run
     delivered, a training run's included (its GPUs' intake: at least what the storage gave), so this client's
-    pipeline figure is never over it; None without a valid cold measurement."""
+    pipeline figure is never over it; None without a valid cold measurement. A training run counts where iobench's
+    reader timed its reads (engine dataloader: the raw pipeline); another pipeline's reads happen inside a library,
+    untimed, and decoding sets its pace, not the storage."""
     found: list[StorageFigure] = []
-    for r in storage_runs(result) + [r for r in training_runs(result) if cold_storage_read(r) and r.ranks is None]:
+    trained = [r for r in training_runs(result) if cold_storage_read(r) and r.ranks is None and r.engine != "pipeline"]
+    for r in storage_runs(result) + trained:
         found.append(StorageFigure(r.samples_per_s, r.mb_per_s, f"{r.engine if r.kind == 'replay' else 'training'}, "
                                    f"{readers(r)}"
                                    + ("" if r.source == "files" else f", {r.source}"),
