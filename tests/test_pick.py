@@ -29,7 +29,8 @@ class Making(Exception):
     """Raised in place of making a dataset: which one the run would have made."""
 
 
-def _making(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None) -> None:
+def _making(mount: Path, spec: GenSpec, ui: UI, threads: int | None = None,
+            timeout_s: float | None = None) -> None:
     raise Making(spec)
 
 

@@ -259,13 +259,15 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
                          during=willneed_prefetch(manifest.paths, lane.order, lane.rec) if spec.willneed else None)
         run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
                         got.error is None, mitigation=spec.mitigation, passes=passes)
-        more = passes_for(run, passes) if got.error is None else passes
+        # a pass that failed, or read other bytes than the manifest's, is not read again
+        changed = None if got.error else changed_during(run, manifest, source, [(lane.order, lane.rec)])
+        more = passes_for(run, passes) if got.error is None and changed is None else passes
         if more == passes:
             break
         passes = more
     if keep is not None:
         keep.append(lane)
-    return run, got.error or changed_during(run, manifest, source, [(lane.order, lane.rec)])
+    return run, got.error or changed
 
 
 def changed_during(run: Run, manifest: Manifest, source: Source,
