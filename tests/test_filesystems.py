@@ -35,7 +35,7 @@ def test_xfs_loop_device(xfs_mount, tmp_path):
     sys_ra = int(Path(f"/sys/block/{r.mount.device}/queue/read_ahead_kb").read_text())
     assert r.mount.read_ahead_kb == sys_ra
     for run in r.runs:
-        assert run.samples == 400 and run.bytes == 400 * 64_000
+        assert run.samples == 400 * run.passes and run.bytes == 400 * 64_000 * run.passes
         assert run.disk is not None
     cold = [x for x in r.runs if x.cache == "cold"]
     warm = [x for x in r.runs if x.cache == "warm"]

@@ -106,8 +106,8 @@ def test_cold_starts_uncached_and_is_slower_than_warm(tmp_path):
     assert run_cold.measures == "storage"
     assert run_warm.resident_before is not None and run_warm.resident_before > 0.9
     assert run_warm.measures == "page-cache"
-    assert run_cold.samples == run_warm.samples == 1500
-    assert run_cold.bytes == run_warm.bytes == m.total_bytes
+    assert run_cold.samples == 1500 and run_warm.samples == 1500 * run_warm.passes  # a short warm epoch: passes
+    assert run_cold.bytes == m.total_bytes and run_warm.bytes == m.total_bytes * run_warm.passes
     assert run_cold.samples_per_s < run_warm.samples_per_s
 
 

@@ -46,7 +46,9 @@ def test_a_warm_epoch_under_the_floor_is_read_as_passes_and_counts(tmp_path: Pat
         assert x.seconds / x.passes < MIN_SECONDS and x.passes <= 2 * EPOCH_TARGET_S / (x.seconds / x.passes) + 1
     train = [x for x in r.runs if x.kind == "training"]
     assert train and all(x.passes == 1 for x in train)  # a training run is paced by its GPUs, not lengthened
-    assert r.verdict is not None and r.verdict.gpus_fed_confirmed
+    # the count asked is answered by its own run (the walk past it is the host's: from the warm replay's rate a fast
+    # host predicts more GPUs than 2,000 files give AU steps for, and says so)
+    assert r.verdict is not None and r.verdict.answer.startswith("Yes"), r.verdict.text
 
 
 def test_the_client_never_feeds_more_than_the_storage_while_named_the_limit(tmp_path: Path) -> None:
