@@ -25,16 +25,19 @@ class FileList:
     def __init__(self, paths: Any, root: str, transform: Any):
         from torchvision.datasets.folder import default_loader
 
-        self.paths, self.transform, self.load = paths, transform, default_loader
+        self.transform, self.load = transform, default_loader
         classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
-        self.class_to_idx = {c: i for i, c in enumerate(classes)}
+        class_to_idx = {c: i for i, c in enumerate(classes)}
+        # (path, class) made once, as ImageFolder's `samples` list is: a sample's path and class are not worked out
+        # again in each __getitem__ (the manifest's path table makes a str per access)
+        self.samples = [(p, class_to_idx.get(os.path.basename(os.path.dirname(p)), 0))
+                        for p in (str(paths[i]) for i in range(len(paths)))]
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.samples)
 
     def __getitem__(self, i: int) -> tuple[Any, int]:
-        path = self.paths[i]
-        label = self.class_to_idx.get(os.path.basename(os.path.dirname(path)), 0)
+        path, label = self.samples[i]
         return self.transform(self.load(path)), label
 
 
