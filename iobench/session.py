@@ -341,8 +341,8 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
     else:
         assert spec is not None
-        manifest, made, params = make(mount, spec, ui, timeout_s=settings.io_timeout_s or DEFAULT_IO_TIMEOUT_S), True, \
-            spec.as_dict()
+        manifest = make(mount, spec, ui, timeout_s=settings.io_timeout_s or DEFAULT_IO_TIMEOUT_S)
+        made, params = True, spec.as_dict()
 
     _refuse_too_few(settings, len(manifest), job, named=dataset is not None)  # a tree's size is known once listed
     notes = [*(notes or []), *_capped_in_flight(settings, len(manifest))]
