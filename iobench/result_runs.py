@@ -109,7 +109,7 @@ class Run(Model):
                           "null for the thread engine, whose readers start at once")
     samples_per_s: Rate = Field(description="samples / seconds (files/s for the files source); a training run's one "
                                             "throughput is what its GPUs consumed over AU's window instead (first "
-                                            "step excluded, summed over the GPUs: `delivered_per_s`)")
+                                            "step excluded: `delivered_per_s`)")
     mb_per_s: Rate = Field(description="bytes / seconds / 10^6 (1 MB = 1,000,000 B); a training run: its samples/s "
                                        "at its mean sample size")
     latency_ms: Latency | None = Field(
@@ -148,8 +148,10 @@ class Run(Model):
                                             "for every other run (each replay epoch is its own run)")
     delivered_per_s: Rate | None = Field(
         None, description="training runs: samples/s the input pipelines delivered to the GPUs over AU's window "
-                          "(first step excluded), summed over the GPUs; the same figure as `samples_per_s` (the "
-                          "run's one throughput), kept under this name for readers of earlier results")
+                          "(first step excluded): all GPUs' samples there over the longest GPU's window (results "
+                          "before 2026-12-05: the sum of each GPU's own rate, higher where windows differed); the "
+                          "same figure as `samples_per_s` (the run's one throughput), kept under this name for "
+                          "readers of earlier results")
     ranks: Positive | None = Field(
         None, description="ranks (GPUs) of a distributed run that read this epoch together, one per process on one or "
                           "more nodes (see `distributed` and `ranks`); null for a run on this client alone")

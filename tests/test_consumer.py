@@ -28,3 +28,20 @@ def test_au_needs_two_steps():
     assert c.au is None
     with pytest.raises(ValueError):
         SleepConsumer(0)
+
+
+def test_gpus_delivered_rate_is_all_their_samples_over_the_longest_window():
+    """Two real consumers, one fed at twice the pace of the other (a saturated client serves one GPU first): the
+    run delivered their samples over the longest window, not the sum of each one's rate, which no instant saw."""
+    from iobench.phases.epoch import fed
+
+    fast, slow = SleepConsumer(rate=20_000), SleepConsumer(rate=20_000)
+    for _ in range(4):
+        fast(100)  # 5 ms steps, back to back
+    for _ in range(4):
+        time.sleep(0.03)  # waits on its loader
+        slow(100)
+    got = fed([fast.au, slow.au], [fast.samples, slow.samples], [fast.window_s, slow.window_s])
+    assert fast.window_s and slow.window_s and slow.window_s > 2 * fast.window_s
+    assert got["delivered_per_s"] == pytest.approx(600 / slow.window_s, rel=0.01)
+    assert got["delivered_per_s"] < (fast.delivered_per_s or 0) + (slow.delivered_per_s or 0)

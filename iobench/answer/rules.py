@@ -148,8 +148,9 @@ def validity(run: Run) -> str | None:
 
 def consumed(run: Run) -> Run:
     """A training run's one throughput: the samples its GPUs consumed over AU's window (each GPU's first step
-    excluded, as for AU), summed over the GPUs; MB/s at the run's mean sample size. The epoch's whole
-    samples / seconds stays in `samples` and `seconds`. A run no GPU took two steps in keeps samples / seconds."""
+    excluded, as for AU; all GPUs' samples over the longest window, phases/epoch.fed); MB/s at the run's mean
+    sample size. The epoch's whole samples / seconds stays in `samples` and `seconds`. A run no GPU took two steps
+    in keeps samples / seconds."""
     if run.delivered_per_s is None or not run.samples:
         return run
     rate = run.delivered_per_s

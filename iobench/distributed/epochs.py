@@ -85,7 +85,8 @@ class _Mine:
     bytes: int
     seconds: float
     au: float | None
-    delivered_per_s: float | None
+    consumed: int  # samples its GPU consumed in AU's window (steps 2..n)
+    window_s: float | None  # AU's window
     data_wait_s: float
     allreduce_s: float
     steps: int
@@ -223,8 +224,9 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     mismatched, mismatch = _sizes_read(manifest, mine, rec.nbytes)
     return _Mine(
         rank=w.rank, complete=got.error is None, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
-        seconds=rec.seconds(), au=consumer.au, delivered_per_s=consumer.delivered_per_s, data_wait_s=waits[0],
-        allreduce_s=waits[1], steps=consumer.steps, latency=latency_histogram(rec.total_ns[read]).encode(),
+        seconds=rec.seconds(), au=consumer.au, consumed=consumer.samples, window_s=consumer.window_s,
+        data_wait_s=waits[0], allreduce_s=waits[1], steps=consumer.steps,
+        latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
         mismatch=mismatch, first_batch_s=rec.first_batch_s()), got.error
@@ -284,7 +286,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     run = consumed(summarize(
         figures, "files", "shuffled", engine, state, epoch, parts[0].eviction, resident,
         all(p.complete for p in parts), gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
-        **fed([p.au for p in parts], [p.delivered_per_s for p in parts]), ranks=job.w.world_size,
+        **fed([p.au for p in parts], [p.consumed for p in parts], [p.window_s for p in parts]), ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest))))
     odd = [p for p in parts if p.mismatched]

@@ -63,10 +63,16 @@ class SleepConsumer:
         return min(1.0, self.compute_s / wall) if wall > 0 else None
 
     @property
+    def window_s(self) -> float | None:
+        """AU's window: from step 1's end to the last step's end; None with fewer than two steps."""
+        wall = self.t_last_done - (self.t_first_done or self.t_last_done)
+        return wall if self.steps >= 2 and wall > 0 else None
+
+    @property
     def delivered_per_s(self) -> float | None:
         """Samples/s the input pipeline delivered over AU's window (steps 2..n)."""
-        wall = self.t_last_done - (self.t_first_done or self.t_last_done)
-        return self.samples / wall if self.steps >= 2 and wall > 0 else None
+        wall = self.window_s
+        return self.samples / wall if wall else None
 
 
 class CudaConsumer(SleepConsumer):

@@ -351,13 +351,17 @@ def per_sample_us(cpu_s: float | None, samples: int) -> float | None:
     return round(1e6 * cpu_s / samples, 2) if cpu_s is not None and samples else None
 
 
-def fed(aus: Sequence[float | None], delivered: Sequence[float | None]) -> dict[str, float | None]:
-    """A training epoch's GPU figures from each GPU's (or rank's) consumer: AU their mean and lowest, the samples
-    they were delivered per second their sum."""
+def fed(aus: Sequence[float | None], samples: Sequence[int],
+        windows: Sequence[float | None]) -> dict[str, float | None]:
+    """A training epoch's GPU figures from each GPU's (or rank's) consumer: AU their mean and lowest; delivered per
+    second, the samples all GPUs consumed in AU's windows over the longest window. Not the sum of each GPU's own
+    rate: on a saturated client a GPU whose window was short would add a rate the pipeline never gave all GPUs at
+    once (each window starts at its GPU's first step, so windows, not clocks, are compared: ranks' clocks differ)."""
     au = [a for a in aus if a is not None]
-    got = [d for d in delivered if d is not None]
+    spans = [(n, w) for n, w in zip(samples, windows, strict=True) if w]
+    longest = max((w for _, w in spans), default=0.0)
     return {"au": round(sum(au) / len(au), 4) if au else None, "au_min": round(min(au), 4) if au else None,
-            "delivered_per_s": round(sum(got), 2) if got else None}
+            "delivered_per_s": round(sum(n for n, _ in spans) / longest, 2) if longest else None}
 
 
 def warm_up(source: Source, order: np.ndarray, conc: int, ui: UI,
@@ -435,7 +439,8 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     run = consumed(summarize(got.figures(), source.name, "shuffled", loader, state, epoch, eviction, resident, True,
                              gpus=gpus, consumer_rate=settings.rate_per_gpu, pipeline=spec.text,
                              batch_wait_ms=Latency(**latency_summary(waits)) if len(waits) else None,
-                             **fed([c.au for c in consumers], [c.delivered_per_s for c in consumers])))
+                             **fed([c.au for c in consumers], [c.samples for c in consumers],
+                                   [c.window_s for c in consumers])))
     if not spec.raw:  # the library read the samples: no read of its was timed (null, not 0)
         return run.model_copy(update={"latency_ms": None, "open_ms": None, "decode": spec.decodes})
     changed_during(run, manifest, source, [(lane.order, lane.rec) for lane in lanes])  # marks it invalid, if so
