@@ -328,22 +328,22 @@ def usable_cores(result: Result) -> float | None:
     return result.host.cpus_usable or result.host.cpus
 
 
-def saturated(cores_used: float | None, busy_pct: float | None, usable: float | None, host_cpus: int | None) -> bool:
-    """The client's CPU set the pace: iobench used >= CPU_SATURATED of the `usable` cores it may use, or, where it
-    may use every core of the host, the host's cores were that busy (other processes took the rest)."""
+def saturated(cores_used: float | None, busy_pct: float | None, usable: float | None) -> bool:
+    """The client's CPU set the pace: iobench used >= CPU_SATURATED of the `usable` cores it may use, or the host's
+    cores were that busy (other processes took the rest: its cores, a quota's or a CPU set's too, were busy as well,
+    for the mean over every core to be that high)."""
     if not usable:
         return False
     if cores_used and cores_used >= CPU_SATURATED * usable:
         return True
-    whole_host = host_cpus is not None and usable >= host_cpus
-    return bool(whole_host and busy_pct and busy_pct >= 100 * CPU_SATURATED)
+    return bool(busy_pct and busy_pct >= 100 * CPU_SATURATED)
 
 
 def cpu_saturated(cpu: Cpu | None, result: Result) -> bool:
     """`saturated` for a run's CPU figures on this result's host."""
     if cpu is None:
         return False
-    return saturated(cpu.iobench_cores, cpu.system_busy_pct, usable_cores(result), result.host.cpus)
+    return saturated(cpu.iobench_cores, cpu.system_busy_pct, usable_cores(result))
 
 
 def cpu_words(cpu: Cpu | None, result: Result) -> str:

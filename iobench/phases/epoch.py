@@ -334,7 +334,7 @@ def summarize(figures: Figures, source: str, order: str, engine: Engine, state: 
         decode=figures.decoded, cache=state, epoch=epoch, complete=complete, eviction=eviction,
         resident_before=None if resident is None else round(resident, 4),
         measures=measures(resident, figures.decode_share, saturated(cpu["iobench_cores"], cpu["system_busy_pct"],
-                                                                    usable_cpus(), os.cpu_count())),
+                                                                    usable_cpus())),
         samples=samples, bytes=nbytes, seconds=round(seconds, 6),
         first_batch_s=None if figures.first_batch_s is None else round(figures.first_batch_s, 6),
         samples_per_s=round(samples / seconds, 2), mb_per_s=round(nbytes / seconds / 1e6, 3),
