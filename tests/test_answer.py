@@ -1,4 +1,4 @@
-"""The buyer's answer on real runs (issue 20): the question asked is answered by a training run at the count asked
+"""The buyer's answer on real runs: the question asked is answered by a training run at the count asked
 whenever one can count, and a count near its line is borderline over the spread --repeat measures. Local disk,
 the real CLI; the rules themselves on records built by hand are tests/test_verdict.py."""
 

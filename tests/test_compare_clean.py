@@ -1,4 +1,4 @@
-"""`compare` and `clean` as a person runs them (issue 24): compare prints its side-by-side table (with each result's
+"""`compare` and `clean` as a person runs them: compare prints its side-by-side table (with each result's
 date, mount, iobench version and the settings that differ), `--json -` writes the JSON alone, a result compared
 with itself is refused; clean lists what it would remove with its size and asks, and from a non-terminal without
 --yes removes nothing and says how."""

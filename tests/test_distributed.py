@@ -1,4 +1,4 @@
-"""Distributed runs (issue 14): real ranks launched by torchrun's machinery (`iobench run --ranks P` and the
+"""Distributed runs: real ranks launched by torchrun's machinery (`iobench run --ranks P` and the
 `torchrun ... -m iobench run` form), gloo over loopback, real DataLoaders reading a real dataset on local disk.
 Each epoch every sample is read exactly once across the ranks, the split changes between epochs, the gathered
 figures add up, and a rank killed mid-run ends the run within the timeout, named, with nothing left running.

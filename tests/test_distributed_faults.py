@@ -1,4 +1,4 @@
-"""How a distributed run ends when something goes wrong around it (issue 25): real ranks (`iobench run --ranks P`,
+"""How a distributed run ends when something goes wrong around it: real ranks (`iobench run --ranks P`,
 and two torchrun agents where one needs a mount of its own), real signals, real files changed under the run.
 
     a rank frozen after rank 0's result     the launcher stops it within --timeout, the result stands (exit 0)

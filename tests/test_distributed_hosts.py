@@ -1,4 +1,4 @@
-"""A distributed run across two hosts (issue 14): two network namespaces joined by a veth pair stand for two
+"""A distributed run across two hosts: two network namespaces joined by a veth pair stand for two
 nodes, each with its own host name (a UTS namespace), its own /etc/hosts (the cluster's name service) and its own
 sshfs mount of the same export (a private mount namespace), at the same path on both. The storage server, an sshd,
 listens on node A's veth address only, and the rendezvous store and gloo reach each other over the veth pair: no

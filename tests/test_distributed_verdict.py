@@ -1,4 +1,4 @@
-"""The verdict of a distributed run against limits set from outside iobench (issue 14, item 4): real ranks
+"""The verdict of a distributed run against limits set from outside iobench: real ranks
 (`iobench run --ranks` or torchrun's agents, gloo), real DataLoaders, loop XFS capped with a cgroup-v1 blkio throttle.
 
     slowest-rank  two single-rank "nodes" (two torchrun agents, static rendezvous), the second capped at 300 IO/s

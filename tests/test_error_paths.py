@@ -1,4 +1,4 @@
-"""An error from the operating system names what iobench was doing, the path and the reason (issue 25): never an
+"""An error from the operating system names what iobench was doing, the path and the reason: never an
 empty part ("stopped:: no space left"), and the path is the file being written or read, or the output being saved.
 Real faults: a full tmpfs, a folder where a dataset file should be, an XFS shut down under a writer (real EIO)."""
 

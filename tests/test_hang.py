@@ -1,4 +1,4 @@
-"""Storage that stops answering mid-epoch (issue 11, item 4): the run ends in bounded time with exit code 3, one line
+"""Storage that stops answering mid-epoch: the run ends in bounded time with exit code 3, one line
 and the partial result kept; readers stuck in uninterruptible IO are left behind, not waited for.
 
 The first tests fake a hung storage with a reader that blocks in Python (no root, ~1-3 s each). The testbed tests hang

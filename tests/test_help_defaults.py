@@ -1,4 +1,4 @@
-"""Options agree across commands (issue 24): every default the help says is the default the command uses, one name
+"""Options agree across commands: every default the help says is the default the command uses, one name
 per idea (old spellings still work, out of the help), and the choices listed in help and completion. In process:
 each command runs with its defaults up to the call that would do the work, which is caught with what it was given."""
 

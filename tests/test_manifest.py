@@ -174,7 +174,7 @@ def test_an_inode_number_over_2_to_the_63_is_kept(tmp_path):
         os.close(fd)
 
 
-# -- manifest.index is trusted no further than manifest.tsv's rules (issue 25, item 2) -------------------------
+# -- manifest.index is trusted no further than manifest.tsv's rules -------------------------
 def _forge_index(root: Path, rel: list[str], sizes: np.ndarray, offsets: np.ndarray | None = None) -> None:
     """Write a manifest.index of these entries whose header matches manifest.tsv, as a crafted one would."""
     enc = [os.fsencode(r) for r in rel]

@@ -1,4 +1,4 @@
-"""The epoch recorder's timeline stays small however long the run (issue 13: a 10 M-sample run's result)."""
+"""The epoch recorder's timeline stays small however long the run (a 10 M-sample run's result)."""
 
 from __future__ import annotations
 

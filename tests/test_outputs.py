@@ -1,4 +1,4 @@
-"""Nothing of the user's is touched by what iobench writes (issue 25, item 1): results, reports, CSV and JSON go
+"""Nothing of the user's is touched by what iobench writes: results, reports, CSV and JSON go
 through one writer (iobench.safefs.write_file) that makes a temporary file of a random name exclusively beside the
 target, never through a link, renames it into place, and removes it on failure. Where they go is checked first
 (iobench.output): no output is an input, an --out that exists is empty, nothing goes inside a dataset."""

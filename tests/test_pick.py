@@ -1,4 +1,4 @@
-"""Which dataset a run takes under --mount (issue 24): a plain run always the workload's own (made or reused), the
+"""Which dataset a run takes under --mount: a plain run always the workload's own (made or reused), the
 others named in one note and never a refusal; `--files N` with several of N files the one nearest the workload's
 shape, said which; `pack` the same."""
 

@@ -272,7 +272,7 @@ def test_the_sample_size_is_the_models_unless_given(gpu, model, size, says):
 
 
 def test_plan_cli_takes_the_first_kind_and_the_models_sample(tmp_path):
-    """The real CLI, as issue 20 ran it."""
+    """The real CLI, as a buyer runs it."""
     env = {**__import__("os").environ, "COLUMNS": "200"}
     h100 = " ".join(iobench("plan", "--gpu", "h100", "--gpus", "64", "--model", "resnet50", check=True,
                             env=env).stdout.split())

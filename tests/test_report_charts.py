@@ -51,7 +51,7 @@ def test_the_timeline_is_drawn_only_with_enough_points_for_a_trend():
 
 def test_the_last_partial_interval_of_a_timeline_is_dropped():
     """Ticks every 0.2 s at 1,000 samples/s, then the epoch ends 8 ms after the last tick with a batch of 256: that
-    interval's 32,000/s is an artefact, not a spike the storage made (issue 24)."""
+    interval's 32,000/s is an artefact, not a spike the storage made."""
     steps = [(round(0.2 * i, 3), 200 * i) for i in range(8)]
     end = [*steps, (steps[-1][0] + 0.008, steps[-1][1] + 256)]
     assert max(rate for _, rate in _rates(end)) == pytest.approx(1000) and _rates(end) == _rates(steps)

@@ -1,4 +1,4 @@
-"""Results read back (`iobench report`, `compare`, `plan --result`) are validated on load (issue 25): every number
+"""Results read back (`iobench report`, `compare`, `plan --result`) are validated on load: every number
 finite, a schema version this iobench reads, every figure in its range; a file that is not usable is one line, exit
 2, naming the field and what is wrong, never a traceback. `plan` never prints a figure from an absurd input. What
 iobench itself writes still loads."""
