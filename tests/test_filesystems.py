@@ -26,7 +26,7 @@ def _own_folder(mount: Path, name: str) -> Path:
     return d
 
 
-@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) empties the page cache under it
 def test_xfs_loop_device(xfs_mount, tmp_path):
     r = _run(_own_folder(xfs_mount, "t-xfs"), tmp_path, "--files", "400", "--size-dist", "fixed:64kB",
              "--threads", "1,4")

@@ -34,7 +34,7 @@ def test_run_with_mitigations_measures_each_on_the_whole_dataset(tmp_path):
     assert runs["readers=8"].concurrency == 8
 
 
-@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) empties the page cache under it
 def test_willneed_prefetch_hints_ahead_of_the_readers(tmp_path):
     m = make_dataset(tmp_path, 120, "fixed:16kB", classes=1)
     from iobench.host import cache

@@ -95,7 +95,7 @@ def test_file_bigger_than_expected_is_read_whole(tmp_path):
 
 
 @needs_root
-@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) empties the page cache under it
 def test_cold_starts_uncached_and_is_slower_than_warm(tmp_path):
     m = make_dataset(tmp_path, 1500, "fixed:110KiB", classes=2)
     src, ui = FileSource(m), UI(quiet=True)
@@ -111,7 +111,7 @@ def test_cold_starts_uncached_and_is_slower_than_warm(tmp_path):
     assert run_cold.samples_per_s < run_warm.samples_per_s
 
 
-@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) empties the page cache under it
 def test_fadvise_eviction_empties_the_cache_without_root(small_dataset):
     for p in small_dataset.paths:
         Path(p).read_bytes()

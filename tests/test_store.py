@@ -115,7 +115,7 @@ def test_clean_removes_only_what_carries_the_marker(tmp_path):
     assert beside.read_text() == "not under iobench-data" and where.names() == []
 
 
-@pytest.mark.quiet  # judges the page cache, which a cold run elsewhere (drop_caches, as root) empties under it
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) empties the page cache under it
 def test_evict_empties_the_page_cache_of_the_files(tmp_path):
     where = store.open(tmp_path)
     where.check(writable=True)
