@@ -169,8 +169,8 @@ def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
     fio = {(b.concurrency, b.cache): b for b in r.baseline.points}
     assert set(fio) == {(1, "cold"), (1, "warm"), (3, "cold"), (3, "warm")}
     for b in fio.values():
-        loops = b.files // 150  # warm: fio loops over the files for ~1 s; cold: once (a second loop is not cold)
-        assert b.files == 150 * loops and b.bytes == r.dataset.bytes * loops  # every file, once per loop, real bytes
+        loops = b.samples // 150  # warm: fio loops over the files for ~1 s; cold: once (a second loop is not cold)
+        assert b.samples == 150 * loops and b.bytes == r.dataset.bytes * loops  # every file, once per loop, real bytes
         assert loops == 1 if b.cache == "cold" else loops >= 1
         assert b.cache == "warm" or (b.repeats == 2 and len(b.runs_samples_per_s) == 2)  # cold: the best of two
         assert b.samples_per_s == pytest.approx(b.samples / b.seconds, rel=0.01)

@@ -259,7 +259,7 @@ def test_the_raw_baseline_counts_the_servers_throttling(s3_bed, prefix: str, tmp
     r = Result.load(out / "result.json")
     assert r.baseline is not None
     (point,) = r.baseline.points
-    assert point.files == FILES and point.throttled > 0, point
+    assert point.samples == FILES and point.throttled > 0, point
     assert r.verdict is not None and (
         f"Throttled: the server throttled {point.throttled:,} of {FILES + point.throttled:,} requests of the raw "
         "baseline (awscrt) at 8 in flight") in r.verdict.text, r.verdict.text
