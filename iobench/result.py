@@ -467,6 +467,11 @@ def docs_markdown() -> str:
         "is written as null) and each figure within the range its row gives (`iobench schema` has the same bounds); "
         "else it is refused in one line naming the field.",
         "",
+        "A `iobench.result/1` result is read under the names `/2` gives what it measured (`/1` named the raw baseline "
+        "fio even where the AWS CRT's S3 client ran it): `settings.fio` as `settings.raw_baseline`, `baseline.fio[]` "
+        "as `baseline.points[]` (" + ", ".join(f"`{a}` as `{b}`" for a, b in _POINT_V1.items()) + "), "
+        "`baseline.fio_version` as `baseline.tool_version` (`baseline.tool` \"fio\" where it had none).",
+        "",
     ]
 
     lines += ["| field | meaning | range read back |", "|---|---|---|", *field_rows(Result)]
