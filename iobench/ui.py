@@ -288,7 +288,8 @@ class UI:
                 # later in the efficiency table, printed once it has run (rather than the whole runs table again)
                 t = replace(t, wide=(*t.wide, t.head.index(vs)))
                 self.table(t)
-                if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
+                if self.plan is not None and any(s.phase == raw_tool(result) and s.seconds is None
+                                                   for s in self.plan.steps):
                     self._screen().print(Text(f"  {vs}: in the efficiency table, once {raw_tool(result)} has run",
                                               style="dim"))
                 continue

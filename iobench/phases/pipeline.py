@@ -95,7 +95,7 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
     if settings.raw_baseline and objects:
-        steps += [Step("fio", f"{state}, {conc} in flight", files, f"fio {state}")
+        steps += [Step(RAW_NAME, f"{state}, {conc} in flight", files, f"{RAW_NAME} {state}")  # named as it runs
                   for conc in settings.raw_depths(files) for state in settings.cache]
     elif settings.raw_baseline:
         n = min(FIO_SAMPLE, files)

@@ -141,7 +141,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
         for state in settings.cache:
             # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
             name = f"{NAME}-{conc}inflight-{state}"
-            with ui.step("fio", f"{state}, {conc} in flight", n, f"fio {state}"):
+            with ui.step(NAME, f"{state}, {conc} in flight", n, f"{NAME} {state}"):
                 try:
                     counters = Counters(None)  # the client is iobench's child: its CPU is counted
                     with ui.fio_progress(f"{NAME}, {state}: {n:,} objects, {conc} in flight") as status:
