@@ -48,7 +48,7 @@ from iobench.result_runs import (
 from iobench.safefs import read_input, write_file
 
 __all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FuseView", "Host", "Latency",
-           "Metadata", "Mitigation", "Mount", "RankEpoch", "RawPoint", "RankRecord", "Result", "Run", "RunStats",
+           "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "RawPoint", "Result", "Run", "RunStats",
            "Settings", "Verdict", "docs_markdown", "unusable"]
 
 SCHEMA = "iobench.result/2"
