@@ -128,7 +128,7 @@ def check_json_target(path: str | None, what: str = "--json") -> None:
 def check_out_target(folder: Path, what: str = "--out", *, given: bool = True) -> None:
     """Before anything is measured: the result folder exists and takes files, or can be made. One the user named
     (`given`) that exists must be empty: a result is never written over, and neither is anything else of theirs
-    (a report.html, a fio/ folder)."""
+    (a report.html, a fio/ or awscrt/ folder)."""
     p = folder.absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
@@ -149,8 +149,8 @@ def _refuse_not_empty(folder: Path, what: str) -> None:
                         "move that one away")
     listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     raise UserError(f"{what} {folder} is not empty ({listed}) and holds no result of iobench's: iobench writes "
-                    "result.json, report.html, report.md and fio/ there and overwrites nothing; give a new or "
-                    "empty folder")
+                    "result.json, report.html, report.md and the raw baseline's fio/ or awscrt/ there and "
+                    "overwrites nothing; give a new or empty folder")
 
 
 def check_apart(outputs: Iterable[tuple[str, str | Path | None]], inputs: Iterable[Path | None] = (),

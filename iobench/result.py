@@ -37,22 +37,22 @@ from iobench.result_runs import (
     Baseline,
     Cpu,
     Disk,
-    FioBaseline,
     FuseView,
     Latency,
     Metadata,
     Mitigation,
+    RawPoint,
     Run,
     RunStats,
 )
 from iobench.safefs import read_input, write_file
 
-__all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FioBaseline", "FuseView", "Host",
-           "Latency", "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "Result", "Run", "RunStats",
+__all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FuseView", "Host", "Latency",
+           "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "RawPoint", "Result", "Run", "RunStats",
            "Settings", "Verdict", "docs_markdown", "unusable"]
 
-SCHEMA = "iobench.result/1"
-READS = (SCHEMA,)  # the schema versions this iobench reads back
+SCHEMA = "iobench.result/2"
+READS = ("iobench.result/1", SCHEMA)  # the schema versions this iobench reads back (/1: `_upgraded`)
 
 
 class Mount(Model):
@@ -113,7 +113,7 @@ class Host(Model):
                           "(else `cpus`) / the CPU per sample (reading, and decoding with decode: "
                           "`runs[].cpu_us_per_sample`) of the run the verdict's pipeline figure comes from "
                           "(`verdict.pipeline_from`); a measured figure, set with the verdict; null without that run's "
-                          "CPU per sample (results written before it, a distributed job, fio alone)")
+                          "CPU per sample (results written before it, a distributed job, the raw baseline alone)")
     ram_bytes: Count = Field(description="total RAM")
     ram_available_bytes: Count = Field(description="RAM available when the run started")
     python: str = Field(description="Python version")
@@ -143,7 +143,8 @@ class Settings(Model):
     seed: Count = Field(description="seed of the shuffles")
     replay: bool = Field(True, description="loader epochs replayed (false for `iobench fio` alone)")
     metadata: bool = Field(True, description="metadata phase run")
-    fio: bool = Field(True, description="fio baseline asked for (it runs when fio is installed)")
+    raw_baseline: bool = Field(True, description="raw baseline asked for (--fio/--no-fio): fio on files (when fio is "
+                                                 "installed), the AWS CRT's S3 client on objects (`baseline.tool`)")
     scale_files: Count = Field(1_281_167, description="dataset size for projections (ImageNet-1k train: 1,281,167)")
     mitigations: bool = Field(False, description="mitigation phase run (--mitigations)")
     fuse_view: str | None = Field(None, description="with --url: the FUSE view of the same bucket (--mount) read "
@@ -261,16 +262,16 @@ class Verdict(Model):
                                 description="sentences, each with the measured figures it rests on: storage, "
                                             "pipeline, demand, CPU, and why the limit is what it is")
     storage_samples_per_s: Rate | None = Field(
-        None, description="storage capacity: the most the storage gave this client cold, the best of fio, every "
-                          "valid loader run at its best concurrency and every valid cold training run (what its GPUs "
-                          "took in); null without a valid cold measurement")
+        None, description="storage capacity: the most the storage gave this client cold, the best of the raw "
+                          "baseline, every valid loader run at its best concurrency and every valid cold training run "
+                          "(what its GPUs took in); null without a valid cold measurement")
     storage_is_lower_bound: bool = Field(
         False, description="the client's CPU was saturated (or, for a training run, its GPUs were fed) while that "
                            "figure was measured: the storage may give more")
     storage_spread: Ratio | None = Field(
         None, description="how far the storage figure moves between identical runs, as a fraction of it: over "
-                          "--repeat runs, the epochs of its configuration or fio's runs (storage_spread_measured), "
-                          "else 0.05 assumed (what MLPerf Storage allows)")
+                          "--repeat runs, the epochs of its configuration or the raw baseline's runs "
+                          "(storage_spread_measured), else 0.05 assumed (what MLPerf Storage allows)")
     storage_spread_measured: bool = Field(False, description="storage_spread was measured, not assumed")
     storage_gpus_fed: Count | None = Field(
         None, description="the storage's answer: GPUs of this kind its capacity feeds at au_target from one client "
@@ -293,7 +294,7 @@ class Verdict(Model):
         None, description="another limit the evidence does not separate from `limit` beyond the run-to-run spread; "
                           "null when `limit` stands alone")
     storage_from: str | None = Field(None, description='what measured the storage figure ("fio, 4 jobs", '
-                                                       '"dataloader, 4 workers", ...)')
+                                                       '"awscrt, 16 in flight", "dataloader, 4 workers", ...)')
     pipeline_samples_per_s: Rate | None = Field(
         None, description="pipeline capacity: samples/s the training-shaped input pipeline (the workload's engine, "
                           "batch and decode) delivered on this client, from valid training runs where one starved, "
@@ -375,7 +376,8 @@ class Result(Model):
                     "warm, so cold figures may include server-cache hits")
     metadata: list[Metadata] = Field(default_factory=list, description="metadata phase, per cache state")
     runs: list[Run] = Field(default_factory=list, description="one entry per measured epoch")
-    baseline: Baseline | None = Field(None, description="raw storage baseline (fio) on the same files")
+    baseline: Baseline | None = Field(None, description="raw storage baseline on the same samples: fio on files, the "
+                                                   "AWS CRT's S3 client on objects (`baseline.tool`)")
     mitigations: list[Mitigation] = Field(default_factory=list, description="each mitigation against the "
                                                                            "baseline, measured in the same run")
     fuse_view: FuseView | None = Field(None, description="--url with --mount: objects vs files through the FUSE view "
@@ -405,7 +407,7 @@ class Result(Model):
                              "version needs the iobench that wrote it)")
         if (at := not_finite(data)) is not None:
             raise ValueError(f"{at} is not a finite number (NaN or infinity: iobench never writes one)")
-        return data
+        return _upgraded(data) if schema == "iobench.result/1" else data
 
     def save(self, path: Path) -> None:
         """Atomic write: a reader never sees a half-written file. One that fails is a one-line error naming the
@@ -424,6 +426,32 @@ class Result(Model):
         return cls.model_validate_json(read_input(path, "an iobench result"), context=LOADING)
 
 
+# /1 named the raw baseline "fio" even when the AWS CRT's S3 client measured it: /2 names it by what ran
+_POINT_V1 = {"files": "samples", "files_per_s": "samples_per_s", "runs_files_per_s": "runs_samples_per_s",
+             "job": "program"}
+
+
+def _upgraded(data: dict) -> dict:
+    """A result of schema /1 as /2 says it (every older result is read through here; the figures are not touched):
+    `settings.fio` is `settings.raw_baseline`; the baseline's `fio` points are `points`, each's `files`, `files_per_s`,
+    `runs_files_per_s` and `job` are `samples`, `samples_per_s`, `runs_samples_per_s` and `program`; its `fio_version`
+    is `tool_version` (of `tool`, "fio" where /1 had none). Fields /1 never had take their defaults, as before.
+    `schema` stays what the file says: a report names the version it was written in."""
+    data = dict(data)
+    if isinstance(settings := data.get("settings"), dict) and "fio" in settings:
+        data["settings"] = {("raw_baseline" if k == "fio" else k): v for k, v in settings.items()}
+    if isinstance(base := data.get("baseline"), dict):
+        base = {k: v for k, v in base.items() if k not in ("fio", "fio_version")}
+        base.setdefault("tool", "fio")
+        if base.get("tool_version") is None and base["tool"] == "fio":
+            base["tool_version"] = data["baseline"].get("fio_version")
+        points = data["baseline"].get("fio", [])
+        base["points"] = [{_POINT_V1.get(k, k): v for k, v in p.items()} if isinstance(p, dict) else p
+                          for p in points] if isinstance(points, list) else points
+        data["baseline"] = base
+    return data
+
+
 def docs_markdown() -> str:
     """docs/results.md: every field of the result file with its description, computed ones (derived from the
     others when written) included."""
@@ -438,6 +466,11 @@ def docs_markdown() -> str:
         f"({', '.join(f'`{v}`' for v in READS)}), hold no NaN or infinity anywhere (a figure that came out non-finite "
         "is written as null) and each figure within the range its row gives (`iobench schema` has the same bounds); "
         "else it is refused in one line naming the field.",
+        "",
+        "A `iobench.result/1` result is read under the names `/2` gives what it measured (`/1` named the raw baseline "
+        "fio even where the AWS CRT's S3 client ran it): `settings.fio` as `settings.raw_baseline`, `baseline.fio[]` "
+        "as `baseline.points[]` (" + ", ".join(f"`{a}` as `{b}`" for a, b in _POINT_V1.items()) + "), "
+        "`baseline.fio_version` as `baseline.tool_version` (`baseline.tool` \"fio\" where it had none).",
         "",
     ]
 

@@ -1,5 +1,6 @@
 """What the result's runs measured: an epoch's figures (Run, with its latency, CPU and disk), the metadata phase,
-fio's baseline, the mitigations and the steady-state figure per replay configuration."""
+the raw baseline's points (fio's, or the S3 client's), the mitigations and the steady-state figure per replay
+configuration."""
 
 from __future__ import annotations
 
@@ -114,8 +115,8 @@ class Run(Model):
                                        "at its mean sample size")
     latency_ms: Latency | None = Field(
         description="per sample, open + read to EOF + close. Includes waiting for the Python interpreter "
-                    "lock on a busy client: compare p50 with fio's when the tail matters. Null for a training run "
-                    "through another pipeline than raw: its reads happen inside the library, unseen")
+                    "lock on a busy client: compare p50 with the raw baseline's when the tail matters. Null for a "
+                    "training run through another pipeline than raw: its reads happen inside the library, unseen")
     open_ms: Latency | None = Field(description="per sample, the open() alone (path lookup, permission, metadata); "
                                                 "null where `latency_ms` is")
     batch_wait_ms: Latency | None = Field(
@@ -128,8 +129,8 @@ class Run(Model):
                           "/ samples), of all iobench's processes over the epoch: opening, reading, timing and "
                           "handing over each sample, progress, a DataLoader's worker start-up in its first epoch, a "
                           "training run's consumer, and with decode the decode (also apart: "
-                          "`decode_cpu_us_per_sample`; reading's own is the difference). Against fio's "
-                          "(`baseline.fio[].cpu_us_per_sample`) it shows the tool's overhead; null in results "
+                          "`decode_cpu_us_per_sample`; reading's own is the difference). Against the raw baseline's "
+                          "(`baseline.points[].cpu_us_per_sample`) it shows the tool's overhead; null in results "
                           "written before it, and for a distributed job's aggregate (each rank's is in `ranks`)")
     decode_cpu_us_per_sample: Seconds | None = Field(
         None, description="with decode: decode and augmentation's own CPU microseconds per sample "
@@ -165,8 +166,9 @@ class Run(Model):
         None, description="distributed: every sample of the dataset was read exactly once across the ranks this "
                           "epoch (checked from each rank's count, index sum and index hash sum); null elsewhere")
     efficiency: Ratio | None = Field(
-        None, description="samples_per_s over fio's files/s at the same concurrency and cache state "
-                          "(`baseline.fio`); null without fio. Above 1 means fio's per-file overhead, not "
+        None, description="samples_per_s over the raw baseline's samples/s (`baseline.points`: fio's files/s, the "
+                          "raw S3 client's objects/s) at the same concurrency (objects: requests in flight) and "
+                          "cache state; null without it. Above 1 means the raw tool's per-sample overhead, not "
                           "iobench, set the pace (see docs/performance.md)")
     timeline: list[tuple[Seconds, Count]] = Field(
         description="[seconds since start, samples done] every ~0.2 s, and at the end: samples/s over time. A long "
@@ -237,48 +239,57 @@ class Metadata(Model):
                     "before the first batch")
 
 
-class FioBaseline(Model):
-    concurrency: Count = Field(description="fio jobs (numjobs), each reading its share of the files")
+class RawPoint(Model):
+    """One point of the raw baseline: what ran (`baseline.tool`: fio on files, the CRT's S3 client on objects) at one
+    concurrency and cache state."""
+
+    concurrency: Count = Field(description="fio: jobs (numjobs), each reading its share of the files; awscrt: "
+                                           "requests in flight")
     cache: Literal["cold", "warm"] = Field(description="cache state, prepared as for the loader runs")
-    files: Count = Field(description="files fio read, loops included (a random sample of the dataset of at most "
-                                     "20,000, read once per loop)")
-    bytes: Count = Field(description="bytes fio read (its io_bytes)")
-    seconds: Seconds = Field(description="fio's runtime for the reads (includes open and close, 1 ms resolution)")
-    files_per_s: Rate = Field(description="files / seconds")
+    samples: Count = Field(description="samples read, loops included: fio, files (a random sample of the dataset of "
+                                       "at most 20,000, read once per loop); awscrt, objects (every key, one GET each)")
+    bytes: Count = Field(description="bytes read (fio: its io_bytes)")
+    seconds: Seconds = Field(description="the tool's runtime for the reads (fio: includes open and close, 1 ms "
+                                         "resolution; awscrt: first request sent to last body received)")
+    samples_per_s: Rate = Field(description="samples / seconds (files/s, objects/s)")
     mb_per_s: Rate = Field(description="bytes / seconds / 10^6")
-    latency_ms: Latency = Field(description="fio's completion latency of each whole-file pread() (not open/close)")
-    setup_s: Seconds = Field(description="fio's time outside the timed reads (parsing its logs, stat of every file)")
-    job: str = Field(description="the fio job file (each job replays an iolog: open, one read of the file, close)")
-    cpu: Cpu | None = Field(None, description="CPU use while fio ran, its set-up and every repeat included "
-                                              "(iobench_cores counts fio's processes): near the usable cores, fio's "
-                                              "figure is a lower bound of the storage's")
+    latency_ms: Latency = Field(description="fio: its completion latency of each whole-file pread() (not open/close); "
+                                            "awscrt: each GET, request sent to last byte")
+    setup_s: Seconds = Field(description="time outside the timed reads (fio: parsing its logs, stat of every file; "
+                                         "awscrt: its process's start and end around them)")
+    program: str = Field(description="what ran: fio's job file (each job replays an iolog: open, one read of the "
+                                     "file, close), or the raw S3 client's command line")
+    cpu: Cpu | None = Field(None, description="CPU use while the tool ran, its set-up and every repeat included "
+                                              "(iobench_cores counts the tool's processes): near the usable cores, "
+                                              "its figure is a lower bound of the storage's")
     cpu_s: Seconds | None = Field(
-        None, description="user + system CPU seconds of fio's jobs in the run kept, as its JSON gives them: (usr_cpu "
-                          "+ sys_cpu) % x job_runtime, summed over the jobs (each file's open, read and close; not "
-                          "fio's set-up); null where fio did not say, and in results written before it")
+        None, description="user + system CPU seconds of the tool in the run kept: fio's JSON's (usr_cpu + sys_cpu) % "
+                          "x job_runtime, summed over the jobs (each file's open, read and close; not fio's set-up), "
+                          "awscrt's process's own over its reads; null where fio did not say, and in results "
+                          "written before it")
     cpu_us_per_sample: Seconds | None = Field(
-        None, description="fio's CPU microseconds per file read (cpu_s / files): the leanest per-sample path, what "
-                          "runs[].cpu_us_per_sample is set against at the same concurrency and cache state")
+        None, description="the tool's CPU microseconds per sample read (cpu_s / samples): the leanest per-sample "
+                          "path, what runs[].cpu_us_per_sample is set against at the same concurrency and cache state")
     throttled: Count = Field(0, description="objects' raw baseline: answers the server throttled (503 SlowDown, 429), "
                                             "each GET sent again after the server's pause by the raw client (its own "
                                             "retries off, so none is hidden); the verdict's evidence says so when the "
                                             "server throttled; 0 for fio")
-    repeats: Count = Field(1, description="fio runs at this point (cold: each from an evicted cache); the fastest kept")
-    runs_files_per_s: list[Rate] = Field(default_factory=list, description="files/s of every repeat")
-    at_best: bool = Field(True, description="false when `caveats` says the kept run may be below fio's best")
+    repeats: Count = Field(1, description="runs at this point (fio cold: each from an evicted cache); the fastest kept")
+    runs_samples_per_s: list[Rate] = Field(default_factory=list, description="samples/s of every repeat")
+    at_best: bool = Field(True, description="false when `caveats` says the kept run may be below the tool's best")
     caveats: list[str] = Field(default_factory=list,
-                               description="why the figure may be below fio's best (another process dropped the "
-                                           "caches while it ran; timed reads too short)")
-    valid: bool = Field(True, description="the point counts: it read files for at least 0.5 s (verdict.MIN_SECONDS); "
+                               description="why the figure may be below the tool's best (another process dropped "
+                                           "the caches while fio ran; timed reads too short)")
+    valid: bool = Field(True, description="the point counts: it read for at least 0.5 s (verdict.MIN_SECONDS); "
                                           "false points are shown marked and never give the storage figure")
     invalid_reason: str | None = Field(None, description="why the point does not count")
-    json_file: str | None = Field(None, description="fio's own JSON output (--output-format=json, as fio printed "
-                                                    "it) of the run kept, for fio-plot and other fio tooling: its "
-                                                    "path relative to the result's folder (fio/fio-<jobs>jobs-"
-                                                    "<cache>.json). Beside it: the job file (.fio) and, only when "
-                                                    "they total <= 1 MiB, the iologs it replays (.<j>.iolog: the "
-                                                    "file paths and read order), else not kept (they grow with "
-                                                    "files and loops). Null: not kept")
+    json_file: str | None = Field(None, description="the tool's own JSON output of the run kept, its path relative "
+                                                    "to the result's folder: fio's (--output-format=json, as fio "
+                                                    "printed it, for fio-plot and other fio tooling: fio/fio-<jobs>"
+                                                    "jobs-<cache>.json; beside it the job file (.fio) and, only when "
+                                                    "they total <= 1 MiB, the iologs it replays (.<j>.iolog: the file "
+                                                    "paths and read order), else not kept), or awscrt's "
+                                                    "(awscrt/awscrt-<n>inflight-<cache>.json). Null: not kept")
 
 
 class Mitigation(Model):
@@ -302,14 +313,13 @@ class Mitigation(Model):
 
 
 class Baseline(Model):
-    fio_version: str | None = Field(description="fio's version; null when fio is not installed, and for objects")
     tool: Literal["fio", "awscrt"] = Field(
-        "fio", description="what measured the raw points: fio (files), or the AWS CRT's native S3 client (awscrt, "
-                           "objects: every key GET once per point, `concurrency` requests in flight)")
-    tool_version: str | None = Field(None, description="its version; null when it is not installed (and for fio in "
-                                                       "results written before it)")
-    fio: list[FioBaseline] = Field(default_factory=list, description="the raw baseline's points (fio's, or the raw "
-                                                                     "S3 client's), per concurrency and cache")
+        description="what measured the raw points: fio (files: each job opens, reads whole and closes its files), or "
+                    "the AWS CRT's native S3 client (awscrt, objects: every key GET once per point, `concurrency` "
+                    "requests in flight)")
+    tool_version: str | None = Field(None, description="its version; null when it is not installed")
+    points: list[RawPoint] = Field(default_factory=list, description="the raw baseline's points, per concurrency "
+                                                                     "and cache state")
     note: str | None = Field(None, description="why the baseline is missing or partial")
 
 

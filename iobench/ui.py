@@ -21,11 +21,12 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from iobench.answer.words import raw_tool
 from iobench.progress import Plan, clock
 from iobench.result import Result, Verdict
 
 BAR = 12  # a bar's columns in the live display
-VS_RAW = ("vs fio", "vs raw")  # the runs table's comparison with the raw baseline (its efficiency): files, objects
+VS = "vs "  # the runs table's comparison with the raw baseline (its efficiency): "vs fio", "vs awscrt"
 
 # A bar's figures, in the order shown: (separator before it, its text, how much it is needed). A terminal too narrow
 # for them all drops the least needed first (the rightmost of equals); CORE ones stay.
@@ -255,23 +256,23 @@ class UI:
                 self.out.print(f"[yellow]note:[/] {w}", highlight=False)
 
     def tables(self, result: Result) -> None:
-        """The report's tables (metadata, runs, repeats, fio baseline, mitigations, ranks), each with the rows not
+        """The report's tables (metadata, runs, repeats, raw baseline, mitigations, ranks), each with the rows not
         shown yet: called as each phase ends, its table is shown then; a table shown before shows its new rows."""
         if self.quiet:
             return
         from iobench.report.facts import (
             efficiency_table,
-            fio_table,
             fuse_view_table,
             metadata_table,
             mitigations_table,
             ranks_table,
+            raw_table,
             runs_table,
             stats_table,
         )
 
         for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
-                       ("stats", stats_table(result)), ("fio", fio_table(result)),
+                       ("stats", stats_table(result)), ("raw", raw_table(result)),
                        ("efficiency", efficiency_table(result)), ("mitigations", mitigations_table(result)),
                        ("fuse view", fuse_view_table(result)), ("ranks", ranks_table(result))):
             shown = self._shown.get(key, 0)
@@ -281,15 +282,16 @@ class UI:
             if shown:
                 t = replace(t, title=f"{t.title} (continued)", rows=t.rows[shown:],
                             wins=frozenset((r - shown, c) for r, c in t.wins if r >= shown))
-            vs = next((c for c in VS_RAW if c in t.head), None)
+            vs = next((c for c in t.head if c.startswith(VS)), None)
             if key == "runs" and vs is not None and all(row[t.head.index(vs)] == "-" for row in t.rows):
-                # fio has not run yet (or will not): its column would be all dashes, its figures come later in
-                # the efficiency table, printed once fio has run (rather than the whole runs table again)
+                # the raw baseline has not run yet (or will not): its column would be all dashes, its figures come
+                # later in the efficiency table, printed once it has run (rather than the whole runs table again)
                 t = replace(t, wide=(*t.wide, t.head.index(vs)))
                 self.table(t)
-                if self.plan is not None and any(s.phase == "fio" and s.seconds is None for s in self.plan.steps):
-                    raw = "the raw baseline" if result.mount.objects else "fio"  # objects: awscrt, in fio's column
-                    self._screen().print(Text(f"  {vs}: in the efficiency table, once {raw} has run", style="dim"))
+                if self.plan is not None and any(s.phase == raw_tool(result) and s.seconds is None
+                                                   for s in self.plan.steps):
+                    self._screen().print(Text(f"  {vs}: in the efficiency table, once {raw_tool(result)} has run",
+                                              style="dim"))
                 continue
             self.table(t)
 

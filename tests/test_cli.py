@@ -165,19 +165,19 @@ def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
     iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "uniform:8kB-64kB", "--engine", "threads",
             "--threads", "1,3", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
-    assert r.baseline is not None and r.baseline.fio_version
-    fio = {(b.concurrency, b.cache): b for b in r.baseline.fio}
+    assert r.baseline is not None and r.baseline.tool == "fio" and r.baseline.tool_version
+    fio = {(b.concurrency, b.cache): b for b in r.baseline.points}
     assert set(fio) == {(1, "cold"), (1, "warm"), (3, "cold"), (3, "warm")}
     for b in fio.values():
-        loops = b.files // 150  # warm: fio loops over the files for ~1 s; cold: once (a second loop is not cold)
-        assert b.files == 150 * loops and b.bytes == r.dataset.bytes * loops  # every file, once per loop, real bytes
+        loops = b.samples // 150  # warm: fio loops over the files for ~1 s; cold: once (a second loop is not cold)
+        assert b.samples == 150 * loops and b.bytes == r.dataset.bytes * loops  # every file, once per loop, real bytes
         assert loops == 1 if b.cache == "cold" else loops >= 1
-        assert b.cache == "warm" or (b.repeats == 2 and len(b.runs_files_per_s) == 2)  # cold: the best of two
-        assert b.files_per_s == pytest.approx(b.files / b.seconds, rel=0.01)
-        assert "read_iolog" in b.job
+        assert b.cache == "warm" or (b.repeats == 2 and len(b.runs_samples_per_s) == 2)  # cold: the best of two
+        assert b.samples_per_s == pytest.approx(b.samples / b.seconds, rel=0.01)
+        assert "read_iolog" in b.program
     for run in r.runs:
         ref = fio[(run.concurrency, run.cache)]
-        assert run.efficiency == pytest.approx(run.samples_per_s / ref.files_per_s, abs=1e-3)
+        assert run.efficiency == pytest.approx(run.samples_per_s / ref.samples_per_s, abs=1e-3)
     assert [m.cache for m in r.metadata] == ["cold", "warm"]
     assert all(m.files == 150 for m in r.metadata)
 
@@ -190,7 +190,7 @@ def test_without_fio_the_run_goes_on_and_says_how_to_install(tmp_path):
                    "--out", str(out), env=env, check=True)
     assert "apt-get install -y fio" in proc.stderr
     r = Result.load(out / "result.json")
-    assert r.baseline.fio_version is None and r.baseline.fio == [] and "apt-get install" in r.baseline.note
+    assert r.baseline.tool_version is None and r.baseline.points == [] and "apt-get install" in r.baseline.note
     assert r.complete and all(x.efficiency is None for x in r.runs)
     _one_line_error(iobench("fio", "--mount", str(tmp_path), env=env), "apt-get install -y fio")
 
@@ -209,8 +209,8 @@ def test_dataloader_engine_run_records_workers_and_decode(tmp_path):
     # epoch is not lengthened by passes; a warm one is, answer/sizing)
     assert all(not x.valid and x.invalid_reason for x in r.runs if x.cache == "cold" and x.gpus is None)
     assert all(x.passes > 1 for x in r.runs if x.cache == "warm" and x.gpus is None)
-    if r.baseline.fio_version:  # workers=0 reads in one process: compared with one fio job
-        assert {(b.concurrency, b.cache) for b in r.baseline.fio} == {(1, "cold"), (1, "warm"), (2, "cold"),
+    if r.baseline.tool_version:  # workers=0 reads in one process: compared with one fio job
+        assert {(b.concurrency, b.cache) for b in r.baseline.points} == {(1, "cold"), (1, "warm"), (2, "cold"),
                                                                         (2, "warm")}
     dec = tmp_path / "dec"
     iobench("run", "--mount", str(tmp_path), "--files", "160", "--engine", "dataloader", "--workers", "1",
@@ -311,8 +311,8 @@ def test_run_keeps_fios_own_json_beside_the_result(tmp_path):
         assert "fio version" in doc and isinstance(doc["jobs"], list) and doc["jobs"]
         assert p.with_suffix(".fio").read_text().startswith("; iobench fio baseline")
     r = Result.load(out / "result.json")
-    assert r.baseline is not None and r.baseline.fio
-    for b in r.baseline.fio:
+    assert r.baseline is not None and r.baseline.points
+    for b in r.baseline.points:
         assert b.json_file == f"fio/fio-{b.concurrency}jobs-{b.cache}.json" and (out / b.json_file).is_file()
         assert json.loads((out / b.json_file).read_text())["jobs"][0]["read"]["io_bytes"] == b.bytes
 
@@ -341,7 +341,7 @@ def test_dataset_with_white_space_in_names_runs_and_fio_reads_the_others(tmp_pat
             "--cache", "cold", "--out", str(out), check=True)
     r = Result.load(out / "result.json")
     assert r.complete and r.runs[0].samples == 40  # the loader read every file, spaces or not
-    assert "fio cannot replay 20 of the 40 paths" in r.baseline.note and r.baseline.fio[0].files == 20
+    assert "fio cannot replay 20 of the 40 paths" in r.baseline.note and r.baseline.points[0].samples == 20
 
 
 def test_a_negative_seed_is_refused_in_one_line(tmp_path):

@@ -30,9 +30,9 @@ def test_cpu_per_sample_is_cpu_seconds_over_samples(tmp_path):
     table = runs_table(r)
     col = table.head.index("CPU us/sample")
     assert [row[col] for row in table.rows] == [num(x.cpu_us_per_sample, 1) for x in r.runs]
-    for b in r.baseline.fio if r.baseline and r.baseline.fio_version else []:
-        assert b.cpu_s is not None and b.files > 0  # fio's jobs' own CPU, from its JSON
-        assert b.cpu_us_per_sample == pytest.approx(1e6 * b.cpu_s / b.files, abs=0.01)
+    for b in r.baseline.points if r.baseline and r.baseline.tool_version else []:
+        assert b.cpu_s is not None and b.samples > 0  # fio's jobs' own CPU, from its JSON
+        assert b.cpu_us_per_sample == pytest.approx(1e6 * b.cpu_s / b.samples, abs=0.01)
 
 
 def test_decode_is_counted_apart(tmp_path):

@@ -138,8 +138,8 @@ def test_an_out_folder_iobench_did_not_make_is_refused(tmp_path: Path) -> None:
     before = tree_hashes(tmp_path)
     line = _refused(iobench("run", "--mount", str(tmp_path), *RUN, "--out", str(mine), timeout=60), "is not empty")
     assert line == (f"iobench: error: --out {mine} is not empty (fio, report.html, report.md) and holds no result of "
-                    "iobench's: iobench writes result.json, report.html, report.md and fio/ there and overwrites "
-                    "nothing; give a new or empty folder")
+                    "iobench's: iobench writes result.json, report.html, report.md and the raw baseline's fio/ or "
+                    "awscrt/ there and overwrites nothing; give a new or empty folder")
     assert tree_hashes(tmp_path) == before  # every byte of the user's, and no dataset made first
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -30,7 +30,7 @@ from iobench.report import (
     write_reports,
 )
 from iobench.report.charts import shows_trend
-from iobench.report.facts import fio_table, metadata_table, mitigations_table, runs_table, training_table
+from iobench.report.facts import metadata_table, mitigations_table, raw_table, runs_table, training_table
 from iobench.report.format import num
 from iobench.result import Result
 from iobench.ui import UI
@@ -192,7 +192,7 @@ def test_unfinished_and_bare_results_render(results):
         assert needle in html_text, needle
     assert "Environment" in render_markdown([bare])
     _self_contained(html_text)
-    if results[0].baseline and results[0].baseline.fio:  # `iobench fio` alone: a baseline, no loader runs
+    if results[0].baseline and results[0].baseline.points:  # `iobench fio` alone: a baseline, no loader runs
         settings = results[0].settings.model_copy(update={"rate_per_gpu": None, "replay": False})
         fio_only = results[0].model_copy(update={"runs": [], "verdict": None, "settings": settings})
         assert "fio baseline only" in render_html([fio_only])
@@ -270,7 +270,7 @@ def test_csv_parses(results, tmp_path):
         reader = csv.DictReader(fh)
         assert tuple(reader.fieldnames or ()) == CSV_COLUMNS
         rows = list(reader)
-    fio = len(a.baseline.fio) if a.baseline else 0
+    fio = len(a.baseline.points) if a.baseline else 0
     assert len(rows) == len(a.runs) + fio + len(b.runs)
     mine = [row for row in rows if row["system"] == "A" and row["kind"] != "fio"]
     assert [float(row["samples_per_s"]) for row in mine] == pytest.approx([x.samples_per_s for x in a.runs])
@@ -349,7 +349,7 @@ def test_every_writer_prints_the_tables_facts_built(results, tmp_path):
     """Each table is built once (facts) and printed by each writer: the page shows it whole, the Markdown and the
     terminal its narrow form, the CSV the same runs' figures."""
     for r in (results[0], Result.load(EXAMPLE)):
-        tables = [t for t in (runs_table(r), metadata_table(r), fio_table(r), mitigations_table(r), training_table(r))
+        tables = [t for t in (runs_table(r), metadata_table(r), raw_table(r), mitigations_table(r), training_table(r))
                   if t is not None]
         assert len(tables) >= 3
         page = _Tables(render_html([r])).tables
@@ -374,7 +374,7 @@ def test_every_writer_prints_the_tables_facts_built(results, tmp_path):
         assert len(csv_runs) == len(runs.rows)
         for row, cells in zip(csv_runs, runs.rows, strict=True):
             assert num(float(row["samples_per_s"])) == cells[rate] and row["readers"] in cells[readers]
-        fio = fio_table(r)
+        fio = raw_table(r)
         if fio is not None:
             assert [num(float(row["samples_per_s"])) for row in rows if row["kind"] == "fio"] == \
                 [row[fio.head.index("files/s")] for row in fio.rows]

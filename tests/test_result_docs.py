@@ -16,5 +16,5 @@ def test_every_field_is_described():
     walk(Result)
     from iobench import result as r
     for m in (r.Run, r.Latency, r.Cpu, r.Disk, r.Mount, r.Dataset, r.Host, r.Settings, r.Verdict, r.Metadata,
-              r.FioBaseline, r.Baseline):
+              r.RawPoint, r.Baseline):
         walk(m)

@@ -101,13 +101,13 @@ def test_the_writer_never_writes_a_non_finite_number(tmp_path):
 
 def test_a_result_of_an_unknown_schema_is_refused_naming_both(tmp_path):
     bad = _tampered(tmp_path, _set("schema", "iobench.result/99"))
-    assert READS == (SCHEMA,) == ("iobench.result/1",)
+    assert READS == ("iobench.result/1", SCHEMA) and SCHEMA == "iobench.result/2"
     want = (f"iobench: error: {bad} is not a usable iobench result: schema is 'iobench.result/99': this iobench "
-            "reads iobench.result/1 (a result of another version needs the iobench that wrote it)")
+            "reads iobench.result/1, iobench.result/2 (a result of another version needs the iobench that wrote it)")
     assert _one_line_error(iobench("report", str(bad), "--md", str(tmp_path / "r.md"))) == want
     # refused before its fields: another version's fields are not this one's
-    newer = _tampered(tmp_path, lambda d: d.update(schema="iobench.result/2", brand_new={"x": 1}), "n.json")
-    with pytest.raises(UserError, match="schema is 'iobench.result/2'"):
+    newer = _tampered(tmp_path, lambda d: d.update(schema="iobench.result/3", brand_new={"x": 1}), "n.json")
+    with pytest.raises(UserError, match="schema is 'iobench.result/3'"):
         load_results([newer])
 
 
@@ -162,7 +162,7 @@ def test_the_first_problem_is_named_with_how_many_more(tmp_path):
 def test_what_iobench_wrote_still_loads():
     for path in EXAMPLES:
         r = load_results([path])[0]
-        assert r.schema_ == SCHEMA and r.runs
+        assert r.schema_ in READS and r.runs
     assert load_results([EXAMPLE.parent])[0].created == Result.load(EXAMPLE).created
 
 

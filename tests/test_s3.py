@@ -444,7 +444,7 @@ def test_the_raw_baseline_reads_every_key_once_per_depth_beside_the_loaders(s3_b
     """`run --url` with its raw phase (on by default, as fio on files): the AWS CRT's native client GETs every key
     once per depth of the sweep; its points are where fio's go, the loaders' efficiency is against them, and the
     storage figure is the best of both, named by its tool in the verdict."""
-    from iobench.answer.rules import fio_valid, storage_figure
+    from iobench.answer.rules import raw_valid, storage_figure
     from iobench.s3.raw import version
 
     _, samples = _dataset(s3_bed, prefix)
@@ -455,16 +455,17 @@ def test_the_raw_baseline_reads_every_key_once_per_depth_beside_the_loaders(s3_b
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
     b = r.baseline
-    assert b is not None and (b.tool, b.tool_version, b.fio_version) == ("awscrt", version(), None), b
-    assert [(p.concurrency, p.cache) for p in b.fio] == [(1, "cold"), (4, "cold")]
-    for p in b.fio:
-        assert (p.files, p.bytes) == (len(samples), sum(samples.values()))  # every key once, whole
+    assert b is not None and (b.tool, b.tool_version) == ("awscrt", version()), b
+    assert [(p.concurrency, p.cache) for p in b.points] == [(1, "cold"), (4, "cold")]
+    for p in b.points:
+        assert (p.samples, p.bytes) == (len(samples), sum(samples.values()))  # every key once, whole
+        assert p.json_file == f"awscrt/awscrt-{p.concurrency}inflight-cold.json"  # named by what ran
         assert p.cpu_us_per_sample and p.cpu_us_per_sample > 0 and p.latency_ms.p50 > 0
-        assert (out / (p.json_file or "")).is_file() and "--in-flight" in p.job
+        assert (out / (p.json_file or "")).is_file() and "--in-flight" in p.program
     assert all(run.efficiency is not None for run in r.runs)
     fig = storage_figure(r)
-    assert fio_valid(b.fio[0]) and fig is not None  # one in flight lasts well over 0.5 s
-    best = max([x.samples_per_s for x in r.runs] + [p.files_per_s for p in b.fio if fio_valid(p)])
+    assert raw_valid(b.points[0]) and fig is not None  # one in flight lasts well over 0.5 s
+    best = max([x.samples_per_s for x in r.runs] + [p.samples_per_s for p in b.points if raw_valid(p)])
     assert fig.samples_per_s == best and f"({fig.what}" in (r.verdict.text if r.verdict else "")
     md = (out / "report.md").read_text()
     assert "## raw baseline (awscrt)" in md and "| in flight | cache | objects/s |" in md
@@ -478,9 +479,9 @@ def test_iobench_fio_url_runs_the_raw_baseline_alone(s3_bed, prefix: str, tmp_pa
                    "--out", str(out), env=s3_bed.env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
-    assert not r.runs and r.baseline is not None and [p.files for p in r.baseline.fio] == [FILES]
+    assert not r.runs and r.baseline is not None and [p.samples for p in r.baseline.points] == [FILES]
     assert r.verdict is not None and r.verdict.text.startswith("raw baseline (awscrt) only: ")
-    assert "files/s cold (awscrt, 1 in flight)" in r.verdict.text and "awscrt" in proc.stdout + proc.stderr
+    assert "objects/s cold (awscrt, 1 in flight)" in r.verdict.text and "awscrt" in proc.stdout + proc.stderr
 
 
 def test_a_frozen_server_ends_the_raw_baseline_within_its_io_timeout(s3_bed, prefix: str, tmp_path: Path) -> None:

@@ -245,7 +245,7 @@ def test_in_flight_past_the_objects_is_capped_and_an_absurd_value_refused(s3_bed
 
 def test_the_raw_baseline_counts_the_servers_throttling(s3_bed, prefix: str, tmp_path: Path) -> None:
     """SeaweedFS's breaker at 1 read at a time answers the rest 503: the raw client (the CRT's retries off) counts
-    each, reads every key all the same, records them in baseline.fio[].throttled, and the verdict says so."""
+    each, reads every key all the same, records them in baseline.points[].throttled, and the verdict says so."""
     from test_s3 import _breaker
 
     _breaker(s3_bed, "1")
@@ -258,8 +258,8 @@ def test_the_raw_baseline_counts_the_servers_throttling(s3_bed, prefix: str, tmp
     assert proc.returncode == 0, proc.stderr
     r = Result.load(out / "result.json")
     assert r.baseline is not None
-    (point,) = r.baseline.fio
-    assert point.files == FILES and point.throttled > 0, point
+    (point,) = r.baseline.points
+    assert point.samples == FILES and point.throttled > 0, point
     assert r.verdict is not None and (
         f"Throttled: the server throttled {point.throttled:,} of {FILES + point.throttled:,} requests of the raw "
         "baseline (awscrt) at 8 in flight") in r.verdict.text, r.verdict.text

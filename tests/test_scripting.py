@@ -79,7 +79,7 @@ def test_fio_json_to_stdout(mount, tmp_path):
     proc = iobench("fio", "--mount", str(mount), "--files", str(FILES), "--threads", "2", "--cache", "warm",
                    "--json", "-", "--out", str(tmp_path / "f"), check=True)
     r = Result.model_validate_json(proc.stdout)
-    assert [(b.concurrency, b.cache) for b in r.baseline.fio] == [(2, "warm")]
+    assert [(b.concurrency, b.cache) for b in r.baseline.points] == [(2, "warm")]
     assert "verdict:" in proc.stderr and "fio" in proc.stderr
 
 

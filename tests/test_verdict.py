@@ -8,7 +8,7 @@ import pytest
 from iobench.answer.client import verdict
 from iobench.answer.rules import au_cell, au_fraction, au_pct, floor_to, gpus_for, mark_validity, pct, stats, times
 from iobench.answer.words import gpu_words, reader_unit, readers
-from iobench.result import Baseline, Cpu, Dataset, FioBaseline, Host, Latency, Metadata, Mount, Result, Run, Settings
+from iobench.result import Baseline, Cpu, Dataset, Host, Latency, Metadata, Mount, RawPoint, Result, Run, Settings
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)
 
@@ -23,9 +23,9 @@ def _run(conc: int, rate: float, cache: str = "cold", cores: float = 0.5, measur
     return mark_validity(run)
 
 
-def _fio(conc: int, rate: float, cores: float = 0.3) -> FioBaseline:
-    return FioBaseline(concurrency=conc, cache="cold", files=20_000, bytes=20_000 * 110_000, seconds=20_000 / rate,
-                       files_per_s=rate, mb_per_s=rate * 0.11, latency_ms=LAT, setup_s=0.1, job="",
+def _fio(conc: int, rate: float, cores: float = 0.3) -> RawPoint:
+    return RawPoint(concurrency=conc, cache="cold", samples=20_000, bytes=20_000 * 110_000, seconds=20_000 / rate,
+                    samples_per_s=rate, mb_per_s=rate * 0.11, latency_ms=LAT, setup_s=0.1, program="",
                        cpu=Cpu(system_busy_pct=50, iowait_pct=10, iobench_cores=cores))
 
 
@@ -42,7 +42,7 @@ def _result(runs: list[Run], fstype: str = "xfs", metadata: list[Metadata] | Non
         settings=Settings(orders=["shuffled"], concurrency=[1, 4, 16], cache=["cold"], epochs=1, seed=0,
                           **settings),
         remote=fstype.startswith("fuse"), runs=runs, metadata=metadata or [],
-        baseline=Baseline(fio_version="fio-3.33", fio=fio) if fio else None)
+        baseline=Baseline(tool="fio", tool_version="fio-3.33", points=fio) if fio else None)
 
 
 H200 = dict(rate_per_gpu=1000.0, model="resnet50", gpu="h200", rate_kind="measured")

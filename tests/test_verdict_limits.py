@@ -69,7 +69,7 @@ def replay_runs(result: dict) -> list[dict]:
 
 def fio_cold(result: dict) -> list[float]:
     """fio's cold files/s at each job count, from the runs long enough to count."""
-    return [b["files_per_s"] for b in ((result.get("baseline") or {}).get("fio") or [])
+    return [b["samples_per_s"] for b in ((result.get("baseline") or {}).get("points") or [])
             if b["cache"] == "cold" and b["seconds"] >= MIN_SECONDS]
 
 
@@ -87,8 +87,9 @@ def figures(result: dict, seconds: float) -> str:
             f"= {r['samples_per_s']:,.0f}/s ios/file={'-' if ipf is None else f'{ipf:.3f}'} "
             f"cores={r['cpu']['iobench_cores']} busy={r['cpu']['system_busy_pct']}% au={r.get('au')} "
             f"valid={r.get('valid')} {r.get('invalid_reason') or ''}")
-    for b in (result.get("baseline") or {}).get("fio") or []:
-        lines.append(f"  fio jobs={b['concurrency']} {b['cache']}: {b['files_per_s']:,.0f} files/s in {b['seconds']} s")
+    for b in (result.get("baseline") or {}).get("points") or []:
+        lines.append(f"  fio jobs={b['concurrency']} {b['cache']}: {b['samples_per_s']:,.0f} files/s in "
+                     f"{b['seconds']} s")
     v = result.get("verdict") or {}
     keys = ("limit", "storage_samples_per_s", "storage_is_lower_bound", "storage_gpus_fed", "pipeline_samples_per_s",
             "client_gpus_fed", "gpus_fed_confirmed", "gpus_asked", "asked_fed", "rate_per_gpu", "au_target")

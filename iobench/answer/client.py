@@ -59,7 +59,7 @@ from iobench.answer.rules import (
     supply_run,
     training_runs,
 )
-from iobench.answer.words import dataset_line, gpus_short, raw_baseline
+from iobench.answer.words import dataset_line, gpus_short, raw_baseline, raw_unit
 from iobench.pipelines import RAW
 from iobench.result import Result, Verdict
 
@@ -114,7 +114,7 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
         return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
     evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store), *dataset_line(result)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
-        if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # fio counted, no loader run did
+        if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # the raw baseline counted, no loader
             fed = storage_gpus(store, s.rate_per_gpu, s.au_target)
             first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
                      f"{gpus_short(s, fed.words(), fed.low)} ({store.samples_per_s:,.0f} samples/s cold, "
@@ -126,7 +126,7 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
                           storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
             return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
         if pipe is None and store is not None:
-            first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} files/s cold "
+            first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} {raw_unit(result)} cold "
                      f"({store.what}).")
         else:
             assert pipe is not None

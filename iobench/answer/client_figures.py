@@ -17,12 +17,12 @@ from iobench.answer.rules import (
     cpu_saturated,
     cpu_words,
     demand,
-    fio_valid,
     gpus_for,
     gpus_range,
     mean_by_concurrency,
     near_line,
     pct,
+    raw_valid,
     supply_run,
     training_runs,
     usable_cores,
@@ -288,8 +288,8 @@ def plateau_of(result: Result, sat: int | None, best: Run | None) -> str | None:
     """Where more readers stopped giving more: the loaders' sweep, else fio's; None when neither shows it."""
     if sat is not None and best is not None:
         return f"the loaders saturate at ~{sat} {reader_unit(best)}"
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold" and fio_valid(b)]
-    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.files_per_s) for b in fio))
+    raw = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold" and raw_valid(b)]
+    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.samples_per_s) for b in raw))
     tool = raw_tool(result)
     return None if sat is None else f"{tool} saturates at ~{raw_depth(tool, sat)}"
 

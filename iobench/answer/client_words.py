@@ -124,7 +124,7 @@ def storage_line(result: Result, store: StorageFigure | None, best: Run | None, 
     if store.lower_bound and store.run is not None and store.run.measures == "decode":
         text += ", at least: decoding took most of each reader's time while measuring it"
     elif store.lower_bound:
-        cpu = store.run.cpu if store.run else store.fio.cpu if store.fio else None
+        cpu = store.run.cpu if store.run else store.raw.cpu if store.raw else None
         text += f", at least: {cpu_words(cpu, result)} while measuring it"
     if best is not None and store.run is not best:
         text += f"; the loaders' best {best.samples_per_s:,.0f} at {readers(best)} (p99 {best.timed.p99:.2f} ms)"
@@ -163,14 +163,14 @@ def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
 def raw_throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
     """The evidence line of a server that throttled the raw baseline (objects: its client's retries off, each 503
     counted), where it did and no loader run was throttled."""
-    points = [p for p in (result.baseline.fio if result.baseline else []) if p.throttled]
+    points = [p for p in (result.baseline.points if result.baseline else []) if p.throttled]
     if not points:
         return []
-    p = store.fio if store and store.fio and store.fio.throttled else max(points, key=lambda x: x.throttled)
-    text = (f"Throttled: the server throttled {p.throttled:,} of {p.files + p.throttled:,} requests of the raw "
+    p = store.raw if store and store.raw and store.raw.throttled else max(points, key=lambda x: x.throttled)
+    text = (f"Throttled: the server throttled {p.throttled:,} of {p.samples + p.throttled:,} requests of the raw "
             f"baseline ({result.baseline.tool if result.baseline else 'awscrt'}) at {p.concurrency:,} in flight "
             "(503 SlowDown), each retried after its pause")
-    if store is not None and store.fio is p:
+    if store is not None and store.raw is p:
         text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
                  "not what its media could give")
     return [text + "."]
@@ -233,9 +233,9 @@ def no_answer(result: Result, invalid: list[Run]) -> list[str]:
     """The lines when no valid run remains: the answer (none, and what would give one: a --files that meets every
     rule it names at the rates measured), then why."""
     s = result.settings
-    fio = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
-    if not s.replay and fio:
-        fastest = max(b.files_per_s for b in fio)
+    raw = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"]
+    if not s.replay and raw:
+        fastest = max(b.samples_per_s for b in raw)
         files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
         return [f"{raw_baseline(result)} only, and no storage figure: read more, --files {files:,} or more.",
                 f"Every cold {raw_tool(result)} run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} "

@@ -63,7 +63,7 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
         return None
     assert ref is not None or fig is not None
     s = fig.samples_per_s if fig is not None else ref.samples_per_s  # type: ignore[union-attr]
-    point = fig.run or fig.fio if fig is not None else ref
+    point = fig.run or fig.raw if fig is not None else ref
     assert point is not None
     readers = point.in_flight if isinstance(point, Run) else point.concurrency  # objects: readers x --in-flight
     engine = point.engine if isinstance(point, Run) else raw_tool(result)
@@ -157,8 +157,8 @@ def _highest_seen(result: Result) -> tuple[float, str] | None:
                               + (f"{r.in_flight} in flight" if r.source == "objects" else f"{r.concurrency} readers"))
             for r in result.runs if r.complete and r.gpus is None]
     tool = raw_tool(result)
-    seen += [(b.files_per_s, f"{tool} {b.cache}, {raw_depth(tool, b.concurrency)}")
-             for b in (result.baseline.fio if result.baseline else [])]
+    seen += [(b.samples_per_s, f"{tool} {b.cache}, {raw_depth(tool, b.concurrency)}")
+             for b in (result.baseline.points if result.baseline else [])]
     return max(seen) if seen else None
 
 

@@ -4,7 +4,7 @@ words for what was measured, a run's readers, GPUs of the kind asked and the lim
 
 One run yields three capacities, all measured in that run:
 
-- **storage**: the most the storage gave this client, cold: the best of fio, every valid loader run at its
+- **storage**: the most the storage gave this client, cold: the best of the raw baseline, every valid loader run at its
   best concurrency and every valid cold training run; "at least" when the client's CPU was saturated (or a
   training run's GPUs were fed) while measuring it;
 - **pipeline**: what the training-shaped input pipeline (the workload's engine, batch and decode) delivered on
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iobench.answer.words import raw_depth, raw_tool, readers
-from iobench.result import Cpu, FioBaseline, Result, Run, RunStats
+from iobench.result import Cpu, RawPoint, Result, Run, RunStats
 
 # ------------------------------------------------------------------------------------------------- the rules
 
@@ -164,17 +164,17 @@ def mark_validity(run: Run) -> Run:
     return run
 
 
-def fio_validity(b: FioBaseline) -> str | None:
-    """Why a fio point cannot mean anything, with its figures; None when it can."""
-    if b.files == 0:
-        return "no file was read"
+def raw_validity(b: RawPoint) -> str | None:
+    """Why a raw baseline's point cannot mean anything, with its figures; None when it can."""
+    if b.samples == 0:
+        return "nothing was read"
     if b.seconds < MIN_SECONDS:
         return f"lasted {b.seconds:.2f} s, under {MIN_SECONDS} s: start-up and timing dominate"
     return None
 
 
-def fio_valid(b: FioBaseline) -> bool:
-    return fio_validity(b) is None
+def raw_valid(b: RawPoint) -> bool:
+    return raw_validity(b) is None
 
 
 def read_cpu_us(run: Run) -> float | None:
@@ -184,11 +184,11 @@ def read_cpu_us(run: Run) -> float | None:
     return max(run.cpu_us_per_sample - (run.decode_cpu_us_per_sample or 0.0), 0.0)
 
 
-def costlier_than_fio(result: Result) -> list[tuple[Run, FioBaseline, float]]:
+def costlier_than_fio(result: Result) -> list[tuple[Run, RawPoint, float]]:
     """The replay runs of the files whose reading cost more than OVER_FIO_CPU x fio's CPU per file at the same
     concurrency and cache state in this result, each with that fio point and the ratio."""
-    fio = {(b.concurrency, b.cache): b for b in (result.baseline.fio if result.baseline else [])
-           if fio_valid(b) and b.cpu_us_per_sample}
+    fio = {(b.concurrency, b.cache): b for b in (result.baseline.points if result.baseline else [])
+           if raw_valid(b) and b.cpu_us_per_sample}
     out = []
     for r in replay_runs(result):
         b, mine = fio.get((r.concurrency, r.cache)), read_cpu_us(r)
@@ -403,7 +403,7 @@ class StorageFigure:
     lower_bound: bool  # the client's CPU was saturated (or decoding set the pace) while measuring it: the storage
     # may give more
     run: Run | None  # the loader run that set it (None: the raw baseline did)
-    fio: FioBaseline | None  # the raw baseline's point that set it (fio's, or the raw S3 client's; None: a loader)
+    raw: RawPoint | None  # the raw baseline's point that set it (fio's, or the raw S3 client's; None: a loader)
     spread: Spread
 
 
@@ -422,11 +422,11 @@ def storage_figure(result: Result) -> StorageFigure | None:
                                    cpu_saturated(r.cpu, result) or r.measures == "decode"
                                    or (r.au or 0) >= result.settings.au_target, r, None,  # the GPUs set its pace
                                    run_spread(result, r) if r.kind == "replay" else ASSUMED))
-    tool = raw_tool(result)  # fio, or the raw S3 client on objects: its points are where fio's are
-    for b in (result.baseline.fio if result.baseline else []):
-        if b.cache == "cold" and fio_valid(b):
-            found.append(StorageFigure(b.files_per_s, b.mb_per_s, f"{tool}, {raw_depth(tool, b.concurrency)}",
-                                       cpu_saturated(b.cpu, result), None, b, fio_spread(b)))
+    tool = raw_tool(result)  # fio, or the raw S3 client on objects
+    for b in (result.baseline.points if result.baseline else []):
+        if b.cache == "cold" and raw_valid(b):
+            found.append(StorageFigure(b.samples_per_s, b.mb_per_s, f"{tool}, {raw_depth(tool, b.concurrency)}",
+                                       cpu_saturated(b.cpu, result), None, b, raw_spread(b)))
     return max(found, key=lambda f: f.samples_per_s, default=None)
 
 
@@ -446,9 +446,9 @@ def run_spread(result: Result, run: Run) -> Spread:
     return ASSUMED
 
 
-def fio_spread(b: FioBaseline) -> Spread:
+def raw_spread(b: RawPoint) -> Spread:
     """The spread of fio's runs at one point (cold points run more than once; the fastest is kept)."""
-    xs = b.runs_files_per_s
+    xs = b.runs_samples_per_s
     if len(xs) >= 2 and max(xs) > 0:
         value = (max(xs) - min(xs)) / max(xs)
         return Spread(value, f"over {len(xs)} fio runs", True, value, 0.0)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from iobench.result import Result, Run, Settings, Verdict
+from iobench.s3.raw import NAME as CRT
 
 LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
                "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
@@ -15,14 +16,22 @@ def counted(n: int, noun: str) -> str:
 
 
 def raw_tool(result: Result) -> str:
-    """What measured the raw baseline: "fio" (files), or the raw S3 client ("awscrt", objects)."""
-    return result.baseline.tool if result.baseline else "fio"
+    """What measured the raw baseline (`baseline.tool`), or would have where there is none: "fio" on files, the raw
+    S3 client ("awscrt") on objects. Every word, heading and column naming the raw baseline says this."""
+    if result.baseline is not None:
+        return result.baseline.tool
+    return CRT if result.mount.objects else "fio"
 
 
 def raw_baseline(result: Result) -> str:
     """'fio baseline', or for objects 'raw baseline (awscrt)': what the words say where a file run's say fio."""
     tool = raw_tool(result)
     return "fio baseline" if tool == "fio" else f"raw baseline ({tool})"
+
+
+def raw_unit(result: Result) -> str:
+    """What the raw baseline's rate counts: 'files/s' (fio), 'objects/s' (the raw S3 client)."""
+    return "files/s" if raw_tool(result) == "fio" else "objects/s"
 
 
 def raw_depth(tool: str, n: int) -> str:

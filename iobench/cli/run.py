@@ -185,7 +185,7 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
         in_flight=list(o.in_flight or (DEFAULT_IN_FLIGHT if o.url is not None and o.s3_client != "s3torchconnector"
                                        else (1,))),
         epochs=p.epochs, repeat=o.repeat, seed=0 if o.seed is None else o.seed,
-        fio=o.fio is not False, metadata=o.metadata is not False,
+        raw_baseline=o.fio is not False, metadata=o.metadata is not False,
         scale_files=SCALE_FILES if o.scale_files is None else o.scale_files,
         engine=engine, batch_size=p.batch_size,
         prefetch_factor=PREFETCH_FACTOR if o.prefetch_factor is None else o.prefetch_factor, decode=p.decode,
@@ -214,8 +214,8 @@ def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Setting
         raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
     workers = (settings.concurrency[0] if o.workers is not None
                else workers_per_rank(settings, local_ranks, usable_cpus()))
-    return settings.model_copy(update={"concurrency": [workers], "in_flight": [1], "metadata": False, "fio": False,
-                                       "mitigations": False,
+    return settings.model_copy(update={"concurrency": [workers], "in_flight": [1], "metadata": False,
+                                       "raw_baseline": False, "mitigations": False,
                                        "repeat": 1})
 
 
@@ -240,7 +240,7 @@ def fio_cmd(**params: Any) -> None:
     if o.url is None:
         require_fio()
     settings = Settings(orders=[], concurrency=list(o.threads or FIO_THREADS), cache=list(o.cache), epochs=1,
-                        seed=0 if o.seed is None else o.seed, replay=False, metadata=False, fio=True,
+                        seed=0 if o.seed is None else o.seed, replay=False, metadata=False, raw_baseline=True,
                         io_timeout_s=o.io_timeout, follow_links=o.follow_links)
     measure(settings, o.where, o.dataset, shape_of(o.files, o.size_dist, o.classes, o.seed), o.json_path, o.out,
             UI(o.quiet, stdout_free=o.json_path == STDOUT))

@@ -18,7 +18,7 @@ import numpy as np
 from iobench import engines, sources, store
 from iobench.answer.client import verdict
 from iobench.answer.client_figures import ceiling
-from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, fio_validity, stats, supply_run
+from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, raw_validity, stats, supply_run
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
@@ -40,12 +40,13 @@ from iobench.phases.mitigations import (
     variants,
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
+from iobench.phases.raw_objects import NAME as RAW_NAME
 from iobench.phases.raw_objects import objects_baseline
 from iobench.pipelines import RAW
 from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
-from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Run, Settings
+from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Run, Settings
 from iobench.sources import Source
 from iobench.ui import UI
 
@@ -64,7 +65,8 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     fuse = fuse_manifest(manifest, settings.fuse_view) if settings.fuse_view else None  # refused before measuring
     try:
         with ui.run_plan(plan_of(len(manifest), settings, objects=result.mount.objects)):
-            for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay), (settings.fio, _fio),
+            for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay),
+                                  (settings.raw_baseline, _fio),
                                   (settings.replay and settings.rate_per_gpu is not None, _training),
                                   (settings.mitigations, _mitigations),
                                   (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse)))):
@@ -92,10 +94,10 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
             for conc, depth in settings.sweep(files):
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
-    if settings.fio and objects:
-        steps += [Step("fio", f"{state}, {conc} in flight", files, f"fio {state}")
+    if settings.raw_baseline and objects:
+        steps += [Step(RAW_NAME, f"{state}, {conc} in flight", files, f"{RAW_NAME} {state}")  # named as it runs
                   for conc in settings.raw_depths(files) for state in settings.cache]
-    elif settings.fio:
+    elif settings.raw_baseline:
         n = min(FIO_SAMPLE, files)
         steps += [Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")
                   for conc in settings.fio_jobs(n) for state in settings.cache]
@@ -220,13 +222,13 @@ def _fio(ctx: RunContext) -> None:
     concurrency and cache state; then each loader run's efficiency against it."""
     if ctx.result.mount.objects:
         try:
-            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / "fio", ctx.save)
+            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / RAW_NAME, ctx.save)
         except StorageStalled as exc:
             _stalled(exc, ctx)
         return _efficiency(ctx)
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    baseline = result.baseline = Baseline(fio_version=fio_version(), tool_version=fio_version())
-    if baseline.fio_version is None:
+    baseline = result.baseline = Baseline(tool="fio", tool_version=fio_version())
+    if baseline.tool_version is None:
         baseline.note = "fio is not installed: no raw baseline (install it with apt-get install -y fio)"
         ui.warn(baseline.note)
         return
@@ -255,7 +257,8 @@ def _fio(ctx: RunContext) -> None:
 def _efficiency(ctx: RunContext) -> None:
     """Each complete loader run's rate over the raw baseline's at its concurrency (objects: its requests in flight)
     and cache state."""
-    ref = {(b.concurrency, b.cache): b.files_per_s for b in (ctx.result.baseline.fio if ctx.result.baseline else [])}
+    ref = {(b.concurrency, b.cache): b.samples_per_s
+           for b in (ctx.result.baseline.points if ctx.result.baseline else [])}
     for run in ctx.result.runs:
         if (rate := ref.get((run.in_flight, run.cache))) and run.complete:
             run.efficiency = round(run.samples_per_s / rate, 3)
@@ -296,16 +299,16 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
         ui.warn(baseline.note)
         ctx.save()
         return False
-    baseline.fio.append(FioBaseline(
-        concurrency=conc, cache=state, files=res.ios, bytes=res.bytes, seconds=res.seconds,
-        files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+    baseline.points.append(RawPoint(
+        concurrency=conc, cache=state, samples=res.ios, bytes=res.bytes, seconds=res.seconds,
+        samples_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
         latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-        setup_s=round(res.setup_s, 3), job=res.job, cpu=Cpu(**counters.result()["cpu"]),
+        setup_s=round(res.setup_s, 3), program=res.job, cpu=Cpu(**counters.result()["cpu"]),
         cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
-        repeats=res.repeats, runs_files_per_s=[round(x, 2) for x in res.runs_files_per_s],
+        repeats=res.repeats, runs_samples_per_s=[round(x, 2) for x in res.runs_files_per_s],
         at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
-    point = baseline.fio[-1]
-    point.invalid_reason = fio_validity(point)
+    point = baseline.points[-1]
+    point.invalid_reason = raw_validity(point)
     point.valid = point.invalid_reason is None
     ctx.save()
     return True

@@ -1,6 +1,6 @@
 """The raw baseline for objects: fio's role where the dataset is in a bucket. The AWS CRT's native S3 client
 (iobench/s3/raw.py, a process of its own) GETs every key of the dataset once per point, at each of the sweep's
-depths (requests in flight) and cache states; its points go where fio's go (`result.baseline.fio`, with
+depths (requests in flight) and cache states; its points go where fio's go (`result.baseline.points`, with
 `baseline.tool` "awscrt" and its version), and the storage figure is the best of them and the loaders' runs
 (answer/rules.storage_figure), as on files.
 
@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import iobench
-from iobench.answer.rules import fio_validity
+from iobench.answer.rules import raw_validity
 from iobench.dataset import Manifest
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
 from iobench.phases.epoch import per_sample_us
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
 from iobench.record.recorder import Counters
-from iobench.result import Baseline, Cpu, FioBaseline, Latency, Result, Settings
+from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Settings
 from iobench.s3 import S3Location
 from iobench.s3.clients import region
 from iobench.s3.raw import NAME, version
@@ -131,7 +131,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
     baseline's note saying how; a stall raises StorageStalled)."""
     loc = manifest.root
     assert isinstance(loc, S3Location)
-    baseline = result.baseline = Baseline(fio_version=None, tool=NAME, tool_version=version())
+    baseline = result.baseline = Baseline(tool=NAME, tool_version=version())
     if baseline.tool_version is None:
         baseline.note = "awscrt is not installed: no raw baseline (pip install awscrt)"
         ui.warn(baseline.note)
@@ -141,7 +141,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
         for state in settings.cache:
             # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
             name = f"{NAME}-{conc}inflight-{state}"
-            with ui.step("fio", f"{state}, {conc} in flight", n, f"fio {state}"):
+            with ui.step(NAME, f"{state}, {conc} in flight", n, f"{NAME} {state}"):
                 try:
                     counters = Counters(None)  # the client is iobench's child: its CPU is counted
                     with ui.fio_progress(f"{NAME}, {state}: {n:,} objects, {conc} in flight") as status:
@@ -157,14 +157,14 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                     raise
             folder.mkdir(parents=True, exist_ok=True)
             write_file(folder / f"{name}.json", res.raw_json + "\n")
-            baseline.fio.append(FioBaseline(
-                concurrency=conc, cache=state, files=res.requests, bytes=res.bytes, seconds=res.seconds,
-                files_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+            baseline.points.append(RawPoint(
+                concurrency=conc, cache=state, samples=res.requests, bytes=res.bytes, seconds=res.seconds,
+                samples_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-                setup_s=round(res.setup_s, 3), job=res.command, cpu=Cpu(**counters.result()["cpu"]),
+                setup_s=round(res.setup_s, 3), program=res.command, cpu=Cpu(**counters.result()["cpu"]),
                 cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
-                throttled=res.throttled, json_file=f"fio/{name}.json"))
-            point = baseline.fio[-1]
-            point.invalid_reason = fio_validity(point)
+                throttled=res.throttled, json_file=f"{NAME}/{name}.json"))
+            point = baseline.points[-1]
+            point.invalid_reason = raw_validity(point)
             point.valid = point.invalid_reason is None
             save()

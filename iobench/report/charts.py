@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from iobench.answer.rules import replay_runs
+from iobench.answer.words import raw_tool
 from iobench.report.facts import Facts
 from iobench.report.format import gpu_name, readers, short
 from iobench.report.svg import Series, bar_chart, line_chart
@@ -19,7 +20,7 @@ from iobench.result import Latency, Result, Run
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
-COLD, WARM, FIO = "#1f77b4", "#ff7f0e", "#7f7f7f"
+COLD, WARM, RAW = "#1f77b4", "#ff7f0e", "#7f7f7f"
 MIN_TREND_POINTS = 5  # rate steps a timeline needs before its chart shows more than start-up and end
 
 
@@ -45,12 +46,12 @@ def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
     return out
 
 
-def _fio_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
-    if not result.baseline or not result.baseline.fio:
+def _raw_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
+    if not result.baseline or not result.baseline.points:
         return []
     by: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for b in result.baseline.fio:
-        by[b.cache].append((float(b.concurrency), b.files_per_s))
+    for b in result.baseline.points:
+        by[b.cache].append((float(b.concurrency), b.samples_per_s))
     return [(cache, sorted(v)) for cache, v in sorted(by.items())]
 
 
@@ -85,22 +86,28 @@ _CACHE_WORDS = {
 
 
 def throughput_charts(result: Result, f: Facts) -> list[Figure]:
-    """samples/s against readers: one chart for cold, one for warm; fio's curves in each, dashed."""
+    """samples/s against readers: one chart for cold, one for warm; the raw baseline's curves in each, dashed (fio's
+    against its jobs, the raw S3 client's against its requests in flight)."""
     out = []
-    fio = dict(_fio_curves(result))
+    raw = dict(_raw_curves(result))
+    tool = raw_tool(result)
+    depth = "jobs" if tool == "fio" else "in flight"
+    jobs = " (fio: jobs)" if tool == "fio" else ""  # on objects the x axis is already the requests in flight
     for cache in ("cold", "warm"):
         series = [Series(f"{cache}, {kind}", pts, COLD if cache == "cold" else WARM, dash=cache == "warm")
                   for c, kind, pts in _curves(result) if c == cache]
-        if cache in fio:
-            series.append(Series(f"fio {cache} (jobs)", fio[cache], FIO if cache == "cold" else "#bbbbbb", dash=True))
+        if cache in raw:
+            series.append(Series(f"{tool} {cache} ({depth})", raw[cache], RAW if cache == "cold" else "#bbbbbb",
+                                 dash=True))
         if not series:
             continue
         ymax = max(y for s in series for _, y in s.points)
         lines, note = _need_lines(f, result, ymax)
         xs = [x for s in series for x, _ in s.points]
-        svg = line_chart(series, title=f"samples/s vs readers, {cache}", x_label=_readers_unit(result) + " (fio: jobs)",
+        svg = line_chart(series, title=f"samples/s vs readers, {cache}", x_label=_readers_unit(result) + jobs,
                          y_label="samples/s", x_log=True, x_ticks=_x_ticks(xs), hlines=lines)
-        out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; fio reads the same files as a raw baseline." + note))
+        same = "fio reads the same files" if tool == "fio" else f"{tool} GETs the same objects"
+        out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; {same} as a raw baseline." + note))
     return out
 
 

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from iobench.answer.plan import mixed_kinds, rate_kind_of
-from iobench.report.facts import Facts, Table, fio_best_run
+from iobench.answer.words import raw_tool
+from iobench.report.facts import Facts, Table, raw_best_point
 from iobench.report.format import gpu_name, model_name, ms, num, readers, when
 from iobench.result import Result
 
@@ -18,11 +19,21 @@ class Metric:
     value: Callable[[Result, Facts], float | str | None]
     better: str | None = None  # "higher", "lower" or None (information only)
     fmt: Callable[[object], str] = str
+    label: Callable[[Sequence[Result]], str] | None = None  # the row's name where it depends on the results
 
 
-def _fio_best(result: Result) -> float | None:
-    best = fio_best_run(result)
-    return best.files_per_s if best else None
+def _raw_best(result: Result) -> float | None:
+    best = raw_best_point(result)
+    return best.samples_per_s if best else None
+
+
+def _raw_label(results: Sequence[Result]) -> str:
+    """The raw baseline's row, named by what ran: fio's files/s, or the tools side by side (the raw S3 client's
+    objects/s on a bucket)."""
+    tools = list(dict.fromkeys(raw_tool(r) for r in results))
+    if tools == ["fio"]:
+        return "fio cold files/s (best)"
+    return f"raw baseline ({', '.join(tools)}) cold samples/s (best)"
 
 
 def _meta(result: Result, attr: str) -> float | None:
@@ -78,7 +89,7 @@ METRICS: tuple[Metric, ...] = (
            _fmt_ms),
     Metric("warm samples/s (best)", lambda r, f: f.best_warm.samples_per_s if f.best_warm else None, "higher",
            _fmt_num),
-    Metric("fio cold files/s (best)", lambda r, f: _fio_best(r), "higher", _fmt_num),
+    Metric("raw baseline cold samples/s (best)", lambda r, f: _raw_best(r), "higher", _fmt_num, _raw_label),
     Metric("stat()/s, cold, 1 thread", lambda r, f: _meta(r, "stat_per_s"), "higher", _fmt_num),
     Metric("open+close/s, cold, 1 thread", lambda r, f: _meta(r, "open_close_per_s"), "higher", _fmt_num),
     Metric("listing at full scale, s (predicted)", lambda r, f: _meta(r, "projected_list_s"), "lower",
@@ -117,7 +128,7 @@ def compare_table(results: Sequence[Result], fs: Sequence[Facts]) -> tuple[Table
     winners: dict[str, list[int]] = {}
     for i, m in enumerate(METRICS):
         vals = [m.value(r, f) for r, f in zip(results, fs, strict=True)]
-        rows.append((m.name, *("-" if v is None else m.fmt(v) for v in vals)))
+        rows.append((m.label(results) if m.label else m.name, *("-" if v is None else m.fmt(v) for v in vals)))
         nums = [(j, float(v)) for j, v in enumerate(vals) if isinstance(v, int | float)]
         if m.better and len(nums) >= 2 and len({v for _, v in nums}) > 1:
             target = max(v for _, v in nums) if m.better == "higher" else min(v for _, v in nums)

@@ -1,4 +1,4 @@
-"""The CSV export: one flat row per measured run (replay, training, mitigation) and per fio baseline run, every
+"""The CSV export: one flat row per measured run (replay, training, mitigation) and per raw baseline point, every
 figure as a number (not as the tables show it), for a spreadsheet or a script. Named csv_writer so that it is
 never taken for the standard library's csv, which it uses."""
 
@@ -9,7 +9,8 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from iobench.answer.rules import au_fraction, fio_validity
+from iobench.answer.rules import au_fraction, raw_validity
+from iobench.answer.words import raw_tool
 from iobench.report.facts import labels
 from iobench.result import Latency, Result
 from iobench.safefs import write_file
@@ -29,7 +30,8 @@ _UNTIMED = Latency.model_construct(**dict.fromkeys(Latency.model_fields))  # typ
 
 
 def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> list[dict[str, object]]:
-    """One flat row per measured run (replay, training, mitigation), and one per fio baseline run (kind "fio")."""
+    """One flat row per measured run (replay, training, mitigation), and one per point of the raw baseline (kind and
+    engine the tool that ran: "fio" on files, "awscrt" on objects)."""
     rows: list[dict[str, object]] = []
     for r, n in zip(results, labels(results, names), strict=True):
         v = r.verdict
@@ -57,16 +59,17 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                          "efficiency": x.efficiency, "gpus": x.gpus,
                          "consumer_rate": x.consumer_rate, "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
                          "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
-        for b in (r.baseline.fio if r.baseline else []):
+        for b in (r.baseline.points if r.baseline else []):
             lat = b.latency_ms
-            rows.append({**common, "kind": "fio", "engine": "fio", "source": "files", "order": "shuffled",
+            rows.append({**common, "kind": raw_tool(r), "engine": raw_tool(r),
+                         "source": "objects" if r.mount.objects else "files", "order": "shuffled",
                          "readers": b.concurrency, "cache": b.cache, "measures": "unknown", "complete": True,
-                         "samples": b.files, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.files_per_s,
+                         "samples": b.samples, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.samples_per_s,
                          "mb_per_s": b.mb_per_s, "latency_p50_ms": lat.p50, "latency_p90_ms": lat.p90,
                          "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999, "latency_max_ms": lat.max,
                          "latency_mean_ms": lat.mean, "cpu_us_per_sample": b.cpu_us_per_sample,
-                         "valid": fio_validity(b) is None,
-                         "invalid_reason": fio_validity(b)})
+                         "valid": raw_validity(b) is None,
+                         "invalid_reason": raw_validity(b)})
     return rows
 
 

@@ -19,17 +19,17 @@ from iobench.answer.rules import (
     costlier_than_fio,
     cpu_saturated,
     cpu_words,
-    fio_valid,
+    raw_valid,
     replay_runs,
     storage_figure,
     storage_runs,
     supply_run,
     times,
 )
-from iobench.answer.words import counted, raw_baseline, raw_depth, raw_tool
+from iobench.answer.words import counted, raw_baseline, raw_depth, raw_tool, raw_unit
 from iobench.errors import UserError
 from iobench.report.format import engine, gb, ms, num, readers, when
-from iobench.result import FioBaseline, Result, Run, Verdict
+from iobench.result import RawPoint, Result, Run, Verdict
 
 SMALL_CLIENT_CPUS = 4
 SMALL_DATASET = 100_000
@@ -182,16 +182,16 @@ def _headline(result: Result, f: Facts) -> str:
     v = f.verdict
     if v is not None and v.answer:
         return v.answer
-    fio = fio_best_run(result)
-    if fio is not None:
-        return (f"{raw_baseline(result)} only (no loader replay): {fio.files_per_s:,.0f} files/s ({fio.mb_per_s:,.0f} "
-                f"MB/s) cold at {raw_depth(raw_tool(result), fio.concurrency)}.")
+    raw = raw_best_point(result)
+    if raw is not None:
+        return (f"{raw_baseline(result)} only (no loader replay): {raw.samples_per_s:,.0f} {raw_unit(result)} "
+                f"({raw.mb_per_s:,.0f} MB/s) cold at {raw_depth(raw_tool(result), raw.concurrency)}.")
     return "No storage figure: no valid cold (storage) run completed."
 
 
-def fio_best_run(result: Result) -> FioBaseline | None:
-    runs = [b for b in (result.baseline.fio if result.baseline else []) if b.cache == "cold"]
-    return max(runs, key=lambda b: b.files_per_s) if runs else None
+def raw_best_point(result: Result) -> RawPoint | None:
+    runs = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"]
+    return max(runs, key=lambda b: b.samples_per_s) if runs else None
 
 
 def consumer_words(result: Result) -> str:
@@ -307,7 +307,7 @@ def runs_table(result: Result) -> Table:
         for r in result.runs)
     # object storage: the requests in flight (readers x --in-flight) and the throttled answers retried
     objects = ("in flight", "throttled") if result.mount.objects else ()
-    vs = "vs raw" if result.mount.objects else "vs fio"  # each run's efficiency: against fio, or the raw S3 client
+    vs = f"vs {raw_tool(result)}"  # each run's efficiency: against what ran as the raw baseline (ui.VS finds it)
     # p90 is left to the latency chart: a table that fits the page has a column fewer
     return Table(f"{result.mount.fstype} at {result.mount.path}: {result.dataset.files:,} files, "
                  f"{result.dataset.bytes / 1e9:.2f} GB (MB = 10^6 B)",
@@ -341,17 +341,17 @@ def metadata_table(result: Result) -> Table | None:
                   f"listing {m0.scale_files:,} files (predicted)"), rows)
 
 
-def fio_table(result: Result) -> Table | None:
+def raw_table(result: Result) -> Table | None:
     b = result.baseline
-    if b is None or not b.fio:
+    if b is None or not b.points:
         return None
-    rows = tuple(_cells(x.concurrency, x.cache + ("" if fio_valid(x) else " (invalid)"), num(x.files_per_s),
-                        num(x.mb_per_s, 1), ms(x.latency_ms.p50), ms(x.latency_ms.p99), x.files) for x in b.fio)
+    rows = tuple(_cells(x.concurrency, x.cache + ("" if raw_valid(x) else " (invalid)"), num(x.samples_per_s),
+                        num(x.mb_per_s, 1), ms(x.latency_ms.p50), ms(x.latency_ms.p99), x.samples) for x in b.points)
     if b.tool != "fio":  # the raw S3 client: every key GET once per point
-        return Table(f"{b.tool} {b.tool_version or ''} GETting all {b.fio[0].files:,} objects",
+        return Table(f"{b.tool} {b.tool_version or ''} GETting all {b.points[0].samples:,} objects",
                      ("in flight", "cache", "objects/s", "MB/s", "GET p50 ms", "GET p99 ms", "objects"), rows, left=0,
                      text_cols=(1,), wide=(6,))
-    return Table(f"fio {b.fio_version or ''} on {b.fio[0].files:,} of the files",
+    return Table(f"fio {b.tool_version or ''} on {b.points[0].samples:,} of the files",
                  ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms", "files"), rows, left=0,
                  text_cols=(1,), wide=(6,))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iobench.answer.rules import times
+from iobench.answer.words import raw_tool
 from iobench.report import charts
 from iobench.report.compare import (
     STORAGE_GPUS,
@@ -30,13 +31,13 @@ from iobench.report.facts import (
     efficiency_table,
     environment,
     facts,
-    fio_table,
     fuse_view_table,
     headline,
     labels,
     metadata_table,
     mitigations_table,
     ranks_table,
+    raw_table,
     readers_whatif_table,
     runs_table,
     training_table,
@@ -177,7 +178,7 @@ def _sections(result: Result, f: Facts) -> dict[str, Any]:
         "throughput": charts.throughput_charts(result, f), "runs": runs_table(result) if result.runs else None,
         "latency": charts.latency_chart(charts.latency_series(result), "latency percentiles per run"),
         "timeline": charts.main_timeline(f),
-        "fio": fio_table(result), "efficiency": efficiency_table(result),
+        "raw": raw_table(result), "raw_tool": raw_tool(result), "efficiency": efficiency_table(result),
         "metadata": metadata_table(result), "mitigations": mitigations_table(result),
         "fuse_view": fuse_view_table(result),
         "speedup": charts.speedup_chart(result), "training": training_table(result), "ranks": ranks_table(result),

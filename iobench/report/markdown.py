@@ -12,13 +12,13 @@ from iobench.report.facts import (
     Table,
     cache_whatif_table,
     facts,
-    fio_table,
     fuse_view_table,
     headline,
     labels,
     metadata_table,
     mitigations_table,
     ranks_table,
+    raw_table,
     readers_whatif_table,
     runs_table,
     training_table,
@@ -74,7 +74,7 @@ def _sections(result: Result, h: str = "##") -> list[str]:
         out += [f"{h} Runs", "", _md_table(runs_table(result)), ""]
     b = result.baseline
     raw = raw_baseline(result)
-    out += _section(h, raw, fio_table(result), b.note if b and b.note else f"No {raw} in this result.")
+    out += _section(h, raw, raw_table(result), b.note if b and b.note else f"No {raw} in this result.")
     out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
     out += _section(h, "Mitigations", mitigations_table(result),
                     "No mitigation phase in this result (`--mitigations`).")
