@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.cli.options import place
+from iobench.store import at as place
 from iobench.errors import UserError
 from iobench.s3 import S3Location, parse_url
 from iobench.store import S3Store
