@@ -19,7 +19,7 @@ layer above it (gen, the commands, the phases) names a dataset by its name or it
   objects, tar shards in it); `metadata`, a start-up's probe of it (list, stat, open; or LIST, HEAD, first byte);
   `raw_command`, the raw baseline's program where it is not fio; `fuse_folders`, where a FUSE view holds it.
 
-What differs between the two backends is said by their values (`items`, `unit`, `raw`, `client_cache`, `probes`),
+What differs between the two backends is said by their values (`items`, `raw`, `client_cache`, `probes`, `entry`),
 never asked by type: nothing outside store/ (and the objects' own sources) knows which backend it has.
 
 The hot path is not here: a run reads through its source (iobench/sources), which the store hands the dataset's
@@ -141,7 +141,6 @@ class Store(Protocol):
     """Where iobench's datasets live (see the module)."""
 
     items: str  # what a sample is there, in words: "files", "objects"
-    unit: str  # what a run's concurrency counts: "readers", "requests in flight" (readers x --in-flight)
     raw: str  # the raw baseline's program: "fio" (files), "awscrt" (objects)
     client_cache: bool  # whether a read leaves the sample in this host's cache (else warm is the second read)
     probes: str  # what the metadata phase times after listing: "stat, open+close", "HEAD, first byte"

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 class Folder:
     """The datasets under MOUNT/iobench-data (see the module); a Store."""
 
-    items, unit, raw, client_cache, probes, entry = "files", "readers", "fio", True, "stat, open+close", "folder"
+    items, raw, client_cache, probes, entry = "files", "fio", True, "stat, open+close", "folder"
 
     def __init__(self, mount: Path):
         self.mount = Path(mount)  # as given until `check` (which resolves it): it touches nothing before

@@ -69,8 +69,7 @@ OBJECT_SAMPLE = 2_000  # HEADs and first-byte GETs: each a round trip of millise
 class S3Store:
     """The datasets under s3://BUCKET/PREFIX (see the module); a Store."""
 
-    items, unit, raw, client_cache, probes = "objects", "requests in flight", NAME, False, "HEAD, first byte"
-    entry = "dataset"
+    items, raw, client_cache, probes, entry = "objects", NAME, False, "HEAD, first byte", "dataset"
 
     def __init__(self, loc: S3Location, *, timeout_s: float = 60.0):
         quiet_metadata_service()
