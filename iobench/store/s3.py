@@ -218,14 +218,14 @@ class S3Store:
         return (StreamSource if stream else RangeSource)(manifest, found)
 
     def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
-                     timeout_s: float | None = None) -> Metadata:
+                 timeout_s: float | None = None) -> Metadata:
         """The metadata phase of a dataset in a bucket, as a map-style dataset's start-up meets it: LIST of its
         prefix in pages of 1,000 keys (`dirs`: the LIST requests), then one at a time on a random sample, HEAD (in
         `stat_*`) and a ranged GET of the first byte (in `open_close_*`: the request without the body's transfer).
         No cache to drop: "cold" is the first pass, "warm" the second. Each request is bounded by the client's
         time-out (no hang on a server that stops answering: one line, exit 3)."""
         loc = _loc(manifest.root)
-        client = boto3_client(loc, timeout_s=timeout_s or self.timeout_s, attempts=1)
+        client = boto3_client(loc, timeout_s=self.timeout_s if timeout_s is None else timeout_s, attempts=1)
         rng = np.random.default_rng([seed, 0x3E7A])
         n = min(OBJECT_SAMPLE, len(manifest))
         sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
