@@ -15,7 +15,6 @@ steps 1-2."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import sys
@@ -42,7 +41,6 @@ from iobench.dataset import scan as scan_tree
 from iobench.dataset.imagefolder import SCAN_THREADS
 from iobench.distributed import Job, RankLost, World
 from iobench.errors import EnvironmentRefused, Interrupted, UserCodeError, UserError
-from iobench.host.bounded import in_child
 from iobench.host.mounts import host_info
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled, run_finished
 from iobench.output import STDOUT, check_apart, check_json_target, check_out_target, stdout_to_stderr, write_json
@@ -51,7 +49,6 @@ from iobench.phases.mitigations import restore_left_settings
 from iobench.phases.pipeline import execute, now_iso
 from iobench.report import write_reports
 from iobench.result import Dataset, Host, Mount, Result, Settings
-from iobench.s3 import S3Location
 from iobench.sources import pack as packing
 from iobench.store import Location, lock
 from iobench.ui import UI
@@ -71,23 +68,9 @@ class Shape:
 
 
 def probe(path: Location, timeout_s: float | None = DEFAULT_IO_TIMEOUT_S) -> None:
-    """Ask the storage something it must answer itself (statvfs, stat, a listing) in a watched child, before any
-    work there: a mount that already stopped answering ends in `timeout_s` with exit 3, not in a hang. A bucket
-    is asked by its store's check (a HEAD of it, its requests bounded by the same time-out)."""
-    if isinstance(path, S3Location):
-        store.open(path, timeout_s=timeout_s or DEFAULT_IO_TIMEOUT_S).check(writable=False)
-        return
-    def ask(beat: np.ndarray) -> None:
-        with contextlib.suppress(OSError):  # a missing or unreadable path is said later, in words of its own
-            os.statvfs(path)
-            beat[0] += 1
-            os.stat(path)
-            beat[0] += 1
-            with os.scandir(path) as entries:
-                next(entries, None)
-        beat[0] += 1
-
-    in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
+    """Ask the storage something it must answer itself before any work there (see Store.probe): one that already
+    stopped answering ends in `timeout_s` with exit 3, not in a hang."""
+    store.open(path, timeout_s=timeout_s or DEFAULT_IO_TIMEOUT_S).probe(timeout_s)
 
 
 def require_fio() -> None:
@@ -103,7 +86,7 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
     where = store.open(mount, timeout_s=timeout_s)
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
-    what = "objects" if isinstance(mount, S3Location) else "files"  # a PUT that returned is stored: no sync
+    what = where.items
     with ui.gen_progress(spec.files, unit=what) as progress:
         rep = generate(where, spec, threads=threads, progress=progress)
     if rep.reused:
@@ -111,7 +94,7 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
     else:
         rate = rep.written_bytes / rep.seconds / 1e6 if rep.seconds else 0.0
         ui.info(f"wrote {rep.written:,} {what}, {fmt_bytes(rep.written_bytes)} in {rep.seconds:.1f} s "
-                f"({rate:,.0f} MB/s{'' if what == 'objects' else ', synced'}) to {rep.manifest.root}")
+                f"({rate:,.0f} MB/s{', synced' if where.client_cache else ''}) to {rep.manifest.root}")
     return rep.manifest
 
 
@@ -216,14 +199,10 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
             manifest = make(mount, spec, ui)
         for fmt in formats:
             with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
-                if isinstance(manifest.root, S3Location):
-                    rep = packing.pack_tar_s3(manifest, shard_size=shard_bytes, progress=progress)
-                else:
-                    rep = (packing.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
-                           packing.pack_tar(manifest, shard_size=shard_bytes, progress=progress))
+                rep = where.pack(manifest, fmt, shard_size=shard_bytes, progress=progress)
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
             ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} "
-                         f"{'in objects' if isinstance(rep.path, S3Location) else 'on disk'}, {how})", highlight=False)
+                         f"in {where.items}, {how})", highlight=False)
 
 
 def check_outputs(json_path: str | None, out: Path | None, dataset: Path | None = None,
@@ -346,10 +325,10 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
 
     _refuse_too_few(settings, len(manifest), job, named=dataset is not None)  # a tree's size is known once listed
     notes = [*(notes or []), *_capped_in_flight(settings, len(manifest))]
-    mount_info = Mount(**store.open(manifest.root).describe(manifest.root))
+    where = store.open(manifest.root)
+    mount_info = Mount(**where.describe(manifest.root))
     host = host_info()
-    objects = mount_info.objects  # no client cache: nothing of it fits in this host's RAM
-    fits = not objects and manifest.total_bytes < host["ram_bytes"]
+    fits = where.client_cache and manifest.total_bytes < host["ram_bytes"]  # without one, nothing of it is kept
     result = Result(
         created=now_iso(), command=["iobench", *sys.argv[1:]], host=Host(**host), mount=mount_info,
         dataset=Dataset(path=str(manifest.root), files=len(manifest), bytes=manifest.total_bytes,
@@ -364,7 +343,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
             f"the dataset ({manifest.total_bytes / 1e9:.2f} GB) fits in this host's RAM "
             f"({host['ram_bytes'] / 1e9:.0f} GB): warm runs measure the page cache, not storage; cold runs "
             "evict it first. For storage figures that hold over many epochs use a dataset >= 5x RAM.")
-    if objects:
+    if not where.client_cache:
         result.warnings.append(
             "object storage has no client cache to drop: a cold epoch is the first read of each key in this run, a "
             "warm one the second; what the server caches (its RAM, flash tiers) is its own and stays.")

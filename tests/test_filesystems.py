@@ -93,7 +93,7 @@ def test_latency_bound_physics_on_sshfs_with_delay(sshfs_delay_mount, tmp_path):
 def test_metadata_costs_grow_with_network_delay(sshfs_mount, sshfs_delay_mount):
     from conftest import make_dataset
 
-    from iobench.phases.metadata import metadata_phase
+    from iobench.store.metadata import metadata_phase
 
     fast = metadata_phase(make_dataset(_own_folder(sshfs_mount, "t-meta"), 60, "fixed:4kB", 2), "cold", 1_281_167)
     slow = metadata_phase(make_dataset(_own_folder(sshfs_delay_mount, "t-meta"), 60, "fixed:4kB", 2), "cold",

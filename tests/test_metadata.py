@@ -3,7 +3,7 @@ import os
 import pytest
 from conftest import needs_root
 
-from iobench.phases.metadata import list_tree, metadata_phase
+from iobench.store.metadata import list_tree, metadata_phase
 
 
 def test_metadata_counts_every_file(small_dataset):

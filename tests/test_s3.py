@@ -421,7 +421,7 @@ def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, pref
 def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: str, tmp_path: Path) -> None:
     """LIST in pages of 1,000 keys, then HEAD and a first-byte GET of each object of the sample, one at a time;
     the report names them as requests, and the start-up for ImageNet's keys is predicted from the listing."""
-    from iobench.phases.metadata import OBJECT_SAMPLE
+    from iobench.store.s3 import OBJECT_SAMPLE
 
     r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", "4")
     (m,) = r.metadata

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import iobench
 
-from iobench import sources, store
+from iobench import store
 from iobench.engines.threads import ThreadEngine
 from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
@@ -86,7 +86,7 @@ def test_both_shard_sources_read_every_sample_once_per_epoch(s3_bed_fuse, packed
     _, top = packed
     m = _manifest(s3_bed_fuse, top, client)
     for stream in (False, True):
-        src = sources.open("tar", m, stream=stream)
+        src = store.source("tar", m, stream=stream)
         for epoch in (1, 2):
             order = src.stream_order(0, epoch, readers=4) if stream else epoch_order("shuffled", len(m), 0, epoch)
             rec = EpochRecorder(len(order), 4)

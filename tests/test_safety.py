@@ -20,8 +20,8 @@ from iobench import dataset, store
 from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
-from iobench.phases.metadata import metadata_phase
 from iobench.sources import pack, pack_folder
+from iobench.store.metadata import metadata_phase
 
 SPEC = GenSpec(30, parse_dist("fixed:8kB"), 2, 0)
 GEN = ["--files", "30", "--size-dist", "fixed:8kB", "--classes", "2", "--seed", "0"]

@@ -149,3 +149,21 @@ def test_describe_names_the_real_mount(tmp_path):
     assert said["bdi"] == f"{os.major(os.stat(dataset).st_dev)}:{os.minor(os.stat(dataset).st_dev)}"
     assert where.place(dataset) == (fstype, target)
     assert where.place(tmp_path / "iobench-data" / "not-made-yet") == (fstype, target)  # made or not
+
+
+def test_one_interface_two_backends(tmp_path: Path) -> None:
+    """The factory picks the backend by the location (a folder, a bucket's prefix from --url), and each backend has
+    every operation and value of the Store protocol: nothing above the store asks which one it has. Making either
+    touches nothing (the bucket's client is made at its first request)."""
+    folder = store.open(store.at(tmp_path, None))
+    bucket = store.open(store.at(None, "s3://bucket/prefix", endpoint_url="http://127.0.0.1:1"))
+    ops = {n for n in vars(Store) if not n.startswith("_")} | set(Store.__annotations__)
+    assert {"source", "metadata", "raw_command", "evict", "describe", "client_cache", "items"} <= ops
+    for where in (folder, bucket):
+        assert {n for n in ops if not hasattr(where, n)} == set(), type(where)
+    said = [(w.items, w.raw, w.client_cache, w.entry) for w in (folder, bucket)]
+    assert said == [("files", "fio", True, "folder"), ("objects", "awscrt", False, "dataset")]
+    assert bucket.fuse_folders(bucket.root(), Path("/mnt")) == [Path("/mnt/prefix"), Path("/mnt/bucket/prefix")]
+    assert folder.fuse_folders(folder.root(), Path("/mnt")) == []
+    assert store.location(store.published(bucket.root())) == bucket.root()  # as rank 0 publishes it to the others
+    assert store.location(store.published(tmp_path)) == tmp_path

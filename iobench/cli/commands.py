@@ -25,7 +25,6 @@ from iobench.cli.options import (
     Renamed,
     check_io_timeout,
     gen_options,
-    place,
     s3_options,
     shape_of,
     spec,
@@ -37,7 +36,6 @@ from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.output import STDOUT, check_apart, check_json_target, dump, write_json
 from iobench.result import Result
-from iobench.s3 import S3Location
 from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
@@ -72,7 +70,7 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
     ui = UI(quiet)
     check_io_timeout(io_timeout)
-    where = place(mount, url, endpoint_url, profile, s3_client)
+    where = store.at(mount, url, endpoint_url, profile, s3_client)
     probe(where, io_timeout)
     store.open(where, timeout_s=io_timeout).check(writable=True)
     manifest = make(where, spec(files, size_dist, classes, seed), ui, threads, timeout_s=io_timeout)
@@ -96,7 +94,7 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
          formats: tuple[str, ...] | None, shard_size: str, quiet: bool) -> None:
     """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/; with --url,
     tar shards uploaded under the dataset's prefix)."""
-    where = place(mount, url, endpoint_url, profile, s3_client)
+    where = store.at(mount, url, endpoint_url, profile, s3_client)
     if formats is None:
         formats = ("tar",) if url is not None else ("lmdb", "tar")
     if url is not None and "lmdb" in formats:
@@ -133,7 +131,7 @@ def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile
     """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker), or
     under --url's prefix (only the objects iobench wrote): what would go is listed, with its size, and asked about
     first (unless --yes)."""
-    at = place(mount, url, endpoint_url, profile, s3_client)
+    at = store.at(mount, url, endpoint_url, profile, s3_client)
     probe(at)
     where = store.open(at)
     listed = where.clean(dry_run=True)
@@ -144,8 +142,7 @@ def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile
     doomed = [e for e in listed if e.removed]
     if dry_run or not doomed:
         return
-    kind = "dataset" if isinstance(at, S3Location) else "folder"
-    what = (f"{len(doomed)} {kind}{'s' if len(doomed) > 1 else ''} "
+    what = (f"{len(doomed)} {where.entry}{'s' if len(doomed) > 1 else ''} "
             f"({fmt_bytes(sum(e.bytes for e in doomed))} in {sum(e.files for e in doomed):,} {doomed[0].unit})")
     if not yes:
         if sys.stdin is None or not sys.stdin.isatty():

@@ -17,14 +17,12 @@ from typing import Any, TypeVar
 import click
 from click.shell_completion import CompletionItem
 
-from iobench import pipelines
+from iobench import pipelines, store
 from iobench.dataset import GenSpec, default_classes
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 from iobench.gpu.rates import canonical_gpu, canonical_model, rates
 from iobench.record.order import ORDERS
-from iobench.s3 import CLIENTS, S3Location
-from iobench.s3.url import parse_url
 from iobench.session import Shape
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
@@ -190,28 +188,13 @@ def s3_options(f: F) -> F:
         click.option("--profile", default=None,
                      help="The AWS profile (~/.aws/config, credentials) for --url.  [default: $AWS_PROFILE, else "
                           "the default chain]"),
-        click.option("--s3-client", type=click.Choice(CLIENTS), default=None,
+        click.option("--s3-client", type=click.Choice(store.CLIENTS), default=None,
                      help="The client that reads objects for --url: crt (the AWS CRT, awscrt's asynchronous S3 "
                           "client), boto3, or s3torchconnector (what S3MapDataset reads with; one GET per reader).  "
                           "[default: crt]"),
     ]):
         f = opt(f)
     return f
-
-
-def place(mount: Path | None, url: str | None, endpoint_url: str | None = None, profile: str | None = None,
-          s3_client: str | None = None) -> Path | S3Location:
-    """Where the datasets are: the bucket's prefix for --url, else the mount (the current folder by default).
-    The S3 options without --url, or --url with --mount, are one line."""
-    if url is None:
-        given = [flag for flag, v in (("--endpoint-url", endpoint_url), ("--profile", profile),
-                                      ("--s3-client", s3_client)) if v is not None]
-        if given:
-            raise UserError(f"{given[0]} applies to object storage: give --url s3://BUCKET/PREFIX with it")
-        return Path(".") if mount is None else mount
-    if mount is not None:
-        raise UserError("--url and --mount each name where the datasets are: give one or the other")
-    return parse_url(url, endpoint=endpoint_url, profile=profile, client=s3_client or "crt")
 
 
 def measure_options(fio: bool) -> Callable[[F], F]:
@@ -323,10 +306,10 @@ class RunOptions:
     timeout: float | None = None
 
     @property
-    def where(self) -> Path | S3Location:
+    def where(self) -> store.Location:
         """The bucket's prefix for --url (where --mount is the FUSE view of the same bucket, read beside it), else
         the mount: the one given, else the current folder."""
-        return place(None if self.url else self.mount, self.url, self.endpoint_url, self.profile, self.s3_client)
+        return store.at(None if self.url else self.mount, self.url, self.endpoint_url, self.profile, self.s3_client)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunOptions:

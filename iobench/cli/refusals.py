@@ -14,7 +14,7 @@ from typing import Any
 
 from iobench.cli.options import RunOptions
 from iobench.errors import UserError
-from iobench.s3.clients import READ_CONNECTIONS
+from iobench.store import MAX_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,8 @@ REFUSALS = (
     Refusal(("in_flight",), lambda v, o, c: v is not None and o.url is None,
             "--in-flight keeps several GETs in flight per reader: it applies to object storage (--url); a file is "
             "read one at a time per reader (--threads, --workers)"),
-    Refusal(("in_flight",), lambda v, o, c: v is not None and max(v) > READ_CONNECTIONS,
-            f"{{opt}} is at most {READ_CONNECTIONS} GETs per reader: the S3 client opens at most {READ_CONNECTIONS} "
+    Refusal(("in_flight",), lambda v, o, c: v is not None and max(v) > MAX_IN_FLIGHT,
+            f"{{opt}} is at most {MAX_IN_FLIGHT} GETs per reader: the S3 client opens at most {MAX_IN_FLIGHT} "
             "connections, so more would wait inside it, not at the server, each holding a buffer of the largest "
             "object"),
     Refusal(("in_flight",), lambda v, o, c: v is not None and o.s3_client == "s3torchconnector" and max(v) > 1,

@@ -20,14 +20,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.host.mounts import fs_family, mount_of
-from iobench.s3 import S3Location
 from iobench.safefs import (
     _DIR_FLAGS,
     _open_rel,
@@ -35,6 +34,9 @@ from iobench.safefs import (
     refuse,
     write_atomic,
 )
+
+if TYPE_CHECKING:
+    from iobench.store import Location  # a folder, or a bucket's prefix
 
 MARKER = "iobench-dataset.json"
 DATA_ROOT = "iobench-data"  # folder under --mount that holds iobench's datasets
@@ -82,7 +84,7 @@ class Manifest:
     PathTable (one block of bytes, no Python object per path; see iobench/dataset/paths.py); a list of str given here
     is turned into one."""
 
-    root: Path | S3Location  # the dataset's folder, or its bucket's prefix (paths are then its objects' keys)
+    root: Location  # the dataset's folder, or its bucket's prefix (paths are then its objects' keys)
     paths: PathTable
     sizes: np.ndarray  # int64 bytes, from the manifest or from stat when scanned
     links_skipped: int = 0  # a scanned tree: links out of it not followed (iobench/dataset/tree_entries.py)
@@ -328,7 +330,7 @@ def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
     return found
 
 
-def describe_damage(root: Path | S3Location, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
+def describe_damage(root: Location, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
                     source: str = "its manifest says") -> str:
     """`a/b.JPEG has 100 B, its manifest says 8,000 B; c.JPEG is missing (and 3 more)`."""
     said = []

@@ -7,7 +7,6 @@ of the storage (a host, a mount namespace) but rank 0's stats the dataset's file
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import math
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from iobench import engines, sources, store
+from iobench import engines, store
 from iobench.answer.cluster import host_cpu
 from iobench.answer.rules import consumed
 from iobench.dataset import describe_damage, scan
@@ -35,7 +34,6 @@ from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
 from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Settings
-from iobench.s3 import S3Location
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -123,7 +121,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
     workers = settings.concurrency[0]
-    source = sources.open("files", manifest, ui)
+    source = store.source("files", manifest, ui)
     engine = engines.make(settings, workers, loader=True)
     epoch = 0
     try:
@@ -306,8 +304,9 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     """Rank 0, once the dataset is made or checked: tell the other ranks what to read and how (its settings are the
     job's), meet their mounts, and record the job's shape in the result."""
 
-    job.publish("dataset", {"root": _located(manifest.root), "files": len(manifest), "bytes": manifest.total_bytes,
-                            "made": result.dataset.made_by_iobench, "settings": settings.model_dump_json()})
+    job.publish("dataset", {"root": store.published(manifest.root), "files": len(manifest),
+                            "bytes": manifest.total_bytes, "made": result.dataset.made_by_iobench,
+                            "settings": settings.model_dump_json()})
     if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
         job.wait_all("scanned", "listing the dataset on every host")
     job.wait_all("checked", CHECKING)
@@ -318,8 +317,8 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
         world_size=job.w.world_size, nodes=len(hosts), ranks_per_node=per_host, backend="gloo",
         rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s,
         workers=settings.concurrency[0], mounts=mounts,
-        # objects are not in a host's page cache: ranks on one host share nothing of what they read
-        shared_page_cache=any(n > 1 for n in per_host.values()) and not isinstance(manifest.root, S3Location))
+        # without a client cache (objects) ranks on one host share nothing of what they read
+        shared_page_cache=any(n > 1 for n in per_host.values()) and store.open(manifest.root).client_cache)
     result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
                                cpus_usable=p.cpus_usable) for p in job.peers]
     notes = []
@@ -363,7 +362,7 @@ def follow(job: Job, ui) -> None:
 
     info = job.receive("dataset", "waiting for rank 0 to make or check the dataset")
     settings = Settings.model_validate_json(info["settings"])
-    root = _location(info["root"])
+    root = store.location(info["root"])
     try:
         manifest = _same_dataset(job, info, root, settings.follow_links)
     except DatasetDiffers as exc:
@@ -374,17 +373,7 @@ def follow(job: Job, ui) -> None:
     execute(job, manifest, settings, ui)
 
 
-def _located(root: Path | S3Location) -> str | dict:
-    """Where the dataset is, as rank 0 publishes it: a path, or a bucket's location (no credential: each rank
-    takes its own from its host's chain)."""
-    return dataclasses.asdict(root) if isinstance(root, S3Location) else str(root)
-
-
-def _location(published: str | dict) -> Path | S3Location:
-    return S3Location(**published) if isinstance(published, dict) else Path(published)
-
-
-def _same_dataset(job: Job, info: dict, root: Path | S3Location, follow_links: bool = False):
+def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool = False):
     """The manifest of the dataset rank 0 published, as this host sees it; DatasetDiffers when it is not the same
     (another file count or size, or files that differ from the manifest where `job.checks_files`)."""
 
@@ -435,7 +424,7 @@ def _differing_files(manifest) -> str:
     return describe_damage(root, rel, manifest.sizes, found, bad) if len(bad) else ""
 
 
-def _mounts(job: Job, root: Path | S3Location) -> dict[str, str]:
+def _mounts(job: Job, root: store.Location) -> dict[str, str]:
     """Every host's mount of the dataset (fstype, source, options; a bucket: s3, its endpoint), met by all ranks;
     by host name."""
 

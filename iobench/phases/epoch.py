@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from iobench import engines, pipelines, sources, store
+from iobench import engines, pipelines, store
 from iobench.answer.rules import (
     WARM_MIN,
     consumed,
@@ -407,7 +407,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
     DistributedSampler deals it; another pipeline: that library's own, made once per training run, pipelines.FEEDS)
     and its own consumer. Storage that stops answering (`settings.io_timeout_s`) raises StorageStalled with the
     partial run as its `run`; a user's pipeline that raises, UserCodeError."""
-    source = sources.open(source_name, manifest, ui)
+    source = store.source(source_name, manifest, ui)
     order = epoch_order("shuffled", len(manifest), settings.seed, epoch)
     spec = pipelines.parse(pipeline)
     feeds: Sequence[Loader] = ([engines.make(settings, workers, loader=True) for _ in range(gpus)] if spec.raw else

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iobench import sources
+from iobench import store
 from iobench.answer.rules import gpus_for, supply_run
 from iobench.dataset import Manifest
 from iobench.errors import UserError
@@ -60,7 +60,7 @@ class Variant:
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
         """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
-        return sources.open(self.source, manifest, ui, advice=self.advice, readahead=self.readahead,
+        return store.source(self.source, manifest, ui, advice=self.advice, readahead=self.readahead,
                             stream=self.stream)
 
 

@@ -12,21 +12,20 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
-from iobench import engines, sources
+from iobench import engines, store
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.engines import Engine
 from iobench.errors import UserError
-from iobench.host.mounts import mount_of
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
 from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
 from iobench.record.order import epoch_order
 from iobench.result import FuseView, Run
-from iobench.s3 import S3Location
 from iobench.sources import Source
 
 STATS = 32  # stats in flight checking a FUSE view against the dataset's keys
@@ -69,12 +68,10 @@ def object_mitigations(ctx: RunContext) -> None:
 
 def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
     """WebDataset's read order for this engine's readers: its threads, or its workers a batch at a time."""
-    from iobench.sources.s3_tar import StreamSource  # here: the CRT client loads only for a run on objects
-
-    assert isinstance(source, StreamSource)
+    stream_order = cast(Any, source).stream_order  # a tar pack's in a bucket (sources/s3_tar.py StreamSource)
     if engine.workers is None:
-        return source.stream_order(seed, epoch, readers=engine.concurrency)
-    return source.stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
+        return stream_order(seed, epoch, readers=engine.concurrency)
+    return stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
 
 
 def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, label: str,
@@ -101,13 +98,12 @@ def fuse_manifest(manifest: Manifest, mount: str) -> Manifest:
     bucket as a folder (MOUNT/BUCKET/PREFIX/NAME) or the --url prefix mounted (MOUNT/NAME); refused in one line where
     none holds every key with its size."""
     loc = manifest.root
-    assert isinstance(loc, S3Location)
     top = Path(mount)
     if not top.is_dir():
         raise UserError(f"--mount {mount}: not a folder (with --url it is a FUSE view of the same bucket)")
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
     tried = []
-    for folder in dict.fromkeys((top / loc.prefix, top / loc.bucket / loc.prefix, top / loc.name)):
+    for folder in store.open(loc).fuse_folders(loc, top):
         tried.append(str(folder))
         if not folder.is_dir():
             continue
@@ -151,15 +147,15 @@ def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
     runs = []
     for label, m in (("objects", manifest), ("fuse-view", fuse)):
         with ui.step("fuse view", label, len(manifest)):
-            source = sources.open("files", m, ui)
+            source = store.source("files", m, ui)
             run, _ = _epoch(ctx, engines.make(settings, readers), source, m, label, order, "shuffled")
         runs.append(run)
         rates.append(run.samples_per_s)
     objects, files = rates
     faster = "files" if files > objects else "objects"
-    assert isinstance(fuse.root, Path)
     result.fuse_view = FuseView(
-        mount=str(settings.fuse_view), fstype=mount_of(fuse.root).fstype, dataset=str(fuse.root), readers=readers,
+        mount=str(settings.fuse_view), fstype=store.open(fuse.root).place(fuse.root)[0], dataset=str(fuse.root),
+        readers=readers,
         cache="cold", objects_samples_per_s=objects, files_samples_per_s=files, faster=faster,
         ratio=round(max(rates) / min(rates), 3) if min(rates) > 0 else 0.0, valid=all(r.valid for r in runs))
     ctx.save()

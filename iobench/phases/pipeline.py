@@ -15,7 +15,7 @@ from typing import cast
 
 import numpy as np
 
-from iobench import engines, sources, store
+from iobench import engines, store
 from iobench.answer.client import verdict
 from iobench.answer.client_figures import ceiling
 from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, raw_validity, stats, supply_run
@@ -28,7 +28,6 @@ from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
-from iobench.phases.metadata import metadata_phase
 from iobench.phases.mitigations import (
     STREAM_NOTE,
     Variant,
@@ -40,7 +39,6 @@ from iobench.phases.mitigations import (
     variants,
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
-from iobench.phases.raw_objects import NAME as RAW_NAME
 from iobench.phases.raw_objects import objects_baseline
 from iobench.pipelines import RAW
 from iobench.pipelines.loader import FEEDS
@@ -64,7 +62,7 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     ctx = RunContext(manifest, settings, result, result_path, ui)
     fuse = fuse_manifest(manifest, settings.fuse_view) if settings.fuse_view else None  # refused before measuring
     try:
-        with ui.run_plan(plan_of(len(manifest), settings, objects=result.mount.objects)):
+        with ui.run_plan(plan_of(len(manifest), settings, store.open(manifest.root))):
             for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay),
                                   (settings.raw_baseline, _fio),
                                   (settings.replay and settings.rate_per_gpu is not None, _training),
@@ -79,13 +77,14 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     return finish(result, result_path)
 
 
+MITIGATIONS = {"objects": object_mitigations}  # a store's own mitigations, by what its samples are (Store.items)
 TRAINING_STEPS = 2  # training runs planned for the ETA: the one at the boundary's guess and its neighbour
 
 
-def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
+def plan_of(files: int, settings: Settings, where: store.Store) -> Plan:
     """The run's steps as the settings ask for them, for the terminal's ETAs (training and mitigations as
-    guessed now: the run adds or skips steps as it finds out); `objects`: a bucket's (its raw baseline GETs every
-    key at each of the runs' requests in flight)."""
+    guessed now: the run adds or skips steps as it finds out), on the store `where` (a raw baseline other than fio
+    reads every sample at each of the runs' requests in flight)."""
     steps: list[Step] = []
     if settings.metadata:
         steps += [Step("metadata", f"{state}, {files:,} files", files, "metadata") for state in settings.cache]
@@ -94,8 +93,8 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
             for conc, depth in settings.sweep(files):
                 steps += [Step("replay", f"{state}, {_readers(settings, conc, depth)}", files, f"replay {state}")
                           for state in settings.cache for _ in range(settings.epochs)]
-    if settings.raw_baseline and objects:
-        steps += [Step(RAW_NAME, f"{state}, {conc} in flight", files, f"{RAW_NAME} {state}")  # named as it runs
+    if settings.raw_baseline and where.raw != "fio":
+        steps += [Step(where.raw, f"{state}, {conc} in flight", files, f"{where.raw} {state}")  # named as it runs
                   for conc in settings.raw_depths(files) for state in settings.cache]
     elif settings.raw_baseline:
         n = min(FIO_SAMPLE, files)
@@ -104,7 +103,8 @@ def plan_of(files: int, settings: Settings, objects: bool = False) -> Plan:
     if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
     if settings.mitigations:
-        wanted = object_variants(settings.in_flight) if objects else [Variant("baseline"), *variants(1, False)]
+        wanted = (object_variants(settings.in_flight) if where.items in MITIGATIONS else
+                  [Variant("baseline"), *variants(1, False)])
         steps += [Step("mitigations", v.name, files, "mitigations") for v in wanted]
     if settings.fuse_view:
         steps += [Step("fuse view", name, files, "fuse view") for name in ("objects", "fuse-view")]
@@ -133,14 +133,12 @@ def finish(result: Result, result_path: Path) -> Result:
 
 
 def _metadata(ctx: RunContext) -> None:
-    manifest, settings = ctx.manifest, ctx.settings
-    objects = ctx.result.mount.objects
+    manifest, settings, where = ctx.manifest, ctx.settings, store.open(ctx.manifest.root)
     for state in settings.cache:
         try:
             with (ctx.ui.step("metadata", f"{state}, {len(manifest):,} files", len(manifest)),
-                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} "
-                                f"{'keys, HEAD, first byte' if objects else 'files, stat, open+close'}")):
-                ctx.result.metadata.append(metadata_phase(manifest, state, settings.scale_files, settings.seed,
+                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} {where.items}, {where.probes}")):
+                ctx.result.metadata.append(where.metadata(manifest, state, settings.scale_files, settings.seed,
                                                           timeout_s=settings.io_timeout_s))
         except StorageStalled as exc:
             _stalled(exc, ctx)
@@ -169,13 +167,14 @@ def _replay(ctx: RunContext) -> None:
 def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
     """One pass of the sweep; returns the last epoch number used."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
+    where = store.open(manifest.root)
     for source_name in settings.sources:
-        source = sources.open(source_name, manifest, ui)
+        source = where.source(source_name, manifest, ui)
         try:
-            if result.mount.objects and settings.cache[0] == "warm" and repeat == 0:
+            if not where.client_cache and settings.cache[0] == "warm" and repeat == 0:
                 # no client cache: warm is the second read of the same keys in this run, and no cold epoch read
                 # them first
-                with ui.status(f"reading {len(manifest):,} objects once, so that warm is their second read"):
+                with ui.status(f"reading {len(manifest):,} {where.items} once, so that warm is their second read"):
                     warm_up(source, np.arange(len(source)), max(settings.concurrency), ui,
                             io_timeout_s=settings.io_timeout_s)
             for order in settings.orders:
@@ -220,9 +219,10 @@ def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec,
 def _fio(ctx: RunContext) -> None:
     """The raw baseline (fio on (a sample of) the same files; on objects, the raw S3 client over every key), per
     concurrency and cache state; then each loader run's efficiency against it."""
-    if ctx.result.mount.objects:
+    where = store.open(ctx.manifest.root)
+    if where.raw != "fio":  # a program of the store's own (store/s3.py: the CRT client)
         try:
-            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / RAW_NAME, ctx.save)
+            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / where.raw, ctx.save)
         except StorageStalled as exc:
             _stalled(exc, ctx)
         return _efficiency(ctx)
@@ -245,7 +245,6 @@ def _fio(ctx: RunContext) -> None:
     pick = np.sort(np.random.default_rng([settings.seed, 0xF10]).choice(usable, size=n, replace=False))
     paths = [manifest.paths[i] for i in pick.tolist()]
     sizes = manifest.sizes[pick].tolist()
-    where = store.open(manifest.root)
     for conc in settings.fio_jobs(n):
         for state in settings.cache:
             with ui.step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}"):
@@ -277,7 +276,7 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
             with ui.status(f"evicting {n:,} files"):
                 where.evict(paths, timeout_s=timeout)
         elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
-            warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
+            warm_up(store.source("files", manifest), pick, conc, ui, io_timeout_s=timeout)
     except StorageStalled as exc:
         _stalled(exc, ctx)
     # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
@@ -432,8 +431,8 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
 def _mitigations(ctx: RunContext) -> None:
     """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    if result.mount.objects:
-        return object_mitigations(ctx)
+    if (own := MITIGATIONS.get(store.open(manifest.root).items)) is not None:
+        return own(ctx)
     epoch = len(result.runs)
     readers = baseline_readers(result)
     can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)

@@ -12,7 +12,6 @@ StorageStalled."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import iobench
+from iobench import store
 from iobench.answer.rules import raw_validity
 from iobench.dataset import Manifest
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
@@ -29,14 +28,9 @@ from iobench.phases.epoch import per_sample_us
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Settings
-from iobench.s3 import S3Location
-from iobench.s3.clients import region
-from iobench.s3.raw import NAME, version
 from iobench.safefs import write_file
-from iobench.sources.s3 import GIVE_UP
+from iobench.store import Store
 from iobench.ui import UI
-
-__all__ = ["NAME", "RawResult", "run_raw", "version"]
 
 
 @dataclass(frozen=True)
@@ -70,17 +64,6 @@ class RawResult:
         return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
 
 
-def _env(loc: S3Location) -> dict[str, str]:
-    """The client's environment: this one (the credentials' chain), the location's profile, and this iobench on the
-    path (`-m iobench.s3.raw` must be this checkout's)."""
-    env = dict(os.environ)
-    if loc.profile:
-        env["AWS_PROFILE"] = loc.profile
-    top = str(Path(iobench.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([top, *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
 def _received(progress: Path) -> int:
     """The bytes the raw client says it has received (0 before it first says)."""
     try:
@@ -89,34 +72,32 @@ def _received(progress: Path) -> int:
         return 0
 
 
-def run_raw(loc: S3Location, keys: Sequence[str], sizes: Sequence[int], in_flight: int, *,
-            io_timeout_s: float | None = None, status: FioStatus | None = None,
-            name: str = "awscrt") -> RawResult:
+def run_raw(where: Store, manifest: Manifest, keys: Sequence[str], sizes: Sequence[int], in_flight: int, *,
+            io_timeout_s: float | None = None, status: FioStatus | None = None, name: str = "awscrt") -> RawResult:
     """GET each of `keys` (whole object keys) once with `in_flight` requests at a time through the raw client.
 
     Raises FioError when it fails (with its one line) or reads other than the keys' `sizes`, StorageStalled when it
     reads nothing for `io_timeout_s`."""
-    if version() is None:
-        raise FioError("awscrt is not installed: pip install awscrt")
+    tool = where.raw
+    if where.raw_version() is None:
+        raise FioError(f"{tool} is not installed: pip install {tool}")
     with tempfile.TemporaryDirectory(prefix="iobench-raw-") as tmp:
         listing = Path(tmp) / f"{name}.keys"
         listing.write_text("".join(k + "\n" for k in keys), encoding="utf-8")
-        cmd = [sys.executable, "-m", "iobench.s3.raw", "--bucket", loc.bucket, "--region", region(loc),
-               "--in-flight", str(in_flight), "--keys", listing.name, "--progress", "progress",
-               "--give-up", f"{GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s):g}",
-               *(["--endpoint", loc.endpoint] if loc.endpoint else []), *(["--path-style"] if loc.path_style else [])]
+        cmd, env = where.raw_command(manifest.root, listing.name, in_flight,
+                                     DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
         nbytes = int(sum(sizes))
         t0 = time.perf_counter()
         tick = None if status is None else status_of(status, 0, 1, nbytes, len(keys), t0, 0)
-        rc, out, err = run_watched(cmd, Path(tmp), None, io_timeout_s, tick, tool=NAME, env=_env(loc),
+        rc, out, err = run_watched(cmd, Path(tmp), None, io_timeout_s, tick, tool=tool, env=env,
                                    done=lambda: _received(Path(tmp) / "progress"))
         wall = time.perf_counter() - t0
     if rc != 0:
         lines = [ln for ln in err.splitlines() if ln.strip()]
-        raise FioError(f"{NAME} failed: {lines[-1] if lines else f'exit status {rc}'}")
+        raise FioError(f"{tool} failed: {lines[-1] if lines else f'exit status {rc}'}")
     doc: dict[str, Any] = json.loads(out)
     if (doc["requests"], doc["bytes"]) != (len(keys), nbytes):
-        raise FioError(f"{NAME} read {doc['requests']} objects / {doc['bytes']} B, expected {len(keys)} / {nbytes}")
+        raise FioError(f"{tool} read {doc['requests']} objects / {doc['bytes']} B, expected {len(keys)} / {nbytes}")
     shown = " ".join(cmd[1:]).replace(sys.executable, "python")
     return RawResult(requests=doc["requests"], bytes=doc["bytes"], seconds=doc["seconds"], cpu_s=doc["cpu_s"],
                      latency_ms=doc["latency_ms"], first_byte_ms=doc["first_byte_ms"], in_flight=in_flight,
@@ -129,24 +110,24 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
     """The raw client over every key of the dataset, per depth and cache state, each point kept in the baseline as
     fio's are, its JSON in `folder` and the result saved (`save`) after each (a failure ends the phase with the
     baseline's note saying how; a stall raises StorageStalled)."""
-    loc = manifest.root
-    assert isinstance(loc, S3Location)
-    baseline = result.baseline = Baseline(tool=NAME, tool_version=version())
+    where = store.open(manifest.root)
+    tool = where.raw
+    baseline = result.baseline = Baseline(tool=tool, tool_version=where.raw_version())
     if baseline.tool_version is None:
-        baseline.note = "awscrt is not installed: no raw baseline (pip install awscrt)"
+        baseline.note = f"{tool} is not installed: no raw baseline (pip install {tool})"
         ui.warn(baseline.note)
         return
     keys, sizes, n = list(manifest.paths), manifest.sizes.tolist(), len(manifest)
     for conc in settings.raw_depths(n):
         for state in settings.cache:
             # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
-            name = f"{NAME}-{conc}inflight-{state}"
-            with ui.step(NAME, f"{state}, {conc} in flight", n, f"{NAME} {state}"):
+            name = f"{tool}-{conc}inflight-{state}"
+            with ui.step(tool, f"{state}, {conc} in flight", n, f"{tool} {state}"):
                 try:
                     counters = Counters(None)  # the client is iobench's child: its CPU is counted
-                    with ui.fio_progress(f"{NAME}, {state}: {n:,} objects, {conc} in flight") as status:
-                        res = run_raw(loc, keys, sizes, conc, io_timeout_s=settings.io_timeout_s, status=status,
-                                      name=name)
+                    with ui.fio_progress(f"{tool}, {state}: {n:,} objects, {conc} in flight") as status:
+                        res = run_raw(where, manifest, keys, sizes, conc, io_timeout_s=settings.io_timeout_s,
+                                      status=status, name=name)
                 except FioError as exc:
                     baseline.note = f"the raw baseline failed at {conc} in flight, {state}: {exc}"
                     ui.warn(baseline.note)
@@ -163,7 +144,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                 latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
                 setup_s=round(res.setup_s, 3), program=res.command, cpu=Cpu(**counters.result()["cpu"]),
                 cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
-                throttled=res.throttled, json_file=f"{NAME}/{name}.json"))
+                throttled=res.throttled, json_file=f"{tool}/{name}.json"))
             point = baseline.points[-1]
             point.invalid_reason = raw_validity(point)
             point.valid = point.invalid_reason is None

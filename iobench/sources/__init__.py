@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from iobench.errors import UserError
-from iobench.s3 import S3Location
 
 if TYPE_CHECKING:
     from iobench.dataset import Manifest
@@ -72,13 +71,11 @@ class Source(Protocol):
 
 
 def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
-         readahead: bool = True, stream: bool = False) -> Source:
-    """The source `name` over the manifest's samples. A pack (lmdb, tar) that is missing is made first, beside the
-    dataset, and found there by later runs. `advice`: files, posix_fadvise per file; `readahead`: lmdb, the env's;
-    `stream`: tar in a bucket, one GET per shard (else a ranged GET per sample)."""
+         readahead: bool = True) -> Source:
+    """The source `name` over the samples of a dataset in a folder (a bucket's: store/s3.py `source`). A pack
+    (lmdb, tar) that is missing is made first, beside the dataset, and found there by later runs. `advice`: files,
+    posix_fadvise per file; `readahead`: lmdb, the env's."""
     # The modules are imported on use: the protocols stay light to import (engines and fio import them).
-    if isinstance(manifest.root, S3Location):
-        return _objects(name, manifest, ui, stream)
     if name == "files":
         from iobench.sources.files import FileSource
 
@@ -103,31 +100,3 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
     from iobench.sources.tar import TarSource
 
     return TarSource(found)
-
-
-
-
-def _objects(name: str, manifest: Manifest, ui: UI | None, stream: bool) -> Source:
-    """A source over a dataset in a bucket: its objects, or its tar shards (uploaded first when missing)."""
-    if name in ("files", "objects"):  # a run's source (objects) names it again in the training phase
-        from iobench.sources.s3 import ObjectSource
-
-        return ObjectSource(manifest)
-    if name != "tar":
-        raise UserError(f"--source {name} reads an LMDB, which is not made in object storage: --url reads objects "
-                        "(--source files) or tar shards (--source tar)")
-    from iobench.sources import pack_s3
-    from iobench.sources.s3_tar import RangeSource, StreamSource
-
-    found = pack_s3.find_pack(manifest)
-    if found is None:
-        with (ui.gen_progress(len(manifest), "pack tar") if ui else nullcontext()) as progress:
-            rep = pack_s3.pack_tar_s3(manifest, progress=progress)
-        if ui:
-            ui.info(f"uploaded {rep.samples:,} samples as {rep.shards:,} tar shards in {rep.seconds:.1f} s "
-                    f"({rep.bytes / 1e9:.2f} GB)")
-        found = pack_s3.find_pack(manifest)
-        if found is None:
-            raise UserError(f"the tar pack of {manifest.root} was uploaded but is not found complete: is another "
-                            "iobench packing it?")
-    return (StreamSource if stream else RangeSource)(manifest, found)

@@ -43,10 +43,9 @@ from iobench.sources.pack_folder import (
     read_pack_marker,
 )
 from iobench.sources.pack_lmdb import pack_lmdb
-from iobench.sources.pack_s3 import pack_tar_s3
 from iobench.sources.pack_tar import pack_tar
 
-__all__ = ["PACK_MARKER", "PackReport", "find_pack", "fmt_bytes", "pack_lmdb", "pack_tar", "pack_tar_s3"]
+__all__ = ["PACK_MARKER", "PackReport", "find_pack", "fmt_bytes", "pack_lmdb", "pack_tar"]
 
 
 def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,7 +33,9 @@ from iobench.dataset import (
     writer_lock,
 )
 from iobench.errors import UserError, explain_oserror
-from iobench.s3 import S3Location
+
+if TYPE_CHECKING:
+    from iobench.store import Location  # a folder, or a bucket's prefix
 
 PACK_MARKER = "iobench-pack.json"
 PACKED = "packed"  # folder under the dataset root that holds its packs
@@ -44,7 +47,7 @@ Progress = Callable[[int, int], None]  # (samples done, bytes done) in this call
 
 @dataclass
 class PackReport:
-    path: Path | S3Location  # the pack's folder (a bucket's: its prefix)
+    path: Location  # the pack's folder (a bucket's: its prefix)
     format: str  # "lmdb" or "tar"
     samples: int
     data_bytes: int  # sum of the samples' sizes

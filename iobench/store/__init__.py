@@ -1,16 +1,30 @@
-"""A dataset's home behind one interface: the `Store` protocol (base.py) and its implementations, one per kind of
-storage; `open` gives the one for a place. Today a folder under a mount (folder.py), with its lock (lock.py) and
-its clean (clean.py); a bucket's prefix in object storage (s3.py)."""
+"""A dataset's home behind one interface: the `Store` protocol (base.py) and its two backends, files on a mount
+(folder.py, with its lock (lock.py), clean (clean.py) and metadata phase (metadata.py)) and objects behind an S3
+endpoint (s3.py). `open` (and `home_of`) is the one place that picks the backend, by the location's type; `at`
+makes the location of `--url` or a mount; `source` reads a dataset through its store."""
 
+from __future__ import annotations
+
+import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from iobench.dataset import Manifest
+from iobench.errors import UserError
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.s3 import S3Location
+from iobench.s3 import CLIENTS, S3Location, parse_url
+from iobench.s3.clients import READ_CONNECTIONS
 from iobench.safefs import _DIR_FLAGS
 from iobench.store.base import Cleaned, Content, Home, Location, Progress, Store
 from iobench.store.folder import Folder, FolderHome
 from iobench.store.s3 import S3Home, S3Store
+
+if TYPE_CHECKING:
+    from iobench.sources import Source
+    from iobench.ui import UI
+
+MAX_IN_FLIGHT = READ_CONNECTIONS  # --in-flight's most per reader: the objects client's connections
 
 
 def open(where: Path | S3Location, *, timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> Store:
@@ -20,6 +34,38 @@ def open(where: Path | S3Location, *, timeout_s: float = DEFAULT_IO_TIMEOUT_S) -
     if isinstance(where, S3Location):
         return S3Store(where, timeout_s=timeout_s)
     return Folder(where)
+
+
+def at(mount: Path | None, url: str | None, endpoint_url: str | None = None, profile: str | None = None,
+       s3_client: str | None = None) -> Location:
+    """Where the datasets are: the bucket's prefix for --url, else the mount (the current folder by default).
+    The S3 options without --url, or --url with --mount, are one line."""
+    if url is None:
+        given = [flag for flag, v in (("--endpoint-url", endpoint_url), ("--profile", profile),
+                                      ("--s3-client", s3_client)) if v is not None]
+        if given:
+            raise UserError(f"{given[0]} applies to object storage: give --url s3://BUCKET/PREFIX with it")
+        return Path(".") if mount is None else mount
+    if mount is not None:
+        raise UserError("--url and --mount each name where the datasets are: give one or the other")
+    return parse_url(url, endpoint=endpoint_url, profile=profile, client=s3_client or "crt")
+
+
+def source(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None, readahead: bool = True,
+           stream: bool = False) -> Source:
+    """The source `name` over the manifest's samples, from the store that holds them (see Store.source)."""
+    return open(manifest.root).source(name, manifest, ui, advice=advice, readahead=readahead, stream=stream)
+
+
+def published(dataset: Location) -> str | dict:
+    """Where the dataset is, as rank 0 publishes it to the others: a path, or a bucket's location (no credential:
+    each rank takes its own from its host's chain)."""
+    return dataclasses.asdict(dataset) if isinstance(dataset, S3Location) else str(dataset)
+
+
+def location(published: str | dict) -> Location:
+    """The location `published` names."""
+    return S3Location(**published) if isinstance(published, dict) else Path(published)
 
 
 def home_of(dataset: Location, *, timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> Home:
@@ -40,5 +86,6 @@ def dataset_location(where: Store, dataset: Path | None, name: str | None) -> Lo
     return where.location(name)
 
 
-__all__ = ["Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress", "S3Home", "S3Store",
-           "Store", "dataset_location", "home_of", "open"]
+__all__ = ["CLIENTS", "MAX_IN_FLIGHT", "Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress",
+           "S3Home", "S3Store", "Store", "at", "dataset_location", "home_of", "location", "open", "published",
+           "source"]

@@ -14,7 +14,13 @@ layer above it (gen, the commands, the phases) names a dataset by its name or it
   cached (`evict`, `resident`; a folder: host/cache.py; an object store has no client cache: nothing to evict
   (None), nothing cached (0.0));
 - describe: what the result records about where the data lives (`describe(location)`, the `mount` object; `place`,
-  the short name of a result folder).
+  the short name of a result folder);
+- read: `source(name, manifest)`, the layouts it holds a dataset in (a folder: files, LMDB, tar; a bucket: its
+  objects, tar shards in it); `metadata`, a start-up's probe of it (list, stat, open; or LIST, HEAD, first byte);
+  `raw_command`, the raw baseline's program where it is not fio; `fuse_folders`, where a FUSE view holds it.
+
+What differs between the two backends is said by their values (`items`, `raw`, `client_cache`, `probes`, `entry`),
+never asked by type: nothing outside store/ (and the objects' own sources) knows which backend it has.
 
 The hot path is not here: a run reads through its source (iobench/sources), which the store hands the dataset's
 `Manifest` (a folder: absolute paths in one PathTable); nothing per sample goes through a Store.
@@ -27,13 +33,20 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from iobench.dataset.folder import Manifest
 from iobench.s3 import S3Location
 from iobench.safefs import fmt_bytes
+from iobench.sources.pack_folder import PackReport
+from iobench.sources.pack_folder import Progress as PackProgress
+
+if TYPE_CHECKING:
+    from iobench.result import Metadata
+    from iobench.sources import Source
+    from iobench.ui import UI
 
 Location = Path | S3Location  # where one dataset lives: a folder, or a bucket's prefix
 Content = Callable[[int], Sequence[bytes | memoryview]]  # the bytes of the k-th sample written, in parts
@@ -127,6 +140,12 @@ class Home(Protocol):
 class Store(Protocol):
     """Where iobench's datasets live (see the module)."""
 
+    items: str  # what a sample is there, in words: "files", "objects"
+    raw: str  # the raw baseline's program: "fio" (files), "awscrt" (objects)
+    client_cache: bool  # whether a read leaves the sample in this host's cache (else warm is the second read)
+    probes: str  # what the metadata phase times after listing: "stat, open+close", "HEAD, first byte"
+    entry: str  # what holds one dataset there, in words: "folder", "dataset" (a prefix)
+
     @property
     def url(self) -> str:
         """What messages name it by: the mount (resolved once checked), or s3://BUCKET/PREFIX."""
@@ -135,6 +154,11 @@ class Store(Protocol):
     def check(self, *, writable: bool) -> None:
         """A one-line EnvironmentRefused (exit code 3) when the store cannot be read (or, for `writable`,
         written)."""
+        ...
+
+    def probe(self, timeout_s: float | None) -> None:
+        """Ask the storage something it must answer itself, bounded by `timeout_s`, before any work there: one
+        that already stopped answering is StorageStalled (exit 3), not a hang."""
         ...
 
     def root(self) -> Location:
@@ -188,4 +212,35 @@ class Store(Protocol):
     def place(self, dataset: Location) -> tuple[str, str]:
         """(kind, where): the file system type and mount point holding the dataset, made or not (a result folder's
         name is made of them)."""
+        ...
+
+    def source(self, name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
+               readahead: bool = True, stream: bool = False) -> Source:
+        """The source `name` (a layout: files, lmdb, tar) over the dataset's samples; a missing pack is made first
+        (see sources.open). `advice`: per-file posix_fadvise; `readahead`: LMDB's; `stream`: a tar pack read a
+        shard per request."""
+        ...
+
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+        """The dataset packed as `fmt` (lmdb, tar) beside it, made or reused (`iobench pack`)."""
+        ...
+
+    def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
+                 timeout_s: float | None = None) -> Metadata:
+        """One pass of the metadata phase (list, then stat and open of a sample, each timed) in this cache state."""
+        ...
+
+    def raw_command(self, dataset: Location, keys: str, in_flight: int,
+                    io_timeout_s: float) -> tuple[list[str], dict[str, str]]:
+        """The raw baseline's command line and environment reading the keys listed in the file `keys` (relative to
+        its working folder) with `in_flight` requests at once, giving up a throttled sample within `io_timeout_s`
+        (fio's is phases/fio_job.py's, on files)."""
+        ...
+
+    def raw_version(self) -> str | None:
+        """The raw baseline's version where it is not fio (None: not installed)."""
+        ...
+
+    def fuse_folders(self, dataset: Location, mount: Path) -> list[Path]:
+        """Where a FUSE mount at `mount` would hold the dataset (none for a folder: it is already files)."""
         ...

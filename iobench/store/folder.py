@@ -16,9 +16,11 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from iobench import sources
 from iobench.dataset.folder import (
     CHUNK,
     DATA_ROOT,
@@ -38,6 +40,8 @@ from iobench.dataset.jpeg import write_all
 from iobench.dataset.paths import MANIFEST
 from iobench.errors import UserError, explain_oserror
 from iobench.host import cache, mounts
+from iobench.host.bounded import in_child
+from iobench.result import Metadata
 from iobench.safefs import (
     _NEW_FILE,
     _open_rel,
@@ -48,12 +52,21 @@ from iobench.safefs import (
     write_json_atomic,
     writer_lock,
 )
+from iobench.sources import Source, pack
+from iobench.sources.pack_folder import PackReport
+from iobench.sources.pack_folder import Progress as PackProgress
 from iobench.store import clean, lock
 from iobench.store.base import Cleaned, Content, Location, Progress
+from iobench.store.metadata import metadata_phase
+
+if TYPE_CHECKING:
+    from iobench.ui import UI
 
 
 class Folder:
     """The datasets under MOUNT/iobench-data (see the module); a Store."""
+
+    items, raw, client_cache, probes, entry = "files", "fio", True, "stat, open+close", "folder"
 
     def __init__(self, mount: Path):
         self.mount = Path(mount)  # as given until `check` (which resolves it): it touches nothing before
@@ -64,6 +77,22 @@ class Folder:
 
     def check(self, *, writable: bool) -> None:
         self.mount = check_mount(self.mount, writable=writable)
+
+    def probe(self, timeout_s: float | None) -> None:
+        """statvfs, stat and a listing in a watched child (see host/bounded.py)."""
+        path = self.mount
+
+        def ask(beat: np.ndarray) -> None:
+            with suppress(OSError):  # a missing or unreadable path is said later, in words of its own
+                os.statvfs(path)
+                beat[0] += 1
+                os.stat(path)
+                beat[0] += 1
+                with os.scandir(path) as entries:
+                    next(entries, None)
+            beat[0] += 1
+
+        in_child(ask, timeout_s, f"checking {path}", name=b"iobench-probe")
 
     def root(self) -> Path:
         return self.mount / DATA_ROOT
@@ -121,6 +150,28 @@ class Folder:
     def place(self, dataset: Location) -> tuple[str, str]:
         entry = mounts.mount_of(_path(dataset))
         return entry.fstype, entry.path
+
+    def source(self, name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
+               readahead: bool = True, stream: bool = False) -> Source:
+        return sources.open(name, manifest, ui, advice=advice, readahead=readahead)
+
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+        return (pack.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                pack.pack_tar(manifest, shard_size=shard_size, progress=progress))
+
+    def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
+                 timeout_s: float | None = None) -> Metadata:
+        return metadata_phase(manifest, state, scale_files, seed, timeout_s)
+
+    def raw_command(self, dataset: Location, keys: str, in_flight: int,
+                    io_timeout_s: float) -> tuple[list[str], dict[str, str]]:
+        raise AssertionError("a folder's raw baseline is fio's job (phases/fio_job.py)")
+
+    def raw_version(self) -> str | None:
+        raise AssertionError("a folder's raw baseline is fio's (phases/fio.py)")
+
+    def fuse_folders(self, dataset: Location, mount: Path) -> list[Path]:
+        return []  # files already: a FUSE view is of a bucket
 
 
 def _path(dataset: Location) -> Path:

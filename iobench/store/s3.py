@@ -19,18 +19,23 @@ Control requests (list, head, put, delete) go through boto3 with a few retries; 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import iobench
 from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_marker, entry_line, run_bounded
 from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
+from iobench.record.recorder import latency_summary
+from iobench.result import Latency, Metadata
 from iobench.s3 import S3Location
 from iobench.s3.clients import (
     READ_CONNECTIONS,
@@ -40,20 +45,31 @@ from iobench.s3.clients import (
     get_small,
     put_small,
     quiet_metadata_service,
+    region,
     versions,
 )
-from iobench.sources.pack_folder import PACK_MARKER, PACKED
+from iobench.s3.raw import NAME, version
+from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport
+from iobench.sources.pack_folder import Progress as PackProgress
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location, Progress
+from iobench.store.metadata import timed
+
+if TYPE_CHECKING:
+    from iobench.sources import Source
+    from iobench.ui import UI
 
 PAGE = 1000  # keys per listing page (S3's most)
 WRITERS = 32  # gen's writers where --threads is not given: a PUT mostly waits for its round trip
 DELETE_BATCH = 1000  # keys per DeleteObjects request (S3's most)
 STOP_S = 0.5  # gen stopped (Ctrl-C): how long its PUTs in flight may take to end before it exits without them
+OBJECT_SAMPLE = 2_000  # HEADs and first-byte GETs: each a round trip of milliseconds, one at a time as start-up does
 
 
 class S3Store:
     """The datasets under s3://BUCKET/PREFIX (see the module); a Store."""
+
+    items, raw, client_cache, probes, entry = "objects", NAME, False, "HEAD, first byte", "dataset"
 
     def __init__(self, loc: S3Location, *, timeout_s: float = 60.0):
         quiet_metadata_service()
@@ -78,6 +94,9 @@ class S3Store:
             self.client.head_bucket(Bucket=self.loc.bucket)
         except Exception as exc:
             raise explain(exc, self.loc, "checking the bucket of") from None
+
+    def probe(self, timeout_s: float | None) -> None:
+        self.check(writable=False)  # a HEAD of the bucket, bounded by the store's time-out
 
     def root(self) -> S3Location:
         return self.loc
@@ -150,7 +169,7 @@ class S3Store:
     def describe(self, dataset: Location) -> dict:
         """The result's `mount` object for a bucket: the endpoint and bucket (no credential), the client and the
         settings that matter."""
-        assert isinstance(dataset, S3Location)
+        dataset = _loc(dataset)
         details: dict[str, str | int | None] = {
             "endpoint": dataset.endpoint or "AWS S3", "bucket": dataset.bucket, "prefix": dataset.prefix,
             "client": dataset.client, "profile": dataset.profile, "path_style": str(dataset.path_style).lower(),
@@ -164,6 +183,103 @@ class S3Store:
 
     def place(self, dataset: Location) -> tuple[str, str]:
         return "s3", str(self.loc)
+
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+        """tar shards uploaded beside the dataset (an LMDB is not made in a bucket: refused before)."""
+        from iobench.sources.pack_s3 import pack_tar_s3
+
+        return pack_tar_s3(manifest, shard_size=shard_size, progress=progress)
+
+    def source(self, name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
+               readahead: bool = True, stream: bool = False) -> Source:
+        """Its objects (a GET per sample), or its tar shards (uploaded first when missing): a ranged GET per sample,
+        or one GET per shard (`stream`). The modules load on use: the CRT client only for a run on objects."""
+        if name in ("files", "objects"):  # a run's source (objects) names it again in the training phase
+            from iobench.sources.s3 import ObjectSource
+
+            return ObjectSource(manifest)
+        if name != "tar":
+            raise UserError(f"--source {name} reads an LMDB, which is not made in object storage: --url reads "
+                            "objects (--source files) or tar shards (--source tar)")
+        from iobench.sources import pack_s3
+        from iobench.sources.s3_tar import RangeSource, StreamSource
+
+        found = pack_s3.find_pack(manifest)
+        if found is None:
+            with (ui.gen_progress(len(manifest), "pack tar") if ui else nullcontext()) as progress:
+                rep = pack_s3.pack_tar_s3(manifest, progress=progress)
+            if ui:
+                ui.info(f"uploaded {rep.samples:,} samples as {rep.shards:,} tar shards in {rep.seconds:.1f} s "
+                        f"({rep.bytes / 1e9:.2f} GB)")
+            found = pack_s3.find_pack(manifest)
+            if found is None:
+                raise UserError(f"the tar pack of {manifest.root} was uploaded but is not found complete: is "
+                                "another iobench packing it?")
+        return (StreamSource if stream else RangeSource)(manifest, found)
+
+    def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
+                 timeout_s: float | None = None) -> Metadata:
+        """The metadata phase of a dataset in a bucket, as a map-style dataset's start-up meets it: LIST of its
+        prefix in pages of 1,000 keys (`dirs`: the LIST requests), then one at a time on a random sample, HEAD (in
+        `stat_*`) and a ranged GET of the first byte (in `open_close_*`: the request without the body's transfer).
+        No cache to drop: "cold" is the first pass, "warm" the second. Each request is bounded by the client's
+        time-out (no hang on a server that stops answering: one line, exit 3)."""
+        loc = _loc(manifest.root)
+        client = boto3_client(loc, timeout_s=self.timeout_s if timeout_s is None else timeout_s, attempts=1)
+        rng = np.random.default_rng([seed, 0x3E7A])
+        n = min(OBJECT_SAMPLE, len(manifest))
+        sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
+        top = loc.key("")
+        try:
+            t = time.perf_counter()
+            pages = keys = 0
+            for page in client.get_paginator("list_objects_v2").paginate(
+                    Bucket=loc.bucket, Prefix=top, PaginationConfig={"PageSize": PAGE}):
+                pages += 1
+                keys += page.get("KeyCount", len(page.get("Contents", [])))
+            list_s = round(time.perf_counter() - t, 6)
+            head_rate, head_ns = timed(sample, lambda k: client.head_object(Bucket=loc.bucket, Key=k))
+            first_rate, first_ns = timed(sample, lambda k: client.get_object(Bucket=loc.bucket, Key=k,
+                                                                              Range="bytes=0-0")["Body"].read())
+        except Exception as exc:
+            raise explain(exc, loc, "the metadata phase (LIST, HEAD) on") from None
+        return Metadata(cache=state, eviction="no client cache (object storage): a warm pass is the second",
+                        dirs=pages, files=keys, list_s=list_s, stat_files=n, stat_per_s=round(head_rate, 1),
+                        stat_ms=Latency(**latency_summary(head_ns)), open_close_files=n,
+                        open_close_per_s=round(first_rate, 1), open_close_ms=Latency(**latency_summary(first_ns)),
+                        scale_files=scale_files, projected_list_s=round(list_s * scale_files / max(keys, 1), 3))
+
+    def raw_command(self, dataset: Location, keys: str, in_flight: int,
+                    io_timeout_s: float) -> tuple[list[str], dict[str, str]]:
+        """The AWS CRT's client (iobench/s3/raw.py, a process of its own) over the listed keys; its environment:
+        this one (the credentials' chain), the location's profile, and this iobench first on the path (`-m
+        iobench.s3.raw` must be this checkout's)."""
+        from iobench.sources.s3 import GIVE_UP  # here: it loads the CRT
+
+        loc = _loc(dataset)
+        env = dict(os.environ)
+        if loc.profile:
+            env["AWS_PROFILE"] = loc.profile
+        top = str(Path(iobench.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([top, *filter(None, [env.get("PYTHONPATH")])])
+        return [sys.executable, "-m", "iobench.s3.raw", "--bucket", loc.bucket, "--region", region(loc),
+                "--in-flight", str(in_flight), "--keys", keys, "--progress", "progress",
+                "--give-up", f"{GIVE_UP * io_timeout_s:g}", *(["--endpoint", loc.endpoint] if loc.endpoint else []),
+                *(["--path-style"] if loc.path_style else [])], env
+
+    def raw_version(self) -> str | None:
+        return version()
+
+    def fuse_folders(self, dataset: Location, mount: Path) -> list[Path]:
+        """The bucket mounted at its top (MOUNT/PREFIX/NAME), the bucket as a folder (MOUNT/BUCKET/PREFIX/NAME), or
+        the --url prefix mounted (MOUNT/NAME)."""
+        loc = _loc(dataset)
+        return list(dict.fromkeys((mount / loc.prefix, mount / loc.bucket / loc.prefix, mount / loc.name)))
+
+
+def _loc(dataset: Location) -> S3Location:
+    assert isinstance(dataset, S3Location), dataset  # a bucket's datasets are prefixes
+    return dataset
 
 
 class S3Home:
