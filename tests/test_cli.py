@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import first_epoch_kept, iobench, make_dataset, needs_root, tree_hashes
 
-from iobench.result import Result
+from iobench.result import SCHEMA, Result
 
 
 def _one_line_error(proc: subprocess.CompletedProcess, *needles: str, code: int = 2) -> None:
@@ -34,7 +34,7 @@ def test_run_end_to_end_writes_a_complete_result(tmp_path):
                    "--engine", "threads", "--threads", "1,4", "--out", str(out), "--json", str(extra), check=True)
     assert "verdict:" in proc.stdout and "files/s" in proc.stdout
     raw = json.loads((out / "result.json").read_text())
-    assert raw["schema"] == "iobench.result/1" and raw["complete"] is True
+    assert raw["schema"] == SCHEMA and raw["complete"] is True
     assert raw["mount"]["path"] and raw["mount"]["fstype"]
     assert raw["dataset"]["files"] == 200 and raw["dataset"]["bytes"] == 200 * 50_000
     runs = raw["runs"]
