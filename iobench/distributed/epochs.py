@@ -146,6 +146,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was gathered in {result_path}") from None
     except Exception as exc:
+        if isinstance(exc, StorageStalled) and exc.left_behind:  # a process stuck in IO preparing the cache
+            ui.warn(exc.left_behind)
         job.fail(first_line(exc))
         if not isinstance(exc, (EnvironmentRefused, OSError)):
             # e.g. this rank's DataLoader workers ended by the launcher, which stops every rank once one died: name
