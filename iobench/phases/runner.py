@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from iobench.engines import Engine
-from iobench.errors import Interrupted, UserError, explain_oserror
+from iobench.errors import Interrupted, UserCodeError, UserError, explain_oserror
 from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
@@ -27,7 +27,7 @@ def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContex
     anywhere (an epoch, eviction, fio) keeps what was measured and raises Interrupted; a storage that stopped
     answering (StorageStalled, from any step: an epoch, a metadata pass, fio, a warm-up) keeps what was measured,
     a training run's partial epoch included, and the processes left behind in IO are warned, then it is raised
-    with where the result was kept."""
+    with where the result was kept; the user's own pipeline raising (UserCodeError) keeps it too."""
     try:
         with ctx.ui.run_plan(plan):
             for phase in phases:
@@ -36,6 +36,10 @@ def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContex
     except KeyboardInterrupt:
         ctx.save()
         raise Interrupted(f"interrupted: {ctx.kept_epochs()}") from None
+    except UserCodeError as exc:  # the user's pipeline raised: what was measured before it is kept
+        ctx.save()
+        exc.kept = ctx.kept()
+        raise
     except StorageStalled as exc:
         if exc.run is not None:  # a training run's epoch, cut short
             ctx.record(exc.run)
