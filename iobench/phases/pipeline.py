@@ -1,8 +1,8 @@
 """`iobench run`: a run as phases over one dataset: metadata (list, stat, open), replay (the loader's
 epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
-mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
-so an interruption loses nothing that was measured. Every measured epoch goes through iobench/phases/epoch.py
-(`measure_epoch`, or `train_epoch` for several GPUs at once); each phase is one function over one RunContext."""
+mitigations. Each phase is one function over one RunContext that produces steps for the one runner
+(phases/runner.py: each step's line, its epoch read through phases/epoch.py, recorded and saved at once, a stall
+or an interruption ending the run with what was measured kept), and makes its own records of them."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import numpy as np
 from iobench import engines, sources, store
 from iobench.answer.client import verdict
 from iobench.answer.client_figures import ceiling
-from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, mark_validity, stats, supply_run
+from iobench.answer.rules import MIN_TRAIN_STEPS, mark_validity, stats, supply_run
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.phases.context import RunContext
-from iobench.phases.epoch import EpochSpec, per_sample_us, steady_training, train_epoch, warm_up
+from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.metadata import metadata_phase
 from iobench.phases.mitigations import (
@@ -224,11 +224,8 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     baseline = cast(Baseline, result.baseline)
     cold, n, root, timeout = state == "cold", len(paths), os.geteuid() == 0, settings.io_timeout_s
-    if cold:
-        with ui.status(f"evicting {n:,} files"):
-            where.evict(paths, timeout_s=timeout)
-    elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
-        warm_up(sources.open("files", manifest), pick, conc, ui, io_timeout_s=timeout)
+    # the sample, in the state asked: fio reads the files the sample names, so warming is reading them
+    prepare_cache(state, paths, sources.open("files", manifest), conc, 0, True, ui, timeout, where=where, warm=pick)
     # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
     # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
     loops = 1 if cold else _fio_loops(result, conc, n)

@@ -1,11 +1,8 @@
-"""The one phase runner: every phase of `iobench run` is a sequence of steps that this module executes, as
-elbencho's one runBenchmarkPhase runs every phase. A phase says what its steps are (what to read, how, under which
-cache state: a progress.Step, the same the run's plan lists for its ETAs, and an EpochSpec) and what it makes of
-their runs; the runner gives each step its line on
-the run's plan (ui.step), prepares the cache and reads the epoch (phases/epoch.measure_epoch: the cache state, the
-engines under the one stall watchdog, host/stall.Watch, the validity rules of answer/rules.mark_validity),
-records and saves what it measured (RunContext.record), and ends the run on a stall or an interruption with what
-was measured kept (`run_phases`, the one handler of both)."""
+"""THE phase runner, as elbencho's one runBenchmarkPhase: a phase produces steps (what to read, how, under which
+cache state: a progress.Step, the one the run's plan lists for its ETAs, and an EpochSpec); the runner gives each its
+line (ui.step), prepares the cache and reads the epoch (epoch.measure_epoch: prepare_cache, the engines under the
+one stall watchdog host/stall.Watch, answer/rules.mark_validity), records and saves the run at once, and is the one
+place a stall or an interruption ends the run with what was measured kept (`run_phases`)."""
 
 from __future__ import annotations
 
