@@ -326,12 +326,9 @@ class Job:
         if since is None or limit is None:
             self._loader_watch = None
             return
-        if self._loader_watch is None:
-            self._loader_watch = Watch(limit + STUCK_S)
-        try:
+        self._loader_watch = self._loader_watch or Watch(limit + STUCK_S)
+        with contextlib.suppress(StorageStalled):
             return self._loader_watch.check(since)
-        except StorageStalled:
-            pass
         if self._kicked is None:
             self._kicked = time.monotonic()
             signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]
