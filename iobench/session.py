@@ -364,10 +364,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
             distributed.lead(job, manifest, settings, result, ui)
             distributed.execute(job, manifest, settings, ui, result, result_path)
-    except (Interrupted, StorageStalled, RankLost, UserCodeError) as exc:
-        if isinstance(exc, UserCodeError):  # the user's pipeline raised: what was measured before it is kept
-            result.save(result_path)
-            exc.kept = f"kept what was measured in {result_path}"
+    except (Interrupted, StorageStalled, RankLost, UserCodeError) as exc:  # what was measured is saved
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc
     except UserError as exc:  # a read that failed mid-run (a key gone, ...): what was measured is saved, reported

@@ -31,9 +31,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from iobench.answer.words import raw_depth, raw_tool, readers
 from iobench.result import Cpu, RawPoint, Result, Run, RunStats
+
+R = TypeVar("R", Run, RawPoint)
 
 # ------------------------------------------------------------------------------------------------- the rules
 
@@ -157,9 +160,10 @@ def consumed(run: Run) -> Run:
     return run.model_copy(update={"samples_per_s": rate, "mb_per_s": round(rate * run.bytes / run.samples / 1e6, 3)})
 
 
-def mark_validity(run: Run) -> Run:
-    """Set `valid` and `invalid_reason` from `validity`."""
-    reason = validity(run)
+def mark_validity(run: R) -> R:
+    """Set `valid` and `invalid_reason` of a loader's run (`validity`) or of a raw baseline's point
+    (`raw_validity`): the one place either is judged as it is measured."""
+    reason = raw_validity(run) if isinstance(run, RawPoint) else validity(run)
     run.valid, run.invalid_reason = reason is None, reason
     return run
 

@@ -29,11 +29,12 @@ from iobench.errors import EnvironmentRefused, Interrupted
 from iobench.gpu.consumer import make_consumer
 from iobench.host.mounts import host_info
 from iobench.host.stall import StorageStalled
+from iobench.phases.context import RunContext
 from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, summarize
 from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
-from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Settings
+from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Run, Settings
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -121,6 +122,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
     workers = settings.concurrency[0]
+    # rank 0 keeps its epochs as the phase runner does (phases/runner.py): the same record, saved after each
+    ctx = RunContext(manifest, settings, result, result_path, ui) if result is not None and result_path else None
     source = store.source("files", manifest, ui)
     engine = engines.make(settings, workers, loader=True)
     epoch = 0
@@ -132,11 +135,13 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                 if error is not None:
                     raise error
                 parts = _gather(job, mine, epoch)
-                if result is not None:
+                if ctx is not None:
                     assert parts is not None  # the rank with the result is rank 0, which gathers
-                    for warning in _record(job, parts, manifest, settings, state, epoch, engine, result):
+                    run, warnings = _merged(job, parts, manifest, settings, state, epoch, engine, result)
+                    for warning in warnings:
                         ui.warn(warning)
-                    result.save(result_path)
+                    ctx.result.warnings.extend(warnings)
+                    ctx.record(run)  # as one host's epochs are: appended and saved at once
     except KeyboardInterrupt:
         job.fail("interrupted (Ctrl-C or SIGTERM)")
         if result is None:
@@ -144,6 +149,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
         result.save(result_path)
         raise Interrupted(f"interrupted: kept what was gathered in {result_path}") from None
     except Exception as exc:
+        if isinstance(exc, StorageStalled) and exc.left_behind:  # a process stuck in IO preparing the cache
+            ui.warn(exc.left_behind)
         job.fail(first_line(exc))
         if not isinstance(exc, (EnvironmentRefused, OSError)):
             # e.g. this rank's DataLoader workers ended by the launcher, which stops every rank once one died: name
@@ -249,11 +256,12 @@ def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
     return out
 
 
-def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
-            result) -> list[str]:
+def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
+            result) -> tuple[Run, list[str]]:
     """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
-    by phases/epoch.summarize as one host's are) and each rank's own figures; returns the warnings added (an epoch
-    whose samples were not all of the manifest's sizes is left out)."""
+    by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; returns the run,
+    for the runner's record, and its warnings (an epoch whose samples were not all of the manifest's sizes is left
+    out)."""
     lat = HdrHistogram.decode(parts[0].latency)
     opens = HdrHistogram.decode(parts[0].opens)
     for p in parts[1:]:
@@ -294,9 +302,7 @@ def _record(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         run.valid, run.invalid_reason = False, (f"samples read another size than the manifest says ({said}): the "
                                                 "dataset changed during the run, or a host's mount shows other files")
         warnings.append(f"epoch {epoch} is left out: {run.invalid_reason}")
-    result.runs.append(run)
-    result.warnings.extend(warnings)
-    return warnings
+    return run, warnings
 
 
 # -- the start of a job: the dataset, the settings, the mounts -------------------------------------------------

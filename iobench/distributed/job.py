@@ -25,7 +25,7 @@ from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
 from iobench.errors import EnvironmentRefused
 from iobench.host.bounded import die_with_parent
 from iobench.host.mounts import usable_cpus
-from iobench.host.stall import StorageStalled
+from iobench.host.stall import StorageStalled, Watch
 
 BEAT_S = 0.5  # heartbeat period of every rank
 LOST_CHECK_S = 3.0  # after a failed collective: how long to watch the heartbeats before naming a lost rank
@@ -116,6 +116,7 @@ class Job:
         self._io_timeout_s: float | None = None
         self._in_loader: float | None = None  # since when the main thread waits in the loader (None: not there)
         self._kicked: float | None = None
+        self._loader_watch: Watch | None = None
         if threading.current_thread() is threading.main_thread():
             signal.signal(STUCK_SIGNAL, self._interrupted)
         self._stop = threading.Event()
@@ -305,7 +306,7 @@ class Job:
         (the main thread is blocked, e.g. on a frozen worker that hands over a batch): the heartbeat thread
         interrupts it with StorageStalled, and should that not free it within STUCK_EXIT_S, the rank fails and
         exits. Armed at the loader's first tick or batch (starting the workers is the loader's to bound)."""
-        self._io_timeout_s, self._in_loader, self._kicked = io_timeout_s, None, None
+        self._io_timeout_s, self._in_loader, self._kicked, self._loader_watch = io_timeout_s, None, None, None
         try:
             yield
         finally:
@@ -320,9 +321,14 @@ class Job:
         self._in_loader = None
 
     def _watch_loader(self) -> None:
+        """The one stall watchdog (host/stall.Watch) on the main thread's last sign of life in the loader."""
         since, limit = self._in_loader, self._io_timeout_s
-        if since is None or limit is None or time.monotonic() - since < limit + STUCK_S:
+        if since is None or limit is None:
+            self._loader_watch = None
             return
+        self._loader_watch = self._loader_watch or Watch(limit + STUCK_S)
+        with contextlib.suppress(StorageStalled):
+            return self._loader_watch.check(since)
         if self._kicked is None:
             self._kicked = time.monotonic()
             signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]

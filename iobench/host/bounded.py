@@ -24,6 +24,7 @@ from iobench.host.stall import (
     GRACE_S,
     KILL_WAIT_S,
     StorageStalled,
+    Watch,
     deliver,
     left_behind_text,
     signals_held,
@@ -70,18 +71,14 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
     try:
         os.close(wfd)
         deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
-        last, last_t = beat.copy(), perf_counter()
+        watch = Watch(timeout_s, lambda waited: stalled(phase if isinstance(phase, str) else phase(beat), waited))
         while not whole_report(report):
             got = read_report(rfd, report)
             if got is False:
                 break
             if got:
                 continue
-            now = perf_counter()
-            if not np.array_equal(beat, last):
-                last, last_t = beat.copy(), now
-            elif now - last_t >= timeout_s:
-                raise stalled(phase if isinstance(phase, str) else phase(beat), timeout_s)
+            watch.check(beat.tobytes())
     except BaseException as exc:
         with stop_signals_deferred(stopping=True):
             ended = stop_child(pid, graceful=False)

@@ -50,23 +50,27 @@ class StorageStalled(EnvironmentRefused):
 
 
 class Watch:
-    """THE judgement of a stall, for every engine, client and backend: no sample finished for `timeout_s`. The
-    caller gives `check` the count of samples finished so far (the recorder's, or what a DataLoader's workers count
-    as they read, ahead of their batches): bytes a process reads (/proc's rchar) are no measure, since an S3
-    client's event loop reads its own wake-ups while the server sends nothing."""
+    """THE one stall watchdog of iobench, for every engine, client, backend and raw tool: nothing moved for
+    `timeout_s`. The caller gives `check` its mark of progress: the count of samples finished so far (the
+    recorder's, or what a DataLoader's workers count as they read, ahead of their batches), or where no sample is
+    seen, what the work says it has done (bounded.in_child's beat, the bytes the CRT client says it received, fio's
+    job processes' counters). Bytes a process reads (/proc's rchar) alone are no measure of an S3 client, whose
+    event loop reads its own wake-ups while the server sends nothing. `stalled(timeout_s)` makes the error."""
 
-    def __init__(self, timeout_s: float):
+    def __init__(self, timeout_s: float, stalled: Callable[[float], StorageStalled] | None = None):
         self.timeout_s = timeout_s
-        self.done = -1
+        self.done: object = -1
         self.since = perf_counter()
+        self.stalled = stalled
 
-    def check(self, done: int, pending: Callable[[], int]) -> None:
-        """Raise StorageStalled (with `pending()` reads outstanding) when `done` has not moved for `timeout_s`."""
+    def check(self, done: object, pending: Callable[[], int] = lambda: 1) -> None:
+        """Raise StorageStalled (with `pending()` reads outstanding) when `done` has not changed for `timeout_s`."""
         now = perf_counter()
         if done != self.done:
             self.done, self.since = done, now
         elif now - self.since >= self.timeout_s:
-            raise StorageStalled.after(pending(), self.timeout_s)
+            raise (self.stalled(self.timeout_s) if self.stalled is not None
+                   else StorageStalled.after(pending(), self.timeout_s))
 
 
 def left_behind_text(pids: tuple[int, ...] | list[int], what: str = "worker process", detail: str = "") -> str | None:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.dataset import Manifest
-from iobench.errors import UserError, explain_oserror
-from iobench.host.stall import StorageStalled
 from iobench.result import Result, Run, Settings
 from iobench.ui import UI
 
@@ -45,20 +43,3 @@ class RunContext:
             said.append(("the partial one" if whole else "the partial epoch") + " it stopped in (complete: false)"
                         if partial == 1 else f"{partial} partial epochs (complete: false)")
         return f"kept {' and '.join(said) or 'no epoch'} in {self.path}"
-
-    def failed(self, error: UserError) -> UserError:
-        """A one-line error that ended an epoch (a GET's: a key gone, throttled past patience), with where the
-        result was kept; the same kind, so the same exit code."""
-        return type(error)(f"{error}; {self.kept()}")
-
-    def keep(self, run: Run, error: BaseException | None, what: str) -> None:
-        """Record an epoch of a phase after the replay, then end the run on its error: a stalled storage with where
-        the result was kept, an OSError in one line saying `what` failed reading the dataset, any other as it is."""
-        self.record(run)
-        if isinstance(error, StorageStalled):
-            raise error.with_note(self.kept()) from None
-        if isinstance(error, UserError):
-            raise self.failed(error) from None
-        if error is not None:
-            raise error if not isinstance(error, OSError) else explain_oserror(
-                error, f"{what} failed reading the dataset {self.manifest.root}")

@@ -299,25 +299,21 @@ def _padded(n: int, noun: str) -> str:
 
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
-                   ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *,
-                   where: store.Store) -> tuple[str | None, float | None]:
-    """Evict for a cold epoch, warm up for a warm one that would start cold; then measure residency (in the
-    client's cache of `where`, the store holding the files). Each part runs where a storage that stops answering
+                   ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *, where: store.Store,
+                   warm: np.ndarray | None = None) -> tuple[str | None, float | None]:
+    """Evict for a cold epoch, warm up for a warm one that would start cold (reading `warm`, or every sample of
+    the source); then measure residency (in the client's cache of `where`, the store holding the files): every
+    cold/warm preparation, an epoch's or fio's. Each part runs where a storage that stops answering
     cannot hold this process: no progress for `io_timeout_s` raises StorageStalled (with the process left behind,
-    if any, named in its `left_behind`, also warned here)."""
-    try:
-        eviction = None
-        if state == "cold":
-            with ui.status(f"evicting {len(paths):,} files"):
-                eviction = where.evict(paths, timeout_s=io_timeout_s)
+    if any, named in its `left_behind`: the runner warns of it)."""
+    eviction = None
+    if state == "cold":
+        with ui.status(f"evicting {len(paths):,} files"):
+            eviction = where.evict(paths, timeout_s=io_timeout_s)
+    resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
+    if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
+        warm_up(source, np.arange(len(source)) if warm is None else warm, conc, ui, io_timeout_s=io_timeout_s)
         resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
-        if state == "warm" and fits_in_ram and resident is not None and resident < WARM_MIN:
-            warm_up(source, np.arange(len(source)), conc, ui, io_timeout_s=io_timeout_s)  # warm right after nothing
-            resident = where.resident(paths, seed=epoch, timeout_s=io_timeout_s)
-    except StorageStalled as exc:
-        if exc.left_behind:
-            ui.warn(exc.left_behind)
-        raise
     return eviction, resident
 
 

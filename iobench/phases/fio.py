@@ -56,7 +56,7 @@ from pathlib import Path
 
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
-from iobench.host.stall import StorageStalled
+from iobench.host.stall import StorageStalled, Watch
 from iobench.phases.fio_job import FioJob, build_job, fio_can_read
 from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_json, parse_fio_output, result_from_json
 from iobench.safefs import write_file
@@ -203,8 +203,9 @@ def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s
     far, for a tool whose /proc counters move while it waits (the CRT's event loops do): both progress and ticks."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True, env=env)
-    t0 = last_t = time.monotonic()
-    last = None
+    t0 = time.monotonic()
+    watch = None if io_timeout_s is None else Watch(
+        io_timeout_s, lambda waited: stalled(f"{tool} ran its baseline", waited, _stop(proc), f"{tool} process"))
     try:
         while True:
             try:
@@ -218,12 +219,8 @@ def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s
                 break
             if on_tick is not None:
                 on_tick(_bytes_read(proc.pid) if done is None else done())
-            if io_timeout_s is not None:
-                progress = _progress(proc.pid) if done is None else done()
-                if progress != last:
-                    last, last_t = progress, now
-                elif now - last_t >= io_timeout_s:
-                    raise stalled(f"{tool} ran its baseline", io_timeout_s, _stop(proc), f"{tool} process")
+            if watch is not None:
+                watch.check(_progress(proc.pid) if done is None else done())
     except StorageStalled:
         raise
     except BaseException:  # Ctrl-C: fio, in a session of its own, would read on

@@ -22,8 +22,11 @@ from iobench.dataset.paths import PathTable
 from iobench.engines import Engine
 from iobench.errors import UserError
 from iobench.phases.context import RunContext
-from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
+from iobench.phases.epoch import EpochSpec, Lane
 from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
+from iobench.phases.runner import epoch as epoch_of
+from iobench.phases.runner import step
+from iobench.progress import Step
 from iobench.record.order import epoch_order
 from iobench.result import FuseView, Run
 from iobench.sources import Source
@@ -49,7 +52,8 @@ def object_mitigations(ctx: RunContext) -> None:
     readers = baseline_readers(result)
     base_rate = 0.0
     for v in object_variants(settings.in_flight):
-        with ui.step("mitigations", v.name, len(manifest)):  # the pack's upload included, when it is missing
+        # the pack's upload included, when it is missing
+        with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):
             source = v.open(manifest, ui)
             pack = source.describe()
             engine = engines.make(settings, readers, depth=v.depth)
@@ -76,7 +80,7 @@ def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.n
 
 def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, label: str,
            order: np.ndarray | None, kind: str) -> tuple[Run, Lane]:
-    """One cold epoch of the comparison, kept at once; a failure ends the run as the mitigations' do."""
+    """One cold epoch of the comparison, through the runner (kept at once; a failure ends the run)."""
     settings, result = ctx.settings, ctx.result
     epoch = len(result.runs) + 1
     spec = EpochSpec(kind, "cold", epoch, settings.seed, None, result.dataset.fits_in_ram,
@@ -85,11 +89,10 @@ def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, 
                      mitigation=label, io_timeout_s=settings.io_timeout_s)
     lanes: list[Lane] = []
     try:
-        run, error = measure_epoch(engine, source, manifest, spec, ctx.ui, keep=lanes)
+        run = epoch_of(ctx, None, engine, source, spec, keep=lanes)
     finally:
         engine.close()
         source.close()
-    ctx.keep(run, error, label)
     return run, lanes[0]
 
 
@@ -146,7 +149,7 @@ def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
     rates = []
     runs = []
     for label, m in (("objects", manifest), ("fuse-view", fuse)):
-        with ui.step("fuse view", label, len(manifest)):
+        with step(ctx, Step("fuse view", label, len(manifest), "fuse view")):
             source = store.source("files", m, ui)
             run, _ = _epoch(ctx, engines.make(settings, readers), source, m, label, order, "shuffled")
         runs.append(run)

@@ -1,15 +1,14 @@
 """`iobench run`: a run as phases over one dataset: metadata (list, stat, open), replay (the loader's
 epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
-mitigations. Each phase appends records of its own kind to the result, which is saved after every record,
-so an interruption loses nothing that was measured. Every measured epoch goes through iobench/phases/epoch.py
-(`measure_epoch`, or `train_epoch` for several GPUs at once); each phase is one function over one RunContext."""
+mitigations. Each phase is one function over one RunContext that produces steps for the one runner
+(phases/runner.py: each step's line, its epoch read through phases/epoch.py, recorded and saved at once, a stall
+or an interruption ending the run with what was measured kept), and makes its own records of them."""
 
 from __future__ import annotations
 
 import math
 import os
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import cast
 
@@ -18,15 +17,12 @@ import numpy as np
 from iobench import engines, store
 from iobench.answer.client import verdict
 from iobench.answer.client_figures import ceiling
-from iobench.answer.rules import MIN_TRAIN_STEPS, WARM_MIN, raw_validity, stats, supply_run
+from iobench.answer.rules import MIN_TRAIN_STEPS, mark_validity, stats, supply_run
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
-from iobench.engines import Engine
-from iobench.errors import Interrupted, UserError, explain_oserror
-from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
-from iobench.phases.epoch import EpochSpec, measure_epoch, per_sample_us, steady_training, train_epoch, warm_up
+from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
 from iobench.phases.mitigations import (
     STREAM_NOTE,
@@ -40,12 +36,13 @@ from iobench.phases.mitigations import (
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
 from iobench.phases.raw_objects import objects_baseline
+from iobench.phases.runner import epoch as epoch_of
+from iobench.phases.runner import run_phases, step
 from iobench.pipelines import RAW
 from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Run, Settings
-from iobench.sources import Source
 from iobench.ui import UI
 
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
@@ -61,19 +58,11 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     """Run the phases the settings ask for; save after each record; finish with the verdict."""
     ctx = RunContext(manifest, settings, result, result_path, ui)
     fuse = fuse_manifest(manifest, settings.fuse_view) if settings.fuse_view else None  # refused before measuring
-    try:
-        with ui.run_plan(plan_of(len(manifest), settings, store.open(manifest.root))):
-            for wanted, phase in ((settings.metadata, _metadata), (settings.replay, _replay),
-                                  (settings.raw_baseline, _fio),
-                                  (settings.replay and settings.rate_per_gpu is not None, _training),
-                                  (settings.mitigations, _mitigations),
-                                  (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse)))):
-                if wanted:
-                    phase(ctx)
-                    ui.tables(result)  # each phase's table as it ends
-    except KeyboardInterrupt:  # between epochs (eviction, residency check): keep what was measured
-        ctx.save()
-        raise Interrupted(f"interrupted: {ctx.kept_epochs()}") from None
+    wanted = ((settings.metadata, _metadata), (settings.replay, _replay), (settings.raw_baseline, _fio),
+              (settings.replay and settings.rate_per_gpu is not None, _training), (settings.mitigations, _mitigations),
+              (fuse is not None, lambda c: fuse_phase(c, cast(Manifest, fuse))))
+    run_phases(ctx, plan_of(len(manifest), settings, store.open(manifest.root)),
+               [phase for want, phase in wanted if want])
     return finish(result, result_path)
 
 
@@ -135,24 +124,11 @@ def finish(result: Result, result_path: Path) -> Result:
 def _metadata(ctx: RunContext) -> None:
     manifest, settings, where = ctx.manifest, ctx.settings, store.open(ctx.manifest.root)
     for state in settings.cache:
-        try:
-            with (ctx.ui.step("metadata", f"{state}, {len(manifest):,} files", len(manifest)),
-                  ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} {where.items}, {where.probes}")):
-                ctx.result.metadata.append(where.metadata(manifest, state, settings.scale_files, settings.seed,
-                                                          timeout_s=settings.io_timeout_s))
-        except StorageStalled as exc:
-            _stalled(exc, ctx)
+        with (step(ctx, Step("metadata", f"{state}, {len(manifest):,} files", len(manifest), "metadata")),
+              ctx.ui.status(f"metadata, {state}: listing {len(manifest):,} {where.items}, {where.probes}")):
+            ctx.result.metadata.append(where.metadata(manifest, state, settings.scale_files, settings.seed,
+                                                      timeout_s=settings.io_timeout_s))
         ctx.save()
-
-
-def _stalled(exc: StorageStalled, ctx: RunContext) -> None:
-    """A phase outside the epochs stalled: keep the result (and the process left behind, if any) and stop as the
-    replay does."""
-    if exc.left_behind:
-        ctx.result.warnings.append(exc.left_behind)
-        ctx.ui.warn(exc.left_behind)
-    ctx.save()
-    raise exc.with_note(ctx.kept()) from None
 
 
 def _replay(ctx: RunContext) -> None:
@@ -186,9 +162,10 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                                 epoch += 1
                                 spec = EpochSpec(order, state, epoch, settings.seed, result.mount.device,
                                                  result.dataset.fits_in_ram, io_timeout_s=settings.io_timeout_s)
-                                with ui.step("replay", f"{state}, {_readers(settings, conc, depth)}", len(manifest),
-                                             f"replay {state}"):
-                                    _one_epoch(ctx, engine, source, spec, repeat=repeat)
+                                run = epoch_of(ctx, Step("replay", f"{state}, {_readers(settings, conc, depth)}",
+                                                         len(manifest), f"replay {state}"),
+                                               engine, source, spec, repeat=repeat)
+                                _warn_on(run, result, ui)
                     finally:
                         engine.close()
         finally:
@@ -196,35 +173,12 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
     return epoch
 
 
-def _one_epoch(ctx: RunContext, engine: Engine, source: Source, spec: EpochSpec, repeat: int = 0) -> None:
-    run, error = measure_epoch(engine, source, ctx.manifest, spec, ctx.ui)
-    run.repeat = repeat
-    left_behind = engine.left_behind
-    if left_behind:  # readers stuck in IO that were left behind (a stall, or Ctrl-C on a hung storage)
-        ctx.result.warnings.append(left_behind)
-        ctx.ui.warn(left_behind)
-    ctx.record(run)
-    kept = ctx.kept_epochs()
-    if isinstance(error, StorageStalled):
-        raise error.with_note(ctx.kept()) from None
-    if isinstance(error, UserError):
-        raise ctx.failed(error) from None
-    if isinstance(error, OSError):
-        raise explain_oserror(error, f"reading the dataset {ctx.manifest.root} failed ({kept})")
-    if error is not None:
-        raise Interrupted(f"interrupted: {kept}")
-    _warn_on(run, ctx.result, ctx.ui)
-
-
 def _fio(ctx: RunContext) -> None:
     """The raw baseline (fio on (a sample of) the same files; on objects, the raw S3 client over every key), per
     concurrency and cache state; then each loader run's efficiency against it."""
     where = store.open(ctx.manifest.root)
     if where.raw != "fio":  # a program of the store's own (store/s3.py: the CRT client)
-        try:
-            objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / where.raw, ctx.save)
-        except StorageStalled as exc:
-            _stalled(exc, ctx)
+        objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / where.raw, ctx.save)
         return _efficiency(ctx)
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     baseline = result.baseline = Baseline(tool="fio", tool_version=fio_version())
@@ -247,7 +201,7 @@ def _fio(ctx: RunContext) -> None:
     sizes = manifest.sizes[pick].tolist()
     for conc in settings.fio_jobs(n):
         for state in settings.cache:
-            with ui.step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}"):
+            with step(ctx, Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")):
                 if not _fio_point(ctx, where, paths, sizes, pick, conc, state):
                     return
     _efficiency(ctx)
@@ -271,14 +225,8 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     baseline = cast(Baseline, result.baseline)
     cold, n, root, timeout = state == "cold", len(paths), os.geteuid() == 0, settings.io_timeout_s
-    try:
-        if cold:
-            with ui.status(f"evicting {n:,} files"):
-                where.evict(paths, timeout_s=timeout)
-        elif (where.resident(paths, timeout_s=timeout) or 0.0) < WARM_MIN:
-            warm_up(store.source("files", manifest), pick, conc, ui, io_timeout_s=timeout)
-    except StorageStalled as exc:
-        _stalled(exc, ctx)
+    # the sample, in the state asked: fio reads the files the sample names, so warming is reading them
+    prepare_cache(state, paths, store.source("files", manifest), conc, 0, True, ui, timeout, where=where, warm=pick)
     # Cold: the best of FIO_COLD_REPEATS runs, each from an evicted cache (one cold run on a shared machine
     # can be 2x off). Warm: enough loops over the files for ~1 s of reads (a loop would not be cold).
     loops = 1 if cold else _fio_loops(result, conc, n)
@@ -291,8 +239,6 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
                           repeats=FIO_COLD_REPEATS if cold else 1,
                           prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
                           name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
-    except StorageStalled as exc:
-        _stalled(exc, ctx)
     except FioError as exc:
         baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
         ui.warn(baseline.note)
@@ -306,9 +252,7 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
         cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
         repeats=res.repeats, runs_samples_per_s=[round(x, 2) for x in res.runs_files_per_s],
         at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
-    point = baseline.points[-1]
-    point.invalid_reason = raw_validity(point)
-    point.valid = point.invalid_reason is None
+    mark_validity(baseline.points[-1])
     ctx.save()
     return True
 
@@ -390,8 +334,8 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
         for repeat in range(2):  # the run, and once more where the rule asks (its AU near the target)
             done: list[Run] = []  # this run's epochs (--epochs N: N of them)
             try:
-                with ui.step("training", f"{n} GPU{'s' * (n > 1)} x {workers} worker{'s' * (workers > 1)}",
-                             len(manifest) * settings.epochs):
+                with step(ctx, Step("training", f"{n} GPU{'s' * (n > 1)} x {workers} worker{'s' * (workers > 1)}",
+                                    len(manifest) * settings.epochs, "training")):
                     for _ in range(settings.epochs):
                         epoch += 1
                         done.append(train_epoch(manifest, settings, n, workers, epoch, result.mount.device,
@@ -401,11 +345,8 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
                                                 pipeline=pipeline))
                         if not done[-1].valid:
                             break
-            except StorageStalled as exc:  # keep the partial training run, then stop as the replay does
-                ctx.record(*done, *([exc.run] if exc.run is not None else []))
-                raise exc.with_note(ctx.kept()) from None
-            except BaseException:  # Ctrl-C: the epochs it finished are kept, each as its own run
-                ctx.record(*done)
+            except BaseException:  # a stall, Ctrl-C: the epochs it finished are kept, each as its own run (the runner
+                ctx.record(*done)  # keeps a stalled epoch's partial run and ends the run)
                 raise
             run = steady_training(done)
             run.repeat = repeat
@@ -439,7 +380,7 @@ def _mitigations(ctx: RunContext) -> None:
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
         epoch += 1
-        with ui.step("mitigations", v.name, len(manifest)):  # a pack's making included
+        with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):  # a pack's making included
             source = v.open(manifest, ui)
             pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
             engine = engines.make(settings, v.readers or readers)
@@ -449,12 +390,10 @@ def _mitigations(ctx: RunContext) -> None:
                                  order_array=epoch_order_for(v, source, len(manifest), settings.seed, epoch),
                                  willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
                 ahead = read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else None
-                with ahead or nullcontext():
-                    run, error = measure_epoch(engine, source, manifest, spec, ui)
+                run = epoch_of(ctx, None, engine, source, spec, around=ahead)
             finally:
                 engine.close()
                 source.close()
-        ctx.keep(run, error, f"mitigation {v.name}")
         base_rate = base_rate or run.samples_per_s
         result.mitigations.append(entry(run, v.name, base_rate, settings, pack,
                                         note=STREAM_NOTE if v.stream else None))

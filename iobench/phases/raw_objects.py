@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from iobench import store
-from iobench.answer.rules import raw_validity
+from iobench.answer.rules import mark_validity
 from iobench.dataset import Manifest
-from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled
+from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.phases.epoch import per_sample_us
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
 from iobench.record.recorder import Counters
@@ -109,7 +109,7 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                      save: Callable[[], None]) -> None:
     """The raw client over every key of the dataset, per depth and cache state, each point kept in the baseline as
     fio's are, its JSON in `folder` and the result saved (`save`) after each (a failure ends the phase with the
-    baseline's note saying how; a stall raises StorageStalled)."""
+    baseline's note saying how; a stall raises StorageStalled, for the runner to keep what was measured)."""
     where = store.open(manifest.root)
     tool = where.raw
     baseline = result.baseline = Baseline(tool=tool, tool_version=where.raw_version())
@@ -133,9 +133,6 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                     ui.warn(baseline.note)
                     save()
                     return
-                except StorageStalled:
-                    save()
-                    raise
             folder.mkdir(parents=True, exist_ok=True)
             write_file(folder / f"{name}.json", res.raw_json + "\n")
             baseline.points.append(RawPoint(
@@ -145,7 +142,5 @@ def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui:
                 setup_s=round(res.setup_s, 3), program=res.command, cpu=Cpu(**counters.result()["cpu"]),
                 cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
                 throttled=res.throttled, json_file=f"{tool}/{name}.json"))
-            point = baseline.points[-1]
-            point.invalid_reason = raw_validity(point)
-            point.valid = point.invalid_reason is None
+            mark_validity(baseline.points[-1])
             save()

@@ -1,0 +1,84 @@
+"""THE phase runner, as elbencho's one runBenchmarkPhase: a phase produces steps (what to read, how, under which
+cache state: a progress.Step, the one the run's plan lists for its ETAs, and an EpochSpec); the runner gives each its
+line (ui.step), prepares the cache and reads the epoch (epoch.measure_epoch: prepare_cache, the engines under the
+one stall watchdog host/stall.Watch, answer/rules.mark_validity), records and saves the run at once, and is the one
+place a stall or an interruption ends the run with what was measured kept (`run_phases`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+from iobench.engines import Engine
+from iobench.errors import Interrupted, UserCodeError, UserError, explain_oserror
+from iobench.host.stall import StorageStalled
+from iobench.phases.context import RunContext
+from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
+from iobench.progress import Plan, Step
+from iobench.result import Run
+from iobench.sources import Source
+
+
+def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContext], None]]) -> None:
+    """Each phase in turn, its table printed as it ends. The one place a run ends early: Ctrl-C or a stop signal
+    anywhere (an epoch, eviction, fio) keeps what was measured and raises Interrupted; a storage that stopped
+    answering (StorageStalled, from any step: an epoch, a metadata pass, fio, a warm-up) keeps what was measured,
+    a training run's partial epoch included, and the processes left behind in IO are warned, then it is raised
+    with where the result was kept; the user's own pipeline raising (UserCodeError) keeps it too."""
+    try:
+        with ctx.ui.run_plan(plan):
+            for phase in phases:
+                phase(ctx)
+                ctx.ui.tables(ctx.result)
+    except KeyboardInterrupt:
+        ctx.save()
+        raise Interrupted(f"interrupted: {ctx.kept_epochs()}") from None
+    except UserCodeError as exc:  # the user's pipeline raised: what was measured before it is kept
+        ctx.save()
+        exc.kept = ctx.kept()
+        raise
+    except StorageStalled as exc:
+        if exc.run is not None:  # a training run's epoch, cut short
+            ctx.record(exc.run)
+        left_behind(ctx, exc.left_behind)
+        ctx.save()
+        raise exc.with_note(ctx.kept()) from None
+
+
+@contextmanager
+def step(ctx: RunContext, at: Step) -> Iterator[None]:
+    """One step of the run's plan (an epoch, a fio point, a metadata pass): named on the run's line and timed for
+    the ETAs of the steps to come."""
+    with ctx.ui.step(at.phase, at.what, at.work, at.kind):
+        yield
+
+
+def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec: EpochSpec, *,
+          around: AbstractContextManager | None = None, keep: list[Lane] | None = None,
+          repeat: int | None = None) -> Run:
+    """One measured epoch: `at` its step (None: the caller's step, which also opened the source), the cache
+    prepared and the epoch read by `engine` from `source` (within `around`, e.g. a read-ahead set for it), the run
+    recorded and saved at once. An epoch cut short is recorded too, then ends the run: a GET's one-line error and
+    a read error each with where the result was kept, a stall or Ctrl-C through `run_phases`."""
+    with step(ctx, at) if at is not None else nullcontext(), around or nullcontext():
+        run, error = measure_epoch(engine, source, ctx.manifest, spec, ctx.ui, keep=keep)
+    if repeat is not None:
+        run.repeat = repeat
+    left_behind(ctx, engine.left_behind)  # readers stuck in IO (a stall, or Ctrl-C on a hung storage)
+    ctx.record(run)
+    if isinstance(error, StorageStalled):  # a UserError too: its note is run_phases'
+        raise error
+    if isinstance(error, UserError):
+        raise type(error)(f"{error}; {ctx.kept()}") from None
+    if isinstance(error, OSError):
+        raise explain_oserror(error, f"reading the dataset {ctx.manifest.root} failed ({ctx.kept_epochs()})")
+    if error is not None:
+        raise error
+    return run
+
+
+def left_behind(ctx: RunContext, words: str | None) -> None:
+    """Warn, once, of readers left behind stuck in IO."""
+    if words and words not in ctx.result.warnings:
+        ctx.result.warnings.append(words)
+        ctx.ui.warn(words)
