@@ -26,7 +26,7 @@ GOLDEN = Path(__file__).resolve().parent / "data" / "golden" / "local.json"
 
 
 def _context(manifest: Manifest, folder: Path) -> RunContext:
-    result = Result.model_validate_json(GOLDEN.read_text())
+    result = Result.load(GOLDEN)
     result.runs = []
     settings = Settings(orders=["shuffled"], concurrency=[2], cache=["cold"], epochs=1, seed=0, engine="threads")
     return RunContext(manifest, settings, result, folder / "result.json", UI(quiet=True))
