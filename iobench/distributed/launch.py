@@ -131,7 +131,7 @@ def launch(ranks: int, argv: list[str], timeout_s: float) -> int:
             pass  # `got` says which
         except (RuntimeError, ValueError, OSError) as exc:  # the rendezvous: its store could not start
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise EnvironmentRefused(f"cannot start the ranks on localhost: {why}") from None
+            raise EnvironmentRefused(f"cannot start the ranks' rendezvous store on localhost: {why}") from None
         finally:
             for s in old:  # from here on a signal is only noted: the ranks are gone
                 signal.signal(s, lambda signum, frame: got.append(signum))
@@ -163,7 +163,8 @@ class _Watch(threading.Thread):
             now = time.monotonic()
             self._look(now)
             done = (self.folder / COMPLETE).exists()
-            if self.ending or (0 in self.ended and not done):  # torch stops every rank: a frozen one must run
+            failed = any(r == 0 and not done or (self.folder / f"{HELD}{r}").exists() for r in self.ended)
+            if self.ending or failed:  # torch stops every rank: a frozen one must run to act on it
                 self._each(signal.SIGCONT)
             elif since is None and (done or 0 in self.ended):
                 since = now
