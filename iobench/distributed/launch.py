@@ -1,27 +1,20 @@
 """`iobench run --ranks P`: P ranks on this host through torch's own launcher (`elastic_launch`, as `torchrun
---standalone --nproc-per-node P -m iobench ...`), plus what iobench needs that torch's launcher has no hook for.
+--standalone --nproc-per-node P -m iobench ...`), and the rules of how the job ends that it has no hook for.
 
-torch's launcher does: the c10d rendezvous and its store on a free local port (held by this process, so it outlives
-any rank and the others still read why one failed), each rank's environment, each rank in a session of its own (a
-signal to its process group reaches its DataLoader workers), watching the ranks, and stopping them all (SIGTERM, then
-SIGKILL after a grace) once one failed or a signal came here.
+torch's launcher holds the c10d rendezvous store on a free local port, gives each rank its environment and a
+session of its own (a signal to its process group reaches its DataLoader workers), watches the ranks, and stops
+them all (SIGTERM, SIGKILL after a grace) once one failed or a signal came. What iobench adds, and why
+(docs/architecture.md, docs/distributed.md):
+- Rank 0 speaks for the job: the other ranks' "iobench: ..." lines are held in files (`hold`) and shown only when
+  rank 0 could not speak; a rank that fails waits (job.py) for rank 0 to name it, as torch stops every rank at
+  once; a rank killed outright is named here, from torch's ChildFailedError. torch's own log lines are silenced.
+- A bounded end: torch waits for every rank without a limit once rank 0 ended; the watch here stops those still
+  running --timeout after rank 0's result is complete (SIGTERM and SIGCONT, SIGKILL after the grace), and the
+  result stands. A frozen rank (SIGSTOP) is continued once the job ends, so that it acts on torch's SIGTERM.
+- Ctrl-C, SIGTERM or SIGHUP here end in one line and 128 + the signal (torch's own handler ends in a traceback):
+  the handlers are this module's and hand the stop to torch's agent as its SignalException.
 
-What iobench still does itself, and why (docs/architecture.md says it too):
-- Rank 0 speaks for the job. torch waits for every rank without a bound once rank 0 ended: the watch here stops the
-  others --timeout after rank 0's result is complete (SIGTERM and SIGCONT, SIGKILL after the grace), and the result
-  stands. torch stops every rank the moment one fails: a rank that fails leaves the job and then waits, bounded, for
-  rank 0 to name it (job.py); a rank killed outright is named here. Once its result is complete rank 0 finishes
-  its reports through torch's SIGTERM (job.py).
-- A frozen rank (SIGSTOP) must run to act on torch's SIGTERM, and torch's grace after a failure is a fixed 30 s: the
-  watch continues every rank once rank 0 ended without its result, or a signal came.
-- Ctrl-C, SIGTERM or SIGHUP here end in one line and 128 + the signal, naming where rank 0 kept what was gathered
-  (torch's own handler ends in a SignalException traceback): the handlers are this module's and hand the stop to
-  torch's agent as its SignalException (SIGTERM to every rank, whatever came); a second one kills them at once.
-- The other ranks' one-line errors ("iobench: ...") are held in files (`hold`) and shown only when rank 0 could not
-  speak; torch's own log lines are silenced. Rank 0's stderr is the terminal (torch redirects nothing).
-- Each rank dies with this process should it be killed outright (job.py sets its parent-death signal).
-
-Rank 0 tells this process where its result is (and when it is complete), and every rank its pid, through files in a
+Rank 0 tells this process where its result is (and when it is complete), and each rank its pid, through files in a
 private folder (IOBENCH_LAUNCH_DIR); `note` writes them."""
 
 from __future__ import annotations
@@ -278,19 +271,19 @@ def _held(folder: Path, rank: int) -> list[str]:
 
 def alive(pid: int) -> bool:
     """The process runs (a zombie does not: torch's agent reaps it on its next look)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return _stat(pid) not in ("", "Z")
 
 
 def _state(pid: int) -> str:
     """What a process is doing, in words, when it is not simply running ("" then)."""
+    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}.get(_stat(pid), "")
+
+
+def _stat(pid: int) -> str:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return ""
-    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}.get(fields[0], "")
 
 
 def _read(path: Path) -> str | None:
