@@ -301,6 +301,9 @@ def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Location
         return None
     except BaseException as exc:
         job.fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if not isinstance(exc, KeyboardInterrupt):  # a stop is the launcher's: nothing to wait for
+            job.close()  # first: rank 0's collective ends at once
+            job.await_rank_0()
         raise
     finally:
         job.close()

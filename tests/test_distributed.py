@@ -313,6 +313,8 @@ def test_a_rank_killed_mid_run_ends_the_run_named_and_leaves_nothing(mount: Path
     try:
         ranks = _ranks_of(str(out))
         assert set(ranks) == {0, 1}
+        # started by torch's own launcher (its agent gives each rank an error file and its run id), in this process
+        assert all("TORCHELASTIC_ERROR_FILE" in p.environ() and p.ppid() == proc.pid for p in ranks.values())
         victim = ranks[1].pid
         killed = time.monotonic()
         os.kill(victim, signal.SIGKILL)

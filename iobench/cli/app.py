@@ -14,6 +14,7 @@ from iobench import __version__
 from iobench.cli import signal_words
 from iobench.cli.commands import clean, compare, gen, gpu_rate, gpus, pack, plan_cmd, report, schema, workloads
 from iobench.cli.run import fio_cmd, run
+from iobench.distributed.launch import hold
 from iobench.errors import (
     EXIT_REFUSED,
     EXIT_STDOUT_CLOSED,
@@ -41,6 +42,8 @@ for _command in (gen, run, fio_cmd, pack, report, compare, plan_cmd, gpus, gpu_r
 
 
 def err(msg: str) -> None:
+    if hold(f"iobench: {msg}"):  # a rank of --ranks other than 0: rank 0 speaks for the job
+        return
     with suppress(OSError, ValueError):  # stderr gone too: the exit code says it
         click.echo(f"iobench: {msg}", err=True)
 

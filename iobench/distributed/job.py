@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from iobench.distributed.launch import LAUNCHER_PID_ENV, launched, stopping
+from iobench.distributed.launch import DIAGNOSIS_S, LAUNCHER_PID_ENV, PID, alive, complete, hold, launched, note
 from iobench.errors import EnvironmentRefused
 from iobench.host.bounded import die_with_parent
 from iobench.host.mounts import usable_cpus
@@ -92,7 +92,7 @@ class Job:
         import torch.distributed as dist
 
 
-        _launched_rank()
+        _launched_rank(w.rank)
         self.w = w
         self.timeout_s = timeout_s
         self.dist = dist
@@ -337,8 +337,10 @@ class Job:
                 self._stalled()
             except StorageStalled as exc:
                 self.fail(str(exc))
-                with contextlib.suppress(OSError):
-                    os.write(2, f"iobench: error: {exc}\n".encode())
+                if not hold(f"iobench: error: {exc}"):
+                    with contextlib.suppress(OSError):
+                        os.write(2, f"iobench: error: {exc}\n".encode())
+            self.await_rank_0()
             os._exit(3)
 
     def _interrupted(self, signum: int, frame: object) -> None:
@@ -357,6 +359,16 @@ class Job:
         with contextlib.suppress(Exception):  # leaving a job that already broke
             self.dist.destroy_process_group()
 
+    def await_rank_0(self) -> None:
+        """A rank of `iobench run --ranks` other than 0 that failed: torch's launcher stops every rank the moment
+        one ends badly, so this one stays until rank 0 (told why by `fail`) has named it and ended, at most
+        --timeout and the diagnosis; the launcher's SIGTERM then ends it quietly."""
+        if launched() is None or self.w.rank == 0 or not self.peers:
+            return
+        deadline = time.monotonic() + self.timeout_s + DIAGNOSIS_S
+        while time.monotonic() < deadline and alive(self.peers[0].pid):
+            time.sleep(POLL_S)
+
 
 def _mount_namespace() -> str:
     try:
@@ -365,22 +377,25 @@ def _mount_namespace() -> str:
         return ""
 
 
-def _launched_rank() -> None:
-    """A rank of `iobench run --ranks`: it dies with the launcher should that be killed outright, and leaves without
-    a word when the launcher stops it (the launcher says how the job ended)."""
+def _launched_rank(rank: int) -> None:
+    """A rank of `iobench run --ranks`: it tells the launcher its pid, dies with the launcher should that be killed
+    outright, and leaves without a word when stopped (a SIGTERM here is the launcher's, which says how the job
+    ended); rank 0 with its result complete finishes its reports instead."""
     if launched() is None or threading.current_thread() is not threading.main_thread():
         return
+    note(f"{PID}{rank}", str(os.getpid()))
     die_with_parent()
     if str(os.getppid()) != os.environ.get(LAUNCHER_PID_ENV):  # the launcher went before that took effect
         os._exit(3)
     before = signal.getsignal(signal.SIGTERM)
 
     def quietly(signum: int, frame: Any) -> None:
-        if stopping():
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            for fd in (1, 2):
-                os.dup2(devnull, fd)
-            os.close(devnull)
+        if rank == 0 and complete():  # another rank ended badly after the result: the result stands
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
         if callable(before):
             before(signum, frame)
         elif before != signal.SIG_IGN:

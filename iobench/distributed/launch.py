@@ -1,42 +1,38 @@
-"""`iobench run --ranks P`: P ranks on this host, started and watched by this process.
+"""`iobench run --ranks P`: P ranks on this host through torch's own launcher (`elastic_launch`, as `torchrun
+--standalone --nproc-per-node P -m iobench ...`), and the rules of how the job ends that it has no hook for.
 
-It does for one host what torchrun's launcher does (the rendezvous store on a free local port, held here;
-torchrun's environment for each rank; each rank in a session of its own, so that a signal to its process group
-reaches its DataLoader workers and not this process) and owns how the job ends, so that every way it ends is
-bounded and said in one line:
+torch's launcher holds the c10d rendezvous store on a free local port, gives each rank its environment and a
+session of its own (a signal to its process group reaches its DataLoader workers), watches the ranks, and stops
+them all (SIGTERM, SIGKILL after a grace) once one failed or a signal came. What iobench adds, and why
+(docs/architecture.md, docs/distributed.md):
+- Rank 0 speaks for the job: the other ranks' "iobench: ..." lines are held in files (`hold`) and shown only when
+  rank 0 could not speak; a rank that fails waits (job.py) for rank 0 to name it, as torch stops every rank at
+  once; a rank killed outright is named here, from torch's ChildFailedError. torch's own log lines are silenced.
+- A bounded end: torch waits for every rank without a limit once rank 0 ended; the watch here stops those still
+  running --timeout after rank 0's result is complete (SIGTERM and SIGCONT, SIGKILL after the grace), and the
+  result stands. A frozen rank (SIGSTOP) is continued once the job ends, so that it acts on torch's SIGTERM.
+- Ctrl-C, SIGTERM or SIGHUP here end in one line and 128 + the signal (torch's own handler ends in a traceback):
+  the handlers are this module's and hand the stop to torch's agent as its SignalException.
 
-- Rank 0 speaks for the job. Once its result is complete, or once it ended, every other rank gets --timeout to
-  end on its own and is then stopped; once rank 0 failed, the others are stopped at once (nothing is left to wait
-  for). A rank that ended badly while rank 0 still runs leaves rank 0 time to name it (--timeout and the
-  diagnosis); then rank 0 is stopped too.
-- Stopping a rank: SIGTERM to its process group, then SIGCONT (a stopped rank must run to act on it), SIGKILL
-  after the grace. The ranks know this launcher stopped them (its stopping file exists) and end without a word:
-  this process says how the job ended.
-- The other ranks' stderr passes through here: their one-line errors ("iobench: ...") are held and shown only
-  when rank 0 could not speak (it was killed or stopped), or after its complete result; anything else passes at
-  once. Rank 0's stderr is this process's own (its progress bars need the terminal).
-- Ctrl-C, SIGTERM or SIGHUP here stops every rank (a second one kills them at once) and ends with 128 + the
-  signal, naming where rank 0 kept what was gathered, if it wrote a result.
-- Each rank dies with this process should it be killed outright (job.py sets its parent-death signal).
-
-Rank 0 tells this process where its result is (and when it is complete) through files in a private folder
-(IOBENCH_LAUNCH_DIR); `note` writes them."""
+Rank 0 tells this process where its result is (and when it is complete), and each rank its pid, through files in a
+private folder (IOBENCH_LAUNCH_DIR); `note` writes them."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
 import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iobench.errors import EnvironmentRefused
 from iobench.safefs import write_file
@@ -45,10 +41,11 @@ LAUNCH_DIR_ENV = "IOBENCH_LAUNCH_DIR"  # the launcher's private folder, in each 
 LAUNCHER_PID_ENV = "IOBENCH_LAUNCHER_PID"
 RESULT = "result"  # rank 0 writes its result.json's path here before its first epoch
 COMPLETE = "complete"  # and this once that result is complete
-STOPPING = "stopping"  # made by the launcher before it signals ranks: a SIGTERM then comes from it
+PID = "pid."  # + the rank: its pid, written as it joins (torch's launcher does not say it)
+HELD = "held."  # + the rank: the "iobench: ..." lines of a rank other than 0
 POLL_S = 0.1
-KILL_WAIT_S = 5.0  # after SIGKILL: a process still there is stuck in uninterruptible IO and is left behind
 DIAGNOSIS_S = 5.0  # rank 0's diagnosis of a lost rank (job.LOST_CHECK_S) and saving what was gathered
+STOP_CODES = (128 + signal.SIGTERM, -signal.SIGTERM, -signal.SIGKILL)  # how a rank that torch stopped ends
 
 
 def grace_s(timeout_s: float) -> int:
@@ -64,225 +61,229 @@ def launched() -> Path | None:
 
 
 def note(name: str, text: str = "") -> None:
-    """Rank 0 tells the launcher something (RESULT: its result's path; COMPLETE: that result is complete)."""
-
+    """Tell the launcher something (RESULT: rank 0's result's path; COMPLETE: that result is complete; PID)."""
     d = launched()
     if d is not None:
         with contextlib.suppress(OSError):  # the launcher is gone: nobody to tell
             write_file(d / name, text)
 
 
-def stopping() -> bool:
-    """The launcher is stopping the ranks: a SIGTERM now comes from it."""
+def complete() -> bool:
     d = launched()
-    return d is not None and (d / STOPPING).exists()
+    return d is not None and (d / COMPLETE).exists()
+
+
+def hold(line: str) -> bool:
+    """A rank other than 0 keeps its "iobench: ..." line for the launcher (rank 0 speaks for the job); False where
+    this process should say it itself."""
+    d, rank = launched(), os.environ.get("RANK", "0")
+    if d is None or rank == "0":
+        return False
+    with contextlib.suppress(OSError), open(d / f"{HELD}{rank}", "a") as f:
+        f.write(line.rstrip("\n") + "\n")
+    return True
 
 
 # -- the launcher ----------------------------------------------------------------------------------------------
-@dataclass
-class _Rank:
-    rank: int
-    proc: subprocess.Popen
-    held: list[str] = field(default_factory=list)  # its "iobench: ..." lines
-    ended_at: float | None = None
-    stopped: str | None = None  # why the launcher stopped it
-    state: str = ""  # what it was doing when stopped (stopped by SIGSTOP, in uninterruptible IO)
-    left: bool = False  # still there after SIGKILL
-
-    @property
-    def code(self) -> int | None:
-        return self.proc.returncode
-
-
 def launch(ranks: int, argv: list[str], timeout_s: float) -> int:
     """`iobench run --ranks P`: P ranks on this host, each running this same command line; returns the exit code
     (rank 0's, or 3 when a rank was lost and rank 0 could not say so, or 128 + a signal that stopped the job)."""
-    from torch.distributed import TCPStore
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed"):  # its lines are not ours to show: iobench says how the job ended
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     folder = Path(tempfile.mkdtemp(prefix="iobench-ranks-"))
+    os.environ.update({LAUNCH_DIR_ENV: str(folder), LAUNCHER_PID_ENV: str(os.getpid()), "IOBENCH_RANKS": str(ranks)})
+    if ranks > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: P ranks must not each take every core
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=str(uuid.uuid4()),
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=POLL_S,
+                          logs_specs=DefaultLogsSpecs(log_dir=str(folder / "torch")),
+                          signals_to_handle="SIGQUIT",  # SIGINT, SIGTERM, SIGHUP: this module's handlers
+                          shutdown_timeout=grace_s(timeout_s))
+    watch = _Watch(ranks, timeout_s, folder)
     got: list[int] = []
-    old = {s: signal.signal(s, lambda signum, frame: got.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    rs: list[_Rank] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        got.append(signum)
+        watch.signalled(kill=len(got) > 1)
+        raise SignalException(f"iobench got {signal.Signals(signum).name}", sigval=signal.SIGTERM)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    failures: dict[int, tuple[int, int]] = {}
     try:
-        # torchrun --standalone's store, held here: it outlives any rank, so the others still read why one failed
+        watch.start()
         try:
-            store = TCPStore("localhost", 0, ranks, is_master=True, wait_for_workers=False)
-        except (RuntimeError, ValueError) as exc:
+            elastic_launch(config, sys.executable)("-u", "-m", "iobench", *argv)
+        except ChildFailedError as exc:
+            failures = {rank: (f.exitcode, f.pid) for rank, f in exc.failures.items()}
+        except SignalException:
+            pass  # `got` says which
+        except (RuntimeError, ValueError, OSError) as exc:  # the rendezvous: its store could not start
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise EnvironmentRefused(f"cannot start the ranks' rendezvous store on localhost: {why}") from None
-        env = _environment(ranks, store.port, folder)
-        for n in range(ranks):
-            env.update(RANK=str(n), LOCAL_RANK=str(n), ROLE_RANK=str(n))
-            proc = subprocess.Popen([sys.executable, "-u", "-m", "iobench", *argv], env=dict(env),
-                                    stdin=subprocess.DEVNULL, stderr=subprocess.PIPE if n else None,
-                                    start_new_session=True)
-            rs.append(_Rank(n, proc))
-            if n:
-                threading.Thread(target=_relay, args=(rs[-1],), name=f"iobench-rank-{n}-stderr",
-                                 daemon=True).start()
-        _watch(rs, got, timeout_s, folder)
-        return _outcome(rs, got, timeout_s, folder)
+        finally:
+            for s in old:  # from here on a signal is only noted: the ranks are gone
+                signal.signal(s, lambda signum, frame: got.append(signum))
+            watch.finish()
+        return _outcome(watch, failures, got, timeout_s, folder)
     finally:
-        for r in rs:  # anything left in a rank's process group (a worker of a rank that ended) goes with it
-            with contextlib.suppress(OSError):
-                os.killpg(r.proc.pid, signal.SIGKILL)
         for s, handler in old.items():
             signal.signal(s, handler)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _environment(ranks: int, port: int, folder: Path) -> dict[str, str]:
-    """What torchrun's launcher gives each rank (but RANK, LOCAL_RANK, ROLE_RANK), and this launcher's own."""
-    env = dict(os.environ)
-    if ranks > 1:
-        env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: P ranks must not each take every core
-    env.update(MASTER_ADDR="localhost", MASTER_PORT=str(port), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks),
-               GROUP_RANK="0", GROUP_WORLD_SIZE="1", ROLE_NAME="default", ROLE_WORLD_SIZE=str(ranks),
-               TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_RUN_ID=str(uuid.uuid4()),
-               TORCHELASTIC_USE_AGENT_STORE="True", IOBENCH_RANKS=str(ranks))
-    env[LAUNCH_DIR_ENV] = str(folder)
-    env[LAUNCHER_PID_ENV] = str(os.getpid())
-    return env
+class _Watch(threading.Thread):
+    """Beside torch's agent: stops the ranks still running --timeout after rank 0's result is complete (or rank 0
+    ended), and continues frozen ranks once the job is ending, so that they act on torch's SIGTERM."""
 
+    def __init__(self, ranks: int, timeout_s: float, folder: Path):
+        super().__init__(name="iobench-ranks-watch", daemon=True)
+        self.ranks, self.timeout_s, self.folder = ranks, timeout_s, folder
+        self.pids: dict[int, int] = {}
+        self.ended: dict[int, float] = {}  # rank -> when it was seen gone
+        self.stopped: dict[int, str] = {}  # rank -> what it was doing when the watch stopped it ("": running)
+        self.ending = False  # a signal came: every rank is being stopped
+        self._done = threading.Event()
 
-def _relay(r: _Rank) -> None:
-    """A rank's stderr (not rank 0's): its one-line errors held (rank 0 names a rank that failed), the rest passed
-    on at once; nothing once the launcher stopped it."""
-    assert r.proc.stderr is not None
-    for raw in iter(r.proc.stderr.readline, b""):
-        if r.stopped:
-            continue
-        line = raw.decode(errors="replace")
-        if line.startswith("iobench: "):
-            r.held.append(line.rstrip("\n"))
-        else:
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(line)
-                sys.stderr.flush()
+    def run(self) -> None:
+        since: float | None = None  # rank 0's result complete, or rank 0 ended
+        kill_at: float | None = None
+        while not self._done.wait(POLL_S):
+            now = time.monotonic()
+            self._look(now)
+            done = (self.folder / COMPLETE).exists()
+            failed = any(r == 0 and not done or (self.folder / f"{HELD}{r}").exists() for r in self.ended)
+            if self.ending or failed:  # torch stops every rank: a frozen one must run to act on it
+                self._each(signal.SIGCONT)
+            elif since is None and (done or 0 in self.ended):
+                since = now
+            elif since is not None and kill_at is None and now - since > self.timeout_s:
+                for r in self.running():
+                    self.stopped[r] = _state(self.pids[r])
+                    for sig in (signal.SIGTERM, signal.SIGCONT):
+                        with contextlib.suppress(OSError):
+                            os.killpg(self.pids[r], sig)
+                kill_at = now + grace_s(self.timeout_s)
+            if kill_at is not None and now >= kill_at:
+                self._each(signal.SIGKILL)
 
+    def _look(self, now: float) -> None:
+        for r in range(self.ranks):
+            if r not in self.pids:
+                pid = _read(self.folder / f"{PID}{r}")
+                if pid and pid.isdigit():
+                    self.pids[r] = int(pid)
+            if r in self.pids and r not in self.ended and not alive(self.pids[r]):
+                self.ended[r] = now
 
-def _watch(rs: list[_Rank], got: list[int], timeout_s: float, folder: Path) -> None:
-    """Until every rank ended (or was left behind): the rules of the module's docstring."""
-    rank0 = rs[0]
-    since_result: float | None = None  # rank 0's result complete, or rank 0 ended
-    since_failed: float | None = None  # another rank ended badly while rank 0 ran
-    kill_at: float | None = None
-    signals = 0
-    while True:
-        now = time.monotonic()
-        for r in rs:
-            if r.ended_at is None and r.proc.poll() is not None:
-                r.ended_at = now
-        running = [r for r in rs if r.ended_at is None and not r.left]
-        if not running:
-            return
-        if len(got) > signals:  # a signal here: stop every rank; a second one: kill them now
-            signals = len(got)
-            if kill_at is None:
-                kill_at = _stop(running, folder, f"the launcher got {signal.Signals(got[0]).name}", timeout_s)
-            else:
-                kill_at = now
-        elif kill_at is None:
-            if since_result is None and (rank0.ended_at is not None or (folder / COMPLETE).exists()):
-                since_result = now
-            if since_failed is None and any(r.ended_at is not None and r.code != 0 for r in rs[1:]):
-                since_failed = now
-            if rank0.ended_at is not None and rank0.code != 0 and not (folder / COMPLETE).exists():
-                kill_at = _stop(running, folder, "rank 0 failed", timeout_s)  # the job is over: nothing to wait for
-            elif since_result is not None and now - since_result > timeout_s:
-                kill_at = _stop(running, folder, f"did not end within {timeout_s:g} s of rank 0's result",
-                                timeout_s)
-            elif since_failed is not None and now - since_failed > timeout_s + DIAGNOSIS_S:
-                kill_at = _stop(running, folder, "rank 0 did not end after another rank did", timeout_s)
-        if kill_at is not None and now >= kill_at:
-            for r in running:
-                with contextlib.suppress(OSError):
-                    os.killpg(r.proc.pid, signal.SIGKILL)
-                if now >= kill_at + KILL_WAIT_S:
-                    r.left = True  # in uninterruptible IO: SIGKILL acts once it returns; said in the outcome
-            if now >= kill_at + KILL_WAIT_S:
-                continue
-        time.sleep(POLL_S)
+    def running(self) -> list[int]:
+        return [r for r in self.pids if r not in self.ended]
 
-
-def _stop(running: list[_Rank], folder: Path, why: str, timeout_s: float) -> float:
-    """SIGTERM to each rank's process group, then SIGCONT; returns when SIGKILL is due."""
-    with contextlib.suppress(OSError):
-        (folder / STOPPING).touch()  # first: a rank that gets the SIGTERM must find it
-    for r in running:
-        r.stopped, r.state = why, _state(r.proc.pid)
-        for sig in (signal.SIGTERM, signal.SIGCONT):
+    def _each(self, sig: int) -> None:
+        for r in self.running():
             with contextlib.suppress(OSError):
-                os.killpg(r.proc.pid, sig)
-    return time.monotonic() + grace_s(timeout_s)
+                os.killpg(self.pids[r], sig)  # each rank leads its own session: its DataLoader workers too
+
+    def signalled(self, kill: bool) -> None:
+        """A stop signal here (in the main thread, before torch's agent sends its SIGTERM)."""
+        self.ending = True
+        self._each(signal.SIGKILL if kill else signal.SIGCONT)
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join(1.0)
+        self._look(time.monotonic())
 
 
-def _state(pid: int) -> str:
-    """What a process is doing, in words, when it is not simply running ("" then)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return ""
-    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}.get(fields[0], "")
-
-
-def _outcome(rs: list[_Rank], got: list[int], timeout_s: float, folder: Path) -> int:
+def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int], timeout_s: float,
+             folder: Path) -> int:
     """The exit code, and the lines that say how the job ended (see the module's docstring)."""
     host = socket.gethostname()
+    codes = {r: code for r, (code, _) in failures.items()}  # a rank that ended with 0 is not among torch's failures
+    pids = {**watch.pids, **{r: pid for r, (_, pid) in failures.items()}}
 
-    def where(r: _Rank) -> str:
-        return f"rank {r.rank} on {host} (pid {r.proc.pid})"
+    def where(r: int) -> str:
+        return f"rank {r} on {host} (pid {pids[r]})" if r in pids else f"rank {r} on {host}"
 
     path = _read(folder / RESULT)
     kept = Path(path) if path and Path(path).is_file() else None
-    complete = kept is not None and (folder / COMPLETE).exists()
+    done = kept is not None and (folder / COMPLETE).exists()
+    gathered = f" (rank 0 kept what was gathered in {kept})" if kept else " (no result was written)"
+    # the rank that ended badly first on its own; after it, torch stopped the others (or the watch did)
+    own = sorted((watch.ended.get(r, math.inf), r) for r in failures if r not in watch.stopped)
+    first = own[0][1] if own else None
+
+    def on_its_own(r: int) -> bool:
+        return r not in watch.stopped and (r == first or codes[r] not in STOP_CODES)
+
     lines: list[str] = []
-    rank0 = rs[0]
     if got:
         sig = signal.Signals(got[0])
         said = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
-        what = (f"rank 0's result is complete: {kept}" if complete else
+        what = (f"rank 0's result is complete: {kept}" if done else
                 f"rank 0 kept what was gathered in {kept}" if kept else "no result was written")
         lines.append(f"{said}: stopped every rank; {what}")
         code = 128 + sig
-    elif rank0.stopped and not complete:  # another rank ended badly, rank 0 did not end in its time: who went first
-        first = min((r for r in rs[1:] if r.ended_at is not None and not r.stopped), key=lambda r: r.ended_at or 0.0)
-        lines += [h.removeprefix("iobench: ") for h in first.held]
-        lines.append(f"error: {where(first)} {_how(first.code)}, and rank 0 did not end within "
-                     f"{timeout_s + DIAGNOSIS_S:g} s of it: stopped every rank"
-                     + (f" (rank 0 kept what was gathered in {kept})" if kept else " (no result was written)"))
-        code = 3
-    else:
-        if rank0.stopped:  # its result complete, it did not end: the result stands (its own code is not known)
-            code = 0
-            lines.append(f"warning: {where(rank0)} did not end within {timeout_s:g} s of its complete result "
-                         f"({kept}){f' ({rank0.state})' if rank0.state else ''}: stopped it; the result stands")
-        elif rank0.code is not None and rank0.code < 0:  # killed: it could not say so
+    elif done:
+        code = codes.get(0, 0) if first == 0 else 0  # rank 0 stopped after its result: the result stands
+        if 0 in watch.stopped:
+            state = f" ({watch.stopped[0]})" if watch.stopped[0] else ""
+            lines.append(f"warning: {where(0)} did not end within {timeout_s:g} s of its complete result ({kept})"
+                         f"{state}: stopped it; the result stands")
+        for r in sorted(failures):
+            if r == 0:
+                continue
+            if r in watch.stopped:
+                state = f" ({watch.stopped[r]})" if watch.stopped[r] else ""
+                lines.append(f"warning: {where(r)} did not end within {timeout_s:g} s of rank 0's result{state}: "
+                             "stopped it: the result stands")
+            elif on_its_own(r):
+                lines += [f"warning: {h.removeprefix('iobench: ')}" for h in _held(folder, r)]
+                lines.append(f"warning: {where(r)} {_how(codes[r])} after rank 0's result was complete ({kept}): "
+                             "the result stands")
+    elif first is None or first == 0:
+        code = codes.get(0, 0)
+        if code < 0:  # killed: it could not say so
+            lines.append(f"error: {where(0)} {_how(code)}: the job stopped{gathered}")
             code = 3
-            lines.append(f"error: {where(rank0)} {_how(rank0.code)}: the job stopped"
-                         + (f" (rank 0 kept what was gathered in {kept})" if kept else " (no result was written)"))
-        else:
-            code = rank0.code or 0
-        for r in rs[1:]:
-            lost = r.code is not None and r.code < 0 and not r.stopped
-            if complete and (r.stopped or lost or r.code):
-                how = ((f"did not end within {timeout_s:g} s of rank 0's result"
-                        + (f" ({r.state})" if r.state else "") + ": stopped it") if r.stopped else
-                       f"{_how(r.code)} after rank 0's result was complete ({kept})")
-                lines += [f"warning: {h.removeprefix('iobench: ')}" for h in r.held]
-                lines.append(f"warning: {where(r)} {how}: the result stands")
-            elif lost and rank0.code is not None and rank0.code >= 0:
-                lines.append(f"error: {where(r)} {_how(r.code)}")  # rank 0 saw it stop answering; this says how
-                code = code or 3
-    for r in rs:
-        if r.left:
-            lines.append(f"warning: {where(r)} did not end after SIGKILL ({r.state or 'in uninterruptible IO'}): "
-                         "left behind; it ends when its IO returns")
+    else:  # another rank ended badly first: torch stopped rank 0 before it could say so
+        lines += [h.removeprefix("iobench: ") for h in _held(folder, first)]
+        late = f", and rank 0 did not end within {timeout_s + DIAGNOSIS_S:g} s of it" if codes[first] > 0 else ""
+        lines.append(f"error: {where(first)} {_how(codes[first])}{late}: stopped every rank{gathered}")
+        code = 3
+    for r in watch.running():
+        state = _state(watch.pids[r]) or "in uninterruptible IO"
+        lines.append(f"warning: {where(r)} did not end after SIGKILL ({state}): left behind; it ends when its IO "
+                     "returns")
     for line in lines:
         sys.stderr.write(f"iobench: {line}\n")
     sys.stderr.flush()
     return code
+
+
+def _held(folder: Path, rank: int) -> list[str]:
+    return (_read(folder / f"{HELD}{rank}") or "").splitlines()
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a zombie does not: torch's agent reaps it on its next look)."""
+    return _stat(pid) not in ("", "Z")
+
+
+def _state(pid: int) -> str:
+    """What a process is doing, in words, when it is not simply running ("" then)."""
+    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}.get(_stat(pid), "")
+
+
+def _stat(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _read(path: Path) -> str | None:
