@@ -82,7 +82,7 @@ REAL: dict[tuple[str, str], Real] = {
     ("run", "--source"): ([], MEASURE, lambda s: _list(_settings(s).sources)),
     ("run", "--epochs"): ([], MEASURE, lambda s: _settings(s).epochs),
     ("run", "--repeat"): ([], MEASURE, lambda s: _settings(s).repeat),
-    ("run", "--fio"): ([], MEASURE, lambda s: _flag(_settings(s).fio, "fio")),
+    ("run", "--fio"): ([], MEASURE, lambda s: _flag(_settings(s).raw_baseline, "fio")),
     ("run", "--metadata"): ([], MEASURE, lambda s: _flag(_settings(s).metadata, "metadata")),
     ("run", "--scale-files"): ([], MEASURE, lambda s: _settings(s).scale_files),
     ("run", "--engine"): ([], MEASURE, lambda s: _settings(s).engine),

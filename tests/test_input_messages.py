@@ -131,14 +131,14 @@ def test_an_unreadable_dataset_root_is_said_unreadable_not_its_marker(tmp_path: 
 
 
 def _context(runs: list) -> RunContext:
-    result = Result.model_validate_json(GOLDEN.read_text())
+    result = Result.load(GOLDEN)
     result.runs = runs
     return RunContext(manifest=None, settings=result.settings, result=result, path=Path("r/result.json"),  # type: ignore[arg-type]
                       ui=UI(quiet=True))
 
 
 def test_kept_epochs_say_the_partial_one_as_such() -> None:
-    run = Result.model_validate_json(GOLDEN.read_text()).runs[0]
+    run = Result.load(GOLDEN).runs[0]
     cut = run.model_copy(update={"complete": False})
     assert _context([cut]).kept_epochs() == "kept the partial epoch it stopped in (complete: false) in r/result.json"
     assert _context([run, cut]).kept_epochs() == ("kept 1 measured epoch and the partial one it stopped in "
@@ -147,7 +147,7 @@ def test_kept_epochs_say_the_partial_one_as_such() -> None:
 
 
 def test_a_40_column_terminal_keeps_samples_per_s(tmp_path: Path) -> None:
-    table = runs_table(Result.model_validate_json(GOLDEN.read_text())).narrow()
+    table = runs_table(Result.load(GOLDEN)).narrow()
     console = Console(file=io.StringIO(), width=40, force_terminal=True, no_color=True)
     shown, hidden = fit(table, console, 40)
     console.print(shown)
