@@ -210,16 +210,18 @@ def test_clean_does_not_enter_a_mount_point_inside(tmp_path):
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
-    args = [sys.executable, "-m", "iobench.cli", "gen", "--mount", str(tmp_path), "--files", "60000",
+    # 200,000 files: a fast disk writes 60,000 of 2 kB in ~1 s, which left nothing to interrupt
+    args = [sys.executable, "-m", "iobench.cli", "gen", "--mount", str(tmp_path), "--files", "200000",
             "--size-dist", "fixed:2kB", "--quiet"]
     t0 = time.monotonic()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    folder = tmp_path / dataset.DATA_ROOT / "fixed2000-60000f-47c-s0"
+    data = tmp_path / dataset.DATA_ROOT
     deadline = time.monotonic() + 60
-    while not any(folder.glob("train/*/*.JPEG")) and time.monotonic() < deadline:
+    while not any(data.glob("fixed2000-200000f-*-s0/train/*/*.JPEG")) and time.monotonic() < deadline:
         time.sleep(0.05)
     started = time.monotonic() - t0  # this host's pace right now: start-up to the first file (1.5-2 s quiet)
-    time.sleep(1.0)  # well into writing
+    (folder,) = data.glob("fixed2000-200000f-*-s0")
+    time.sleep(0.5)  # into writing, well before its end (~3 s on a fast disk)
     assert proc.poll() is None, "gen finished before the signal: make the dataset bigger"
     t0 = time.monotonic()
     proc.send_signal(sig)
@@ -230,7 +232,7 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     stopped = time.monotonic() - t0
     assert proc.returncode == code, err
     # 0.2-0.3 s measured; 3 s on a quiet host, and never longer than starting took, so a busy host that slows both
-    # does not fail it (finishing the 60,000 files instead would take far longer)
+    # does not fail it (finishing the 200,000 files instead would take far longer)
     assert stopped < max(3.0, started), f"took {stopped:.1f} s to stop, {started:.1f} s to start"
     assert "Traceback" not in err
     marker = json.loads((folder / MARKER).read_text())
@@ -245,7 +247,7 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     if sig == signal.SIGTERM:
         return  # the resume after a stop is the same either way: shown once, after SIGINT
 
-    again = iobench("gen", "--mount", str(tmp_path), "--files", "60000", "--size-dist", "fixed:2kB", "--quiet",
+    again = iobench("gen", "--mount", str(tmp_path), "--files", "200000", "--size-dist", "fixed:2kB", "--quiet",
                     timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads((folder / MARKER).read_text())["status"] == "complete"
