@@ -66,6 +66,11 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n):,} B"
 
 
+def fmt_limit(n: int) -> str:
+    """A limit set in binary units is said in them (64 MiB, not 67.11 MB)."""
+    return f"{n >> 20:,} MiB" if n and n % (1 << 20) == 0 else fmt_bytes(n)
+
+
 def open_dir(name: str | Path, *, dir_fd: int | None = None, where: Path | None = None, create: bool = False,
              expected: str = "a folder") -> int:
     """A file descriptor of the folder `name` (relative to `dir_fd`), never following a link at its last
@@ -153,13 +158,13 @@ def _read_fd(fd: int, where: Path, limit: int | None, what: str) -> bytes:
         bound = (1 << 62) if limit is None else limit
         if st.st_size > bound:
             raise UserError(f"{where} holds {fmt_bytes(st.st_size)}: too big to be {what} file (at most "
-                            f"{fmt_bytes(bound)} is read)")
+                            f"{fmt_limit(bound)} is read)")
         parts, got = [], 0
         while got <= bound and (chunk := os.read(fd, min(1 << 22, bound + 1 - got))):
             parts.append(chunk)
             got += len(chunk)
         if got > bound:
-            raise UserError(f"{where} holds over {fmt_bytes(bound)}: too big to be {what} file (at most that is read)")
+            raise UserError(f"{where} holds over {fmt_limit(bound)}: too big to be {what} file (at most that is read)")
         return b"".join(parts)
     finally:
         os.close(fd)

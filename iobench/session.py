@@ -320,7 +320,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         marker = read_marker(manifest.folder)
         if marker:
             made, params = True, marker.get("params")
-        ui.info(f"dataset: {dataset} ({len(manifest):,} images)")
+        ui.info(f"dataset: {dataset} ({len(manifest):,} image{'' if len(manifest) == 1 else 's'})")
     else:
         assert spec is not None
         manifest = make(mount, spec, ui, timeout_s=settings.io_timeout_s or DEFAULT_IO_TIMEOUT_S)

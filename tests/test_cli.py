@@ -101,7 +101,7 @@ def test_dataset_without_images_and_with_a_fake_jpeg(tmp_path):
     _one_line_error(iobench("run", "--dataset", str(tmp_path / "empty")), "no images")
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "x.JPEG").write_text("hello")
-    _one_line_error(iobench("run", "--dataset", str(tmp_path / "fake")), "are not images")
+    _one_line_error(iobench("run", "--dataset", str(tmp_path / "fake")), "is not an image")
 
 
 @needs_root

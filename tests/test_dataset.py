@@ -122,7 +122,7 @@ def test_scan_errors(tmp_path):
     bad = tmp_path / "fake"
     bad.mkdir()
     (bad / "a.jpg").write_bytes(b"this is text, not a JPEG")
-    with pytest.raises(UserError, match="1 of the 1 files under .* are not images .*a.jpg .first bytes b.this.."):
+    with pytest.raises(UserError, match="1 of the 1 files under .* is not an image .*a.jpg .first bytes b.this.."):
         scan(bad)
 
 

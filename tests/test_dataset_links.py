@@ -138,7 +138,7 @@ def test_every_file_is_checked_not_a_sample_and_on_a_cached_listing_too(tmp_path
     (root / "c7" / "123.jpg").write_bytes(b"GIF89a" + JPEG[6:])  # a GIF: not one of the formats read
     _settle(root)
     root = root.resolve()
-    with pytest.raises(UserError, match=r"^1 of the 2,000 files under .* are not images .*c7/123.jpg "
+    with pytest.raises(UserError, match=r"^1 of the 2,000 files under .* is not an image .*c7/123.jpg "
                                         r"\(first bytes b'GIF8'\)"):
         scan_tree(root, threads=1)
     (root / "c7" / "123.jpg").write_bytes(JPEG)

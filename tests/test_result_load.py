@@ -220,7 +220,7 @@ def _special_input(tmp_path: Path, kind: str) -> Path:
 
 SAID = {"fifo": "{p} is a FIFO, not a regular file: give {what} file",
         "zero": "{p} is a device file, not a regular file: give {what} file",
-        "big": "{p} holds 100.00 MB: too big to be {what} file (at most 67.11 MB is read)"}
+        "big": "{p} holds 100.00 MB: too big to be {what} file (at most 64 MiB is read)"}
 
 
 @pytest.mark.parametrize("kind", ["fifo", "zero", "big"])

@@ -77,7 +77,8 @@ def refuse_non_images(bad: list[tuple[str, bytes]], files: int, shown: object) -
         return
     named = "; ".join(f"{p} (first bytes {h[:4]!r})" for p, h in sorted(bad)[:NAMED])
     more = f" and {len(bad) - NAMED:,} more" if len(bad) > NAMED else ""
-    raise UserError(f"{len(bad):,} of the {files:,} files under {shown} are not images (their first bytes "
+    are = "is not an image" if len(bad) == 1 else "are not images"
+    raise UserError(f"{len(bad):,} of the {files:,} files under {shown} {are} (their first bytes "
                     f"checked): {named}{more}; --dataset reads an image tree (an ImageFolder)")
 
 

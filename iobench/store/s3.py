@@ -386,7 +386,7 @@ class S3Home:
         run_bounded(write, ((lo, min(lo + CHUNK, len(ids))) for lo in range(0, len(ids), CHUNK)), threads, stop,
                     patience_s=STOP_S)
         if failed:
-            raise explain(failed[0], self.where, f"gen stopped after {done[0]} of {len(ids)} objects (kept, marked "
+            raise explain(failed[0], self.where, f"gen stopped after {done[0]:,} of {len(ids):,} objects (kept, marked "
                           "incomplete: the next gen completes them, `iobench clean` removes them): writing to")
         return done[0], done[1]
 
