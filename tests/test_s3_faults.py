@@ -180,7 +180,7 @@ def test_gen_on_a_frozen_server_ends_within_its_io_timeout(s3_bed, tmp_path: Pat
         err, took = _ended(proc)
     line = _one_error(err)
     assert proc.returncode == 3, err
-    assert re.match(r"iobench: error: gen stopped after [\d,]+ of 3000 objects \(kept, marked incomplete", line), line
+    assert re.match(r"iobench: error: gen stopped after [\d,]+ of 3,000 objects \(kept, marked incomplete", line), line
     assert "the endpoint does not answer" in line, line
     # a PUT's one attempt: up to 1 s for 100 Continue, then the 2 s read; the rest (5 s quiet) no longer than
     # starting took, measured here
