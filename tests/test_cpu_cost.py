@@ -7,8 +7,7 @@ import pytest
 from conftest import iobench
 from test_verdict import H200, _fio, _result, _run
 
-from iobench.answer.client import verdict
-from iobench.answer.client_figures import ceiling
+from iobench.answer.client import ceiling, verdict
 from iobench.answer.rules import costlier_than_fio
 from iobench.phases.pipeline import finish
 from iobench.report.facts import caveats, runs_table

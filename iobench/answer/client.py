@@ -15,60 +15,640 @@ fio's runs; else the 5% MLPerf Storage allows, said as assumed). A limit the evi
 another beyond that spread is named with the other (`Verdict.limit_or`).
 
 The first line stays under ~200 characters; the evidence follows as short lines, each sentence said once.
-Every rule it reads is rules.py's. Here: `answer`, which sets the figures into the Verdict's fields and lines, and
-`verdict`; the figures are in client_figures.py, the words in client_words.py."""
+Every rule it reads is rules.py's. Here, in order: the figures (the input pipeline's figure, the GPUs fed by the
+storage and by this client, the answer for the GPUs asked about, the limit with the sentence that shows it); the
+words (the first line, the evidence lines, the lines when no valid run remains, the notes); and `answer`, which sets
+the figures into the Verdict's fields and lines, and `verdict`."""
 
 from __future__ import annotations
 
-from iobench.answer.client_figures import (
-    asked,
-    asked_for,
-    ceiling,
-    client_count,
-    cores_per_gpu,
-    limit_of,
-    pipeline,
-    plateau_of,
-    storage_gpus,
-    view,
-)
-from iobench.answer.client_words import (
-    advised_files,
-    ceiling_line,
-    client_line,
-    first_line,
-    mlperf_line,
-    need_line,
-    no_answer,
-    note_lines,
-    pipeline_line,
-    storage_line,
-    throttle_line,
-)
+import math
+from dataclasses import dataclass
+
+from iobench import pipelines
 from iobench.answer.cluster import cluster_verdict
 from iobench.answer.rules import (
     ASSUMED,
+    CPU_SATURATED,
+    MIN_BATCHES_PER_READER,
+    MIN_SECONDS,
+    MIN_TRAIN_STEPS,
+    MITIGATION_NOTE,
+    REACHES,
+    STARTUP_NOTE_S,
     UNSTABLE,
+    Spread,
+    StorageFigure,
+    _saturation,
+    au_pct,
     cpu_saturated,
+    cpu_words,
     demand,
+    floor_to,
     gpus_for,
+    gpus_range,
+    mean_by_concurrency,
+    near_line,
+    pct,
+    raw_valid,
+    replay_runs,
+    round_files,
     run_spread,
     saturation,
+    steady_rate,
     storage_figure,
     storage_runs,
     supply_run,
+    times,
     training_runs,
+    usable_cores,
 )
-from iobench.answer.words import dataset_line, gpus_short, raw_baseline, raw_unit
+from iobench.answer.search import count_aus
+from iobench.answer.words import (
+    LIMIT_WORDS,
+    dataset_line,
+    gpu_short,
+    gpus_short,
+    raw_baseline,
+    raw_depth,
+    raw_tool,
+    raw_unit,
+    reader_unit,
+    readers,
+    server_cache_note,
+)
+from iobench.gpu.rates import rates
 from iobench.pipelines import RAW
-from iobench.result import Result, Verdict
+from iobench.result import Result, Run, Settings, Verdict
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What this client's training-shaped input pipeline delivered: the figure, what measured it, that run."""
+
+    samples_per_s: float
+    what: str
+    run: Run
+
+
+@dataclass(frozen=True)
+class Count:
+    """GPUs fed, as a range when the evidence is within its spread of a GPU boundary, and how it was found."""
+
+    low: int
+    high: int
+    confirmed: bool  # training runs measured it
+    how: str
+    near: str = ""  # which figure sits nearest which line (said when borderline, or close to it)
+    close: bool = False  # a figure of one run within 5% of its line: no range claimed, but said
+
+    @property
+    def value(self) -> int:
+        """The count stated: the low end (a borderline count is never rounded up)."""
+        return self.low
+
+    @property
+    def borderline(self) -> bool:
+        return self.low != self.high
+
+    def words(self) -> str:
+        return f"{self.low}-{self.high}" if self.borderline else f"{self.low}"
+
+
+def asked(result: Result) -> str:
+    """The input pipeline this client's answer is for: the first of --pipeline (raw in results written before it)."""
+    return (result.settings.pipelines or [RAW])[0]
+
+
+def view(result: Result, name: str) -> Result:
+    """The result as a run of one input pipeline: its training runs those of `name` (a run's `pipeline`; raw for
+    results written before it), every other run as it is. Each pipeline's client answer is this view's; the
+    storage's answer never reads the training runs' pipeline."""
+    runs = [r for r in result.runs if r.kind != "training" or (r.pipeline or RAW) == name]
+    return result.model_copy(update={"runs": runs,
+                                     "settings": result.settings.model_copy(update={"pipelines": [name]})})
+
+
+def pipeline(result: Result) -> Pipeline | None:
+    """What this client's input pipeline delivered. Once a training run starved, the pipeline gave all it could
+    there: the most any training run delivered is its figure. Else the best training-shaped replay run, or a
+    training run that delivered more while all its GPUs were fed (the pipeline gives at least that). The replay
+    reads through iobench's raw reader: another pipeline's figure comes from its training runs alone."""
+    s = result.settings
+    train = [r for r in training_runs(result) if r.delivered_per_s]
+    best_train = max(train, key=lambda x: x.delivered_per_s or 0.0) if train else None
+    shaped = supply_run(result) if asked(result) == RAW else None
+    if best_train is not None and (any((r.au or 0) < s.au_target for r in train) or shaped is None
+                                   or (best_train.delivered_per_s or 0) > shaped.samples_per_s):
+        r = best_train
+        return Pipeline(r.delivered_per_s or 0.0, f"a training run with {readers(r)}, AU {au_pct(r.au or 0)}"
+                        + (", warm" if r.cache == "warm" else ""), r)
+    if shaped is None:
+        return None
+    what = f"a replay run: {shaped.engine}, {readers(shaped)}" + \
+        (f", batch {shaped.batch_size}" if shaped.batch_size else "") + (", decode" if shaped.decode else "") + \
+        f", {shaped.cache}"
+    return Pipeline(shaped.samples_per_s, what, shaped)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The most samples/s this client's CPU could deliver on the pipeline's path: the cores iobench may use over the
+    CPU per sample its run measured (reading, and decoding with --decode)."""
+
+    samples_per_s: float
+    cores: float
+    cpu_us_per_sample: float  # reading, and decoding with --decode
+    decode_us: float | None  # of it, decoding's
+    run: Run
+
+    @property
+    def decodes(self) -> bool:
+        """Its CPU per sample includes decoding (--decode, or a pipeline that decodes)."""
+        return self.run.decode
+
+
+def ceiling(result: Result, name: str | None = None) -> Ceiling | None:
+    """This client's CPU ceiling with input pipeline `name` (default the one asked first), from the run its pipeline
+    figure comes from; None where that run measured no CPU per sample (a result written before it) or no pipeline
+    ran."""
+    name = name or asked(result)
+    if (result.settings.pipelines or [RAW]) != [RAW] or name != RAW:
+        result = view(result, name)
+    pipe = pipeline(result)
+    usable = usable_cores(result)
+    if pipe is None or not usable or not pipe.run.cpu_us_per_sample:
+        return None
+    us = pipe.run.cpu_us_per_sample
+    return Ceiling(round(usable * 1e6 / us, 2), usable, us, pipe.run.decode_cpu_us_per_sample, pipe.run)
+
+
+def storage_gpus(store: StorageFigure, rate: float, tau: float) -> Count:
+    """GPUs the storage figure feeds, a range within its spread of a line."""
+    low, high = gpus_range(store.samples_per_s, store.spread, rate, tau)
+    line = _nearest_line(store.samples_per_s, low, rate, tau)
+    near = (f"the storage's {store.samples_per_s:,.0f} samples/s against the {line:,.0f} that "
+            f"{round(line / (rate * tau))} need")
+    return Count(low, high, False, "from the storage figure", near,
+                 near_line(store.samples_per_s, line, store.spread))
+
+
+def _nearest_line(x: float, low: int, rate: float, tau: float) -> float:
+    """Of the demands of `low` and `low + 1` GPUs, the one nearer x."""
+    lines = [demand(n, rate, tau) for n in (low, low + 1) if n > 0]
+    return min(lines, key=lambda d: abs(d - x))
+
+
+def client_count(result: Result, capacity: float, spread: Spread) -> Count:
+    """GPUs this client fed: measured by training runs (a count that reached the AU target next to one that did
+    not), else predicted from the measured rates; a range where an AU or the rate is within its spread."""
+    s = result.settings
+    assert s.rate_per_gpu is not None
+    tau = s.au_target
+    # each count's AU as the training search judged it (search.count_aus: a run and its repeat near the target
+    # averaged; of several shapes at one count, the best)
+    aus = count_aus(training_runs(result))
+    fed = max((n for n, c in aus.items() if c.au >= tau), default=0)
+    best_over = aus.get(fed + 1)
+    if best_over is not None:
+        best_at = aus.get(fed)
+        low = fed - 1 if best_at and spread.low(best_at.au) < tau else fed
+        high = fed + 1 if spread.high(best_over.au) >= tau else fed
+        how = (f"a training run at 1 reached AU {au_pct(best_over.au)}" if fed == 0 else
+               f"training runs: AU >= {tau:.0%} at {fed}, {au_pct(best_over.au)} at {fed + 1}")
+        nearest = min([c for c in (best_at, best_over) if c is not None], key=lambda c: abs(c.au - tau))
+        twice = "" if nearest.runs == 1 else f", run {nearest.runs} times: their mean"
+        near = (f"the training run at {nearest.run.gpus} ({readers(nearest.run).split(' x ')[-1]} each{twice}) "
+                f"reached AU {au_pct(nearest.au)} against the {tau:.0%} target")
+        return Count(max(low, 0), high, True, how, near, near_line(nearest.au, tau, spread))
+    predicted = gpus_for(capacity, s.rate_per_gpu, tau)
+    if fed > predicted:
+        return Count(fed, fed, False, f"a training run fed {fed}; {fed + 1} was not tried")
+    low, high = gpus_range(capacity, spread, s.rate_per_gpu, tau)
+    how = "predicted from the measured rates" + (f"; a training run confirmed {fed}" if fed else "")
+    line = _nearest_line(capacity, max(low, fed), s.rate_per_gpu, tau)
+    near = f"{capacity:,.0f} samples/s against the {line:,.0f} that {round(line / (s.rate_per_gpu * tau))} need"
+    return Count(max(low, fed), max(high, fed), False, how, near, near_line(capacity, line, spread))
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The answer for the GPUs asked about (--gpus N)."""
+
+    fed: bool | None  # the answer (None: borderline, or not shown): the storage's where measured, else the client's
+    by: str  # "storage" | "client"
+    client_fed: bool | None  # this client fed them (a training run at N, else predicted)
+    confirmed: bool  # client_fed comes from a training run at exactly N
+    borderline: bool
+    words: str  # how the client's answer was found
+
+
+def asked_for(result: Result, store: StorageFigure | None, spread: Spread, capacity: float) -> Asked | None:
+    """The answer for the GPUs asked about (--gpus N); None when none were asked."""
+    s = result.settings
+    if s.gpus is None or s.rate_per_gpu is None:
+        return None
+    need = demand(s.gpus, s.rate_per_gpu, s.au_target)
+    at = count_aus(training_runs(result)).get(s.gpus)
+    if at is not None:
+        au = at.au
+        client = _side(spread.low(au) >= s.au_target, spread.high(au) < s.au_target)
+        confirmed, words = True, f"a training run at {s.gpus}: AU {au_pct(au)}"
+    else:
+        client = _side(spread.low(capacity) >= need, spread.high(capacity) < need)
+        confirmed, words = False, "predicted from the measured rates"
+    if store is None:
+        return Asked(client, "client", client, confirmed, client is None, words)
+    lo, hi = store.spread.low(store.samples_per_s), store.spread.high(store.samples_per_s)
+    storage = _side(lo >= need, hi < need and not store.lower_bound)
+    if client is True and storage is None:  # a training run fed them from this storage: it gives enough
+        storage = True if at and at.run.cache == "cold" else storage
+    borderline = storage is None and not (store.lower_bound and hi < need)
+    return Asked(storage, "storage", client, confirmed, borderline, words)
+
+
+def _side(yes: bool, no: bool) -> bool | None:
+    return True if yes else False if no else None
+
+
+# ------------------------------------------------------------------------------------------------ the limit
+
+
+def _unit(result: Result) -> str:
+    return "requests in flight" if result.mount.objects else "readers"
+
+
+def _more(result: Result) -> str:
+    """What to raise for more readers: for object storage, the requests in flight (each a GET, not a thread)."""
+    if result.mount.objects:
+        return "requests in flight (--in-flight per reader, e.g. 16,64; or --workers/--threads)"
+    return "--workers (or --threads)"
+
+
+def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread: Spread, still_rising: bool,
+           plateau: str | None, asked_fed: bool | None) -> tuple[str, str | None, str]:
+    """(limit of this client's answer, another the evidence does not separate from it, the sentence that shows it).
+    `plateau` says where more readers stopped giving more, if they did."""
+    if asked_fed:
+        return "gpu", None, "Limit: the GPUs asked about: storage and pipeline keep up with them."
+    cpu = pipe.run.cpu
+    usable = usable_cores(result) or 0.0
+    words = cpu_words(cpu, result)
+    used = (cpu.iobench_cores or 0.0) / usable if usable else 0.0
+    cpu_near = bool(usable) and spread.low(used) < CPU_SATURATED <= spread.high(used)
+    storage = store.samples_per_s if store else None
+    if cpu_saturated(cpu, result):
+        more = f"; the storage gave {storage:,.0f} samples/s, so a client with more cores gets more" \
+            if storage and storage > pipe.samples_per_s else ""
+        other = "input-pipeline" if cpu_near and not (cpu.system_busy_pct or 0) >= 100 * CPU_SATURATED else None
+        return "client-cpu", other, f"Limit: this client's CPU ({words}){more}."
+    other = "client-cpu" if cpu_near else None
+    if storage is None:
+        return "input-pipeline", other, (f"Limit: the input pipeline: {pipe.samples_per_s:,.0f} samples/s with no cold "
+                                         f"(storage) run to compare, the CPU not saturated ({words}).")
+    share = pipe.samples_per_s / storage
+    near = spread.low(share) < REACHES <= spread.high(share)
+    if share >= REACHES and plateau:
+        return "storage", other or ("input-pipeline" if near else None), (
+            f"Limit: the storage: the pipeline reached {pct(share)} of it and more {_unit(result)} gave no more "
+            f"({plateau}).")
+    if share >= REACHES and still_rising:
+        return "input-pipeline", other, ("Limit: the input pipeline's reader count: the rate still rose with the most "
+                                         f"{_unit(result)} measured, so the storage's own limit was not reached: try "
+                                         f"more {_more(result)}.")
+    if share >= REACHES:
+        return "input-pipeline", other, ("Limit: the input pipeline's reader count, perhaps: one reader count was "
+                                         "measured, so whether more readers get more from the storage was not "
+                                         "tested: sweep --workers (or --threads), e.g. 2,4,8.")
+    if still_rising:
+        how = f"the loaders still rose with more {_unit(result)}: more {_more(result)} may get more of it"
+    elif plateau:
+        how = (f"more {_unit(result)} gave no more ({plateau}): the per-sample path on this client (opening files, "
+               "handing batches between processes), not the storage, sets the pace; --mitigations measures packed "
+               "layouts")
+    else:
+        how = "one reader count was measured: sweep --workers (or --threads) to see whether more get more"
+    return "input-pipeline", other or ("storage" if near and plateau else None), (
+        f"Limit: the input pipeline: it delivered {pct(share)} of what the storage gave, the CPU not saturated "
+        f"({words}); {how}.")
+
+
+def plateau_of(result: Result, sat: int | None, best: Run | None) -> str | None:
+    """Where more readers stopped giving more: the loaders' sweep, else fio's; None when neither shows it."""
+    if sat is not None and best is not None:
+        return f"the loaders saturate at ~{sat} {reader_unit(best)}"
+    raw = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold" and raw_valid(b)]
+    sat, _ = _saturation(mean_by_concurrency((b.concurrency, b.samples_per_s) for b in raw))
+    tool = raw_tool(result)
+    return None if sat is None else f"{tool} saturates at ~{raw_depth(tool, sat)}"
+
+
+def cores_per_gpu(result: Result, pipe: Pipeline, rate: float, tau: float) -> str | None:
+    """Where the client's CPU limits: the cores one GPU's input pipeline needs at the CPU per sample measured (its
+    run's `cpu_us_per_sample`; for a result written before it, the cores it used over the samples/s)."""
+    cores = pipe.run.cpu.iobench_cores
+    if pipe.run.cpu_us_per_sample:
+        per_sample = pipe.run.cpu_us_per_sample / 1e6  # CPU seconds per sample
+    elif cores and pipe.samples_per_s:
+        per_sample = cores / pipe.samples_per_s
+    else:
+        return None
+    need = per_sample * rate * tau
+    return (f"At the {1e6 * per_sample:,.1f} us of CPU per sample measured here, one {gpu_short(result.settings)} "
+            f"needs ~{math.ceil(10 * need) / 10:,.1f} cores of a client for its input pipeline"
+            + (" (decode included)" if pipe.run.decode else "") + ".")
+
+
+KIND_WORDS = {
+    "measured": "measured by iobench's makers training on one H200 with synthetic data: a compute ceiling, not a "
+                "measurement of yours",
+    "published": "NVIDIA's published training rate",
+    "mlperf-storage": "MLPerf Storage's emulated accelerator, a sleep per batch",
+    "given": "given with --rate",
+}
+CLIENT_LIMIT = {"client-cpu": "its CPU is the limit", "input-pipeline": "its input pipeline is the limit",
+                "storage": "the storage is the limit", "gpu": "the GPUs asked about are fed"}
+
+
+def _cores(result: Result) -> str:
+    usable = usable_cores(result)
+    return f"{usable:g}-core " if usable else ""
+
+
+def pipeline_label(result: Result) -> str:
+    """The input pipeline this client's answer is for, in words ("torchvision pipeline (CPU decode)")."""
+    s = result.settings
+    return pipelines.parse((s.pipelines or [pipelines.RAW])[0]).label(gpu_decode=s.consumer == "cuda")
+
+
+def first_line(result: Result, store: StorageFigure | None, storage: Count | None, client: Count, limit: str,
+                other: str | None, asked: Asked | None, us: float | None = None) -> str:
+    """The answer in one line: the storage's, then this client's. `us`: the CPU per sample of the pipeline's run,
+    where its pipeline is named (a pipeline other than raw asked for): the pipeline and, when the CPU is the limit,
+    that cost are said."""
+    s = result.settings
+    where = f"{result.mount.fstype} at {result.mount.path}"
+    limit_words = CLIENT_LIMIT.get(limit, f"{LIMIT_WORDS.get(limit, limit)} is the limit")
+    if us is not None and limit == "client-cpu":
+        limit_words += f", {us:,.0f} us per sample"
+    if other:
+        limit_words += f" (or {LIMIT_WORDS.get(other, other)}: too near to tell)"
+    named = f" with the {pipeline_label(result)}" if us is not None else ""
+    client_part = f"this {_cores(result)}client feeds {client.words()}{named}" + (
+        "" if limit == "gpu" else f": {limit_words}")
+    if store is None or storage is None:
+        storage_part = "no valid cold run measured the storage"
+    elif store.lower_bound and storage.high == 0:  # "at least 0" says nothing: say what was measured
+        storage_part = (f"the storage gave at least {store.samples_per_s:,.0f} samples/s cold (one client; one "
+                        f"{gpu_short(s)} needs {s.au_target * (s.rate_per_gpu or 0):,.0f})")
+    else:
+        least = "at least " if store.lower_bound else ""
+        storage_part = (f"the storage feeds {least}{gpus_short(s, storage.words(), storage.low)} "
+                        f"({store.samples_per_s:,.0f} samples/s cold, one client)")
+    if asked is None:
+        return f"{where}: {storage_part}; {client_part}."
+    n = s.gpus
+    assert n is not None and s.rate_per_gpu is not None
+    need = demand(n, s.rate_per_gpu, s.au_target)
+    word = "Borderline" if asked.borderline else "Yes" if asked.fed else "No" if asked.fed is False else "Not shown"
+    if asked.by == "client":
+        fed = "fed" if asked.client_fed else "did not feed" if asked.client_fed is False else "may feed"
+        return (f"{word}: this {_cores(result)}client {fed} {gpus_short(s, str(n), n)}{named} ({asked.words}); "
+                f"{storage_part}.")
+    assert store is not None
+    gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
+    if asked.fed:
+        most = f" and up to {storage.words()}" if storage and storage.high > n else ""
+        storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
+                         f"gave {gave})")
+    elif asked.fed is False:
+        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
+                         f"{storage.words() if storage else 0})")
+    else:
+        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
+                         + (" (this client's CPU set the pace: it may give more)" if store.lower_bound else
+                            f", within its spread of that (enough for {storage.words() if storage else 0})"))
+    client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
+    return f"{word}: {storage_words}; {client_words}."
+
+
+def storage_line(result: Result, store: StorageFigure | None, best: Run | None, sat: int | None,
+                  rising: bool) -> str:
+    """The evidence line of the storage figure: what measured it, its p99, its sweep, its spread."""
+    if store is None:
+        return "Storage: no valid cold run, so no storage figure."
+    text = f"Storage: {store.samples_per_s:,.0f} samples/s cold ({store.what}"
+    if store.mb_per_s:
+        text += f", {store.mb_per_s:,.0f} MB/s"
+    text += ")"
+    if store.lower_bound and store.run is not None and store.run.measures == "decode":
+        text += ", at least: decoding took most of each reader's time while measuring it"
+    elif store.lower_bound:
+        cpu = store.run.cpu if store.run else store.raw.cpu if store.raw else None
+        text += f", at least: {cpu_words(cpu, result)} while measuring it"
+    if best is not None and store.run is not best:
+        text += f"; the loaders' best {best.samples_per_s:,.0f} at {readers(best)} (p99 {best.timed.p99:.2f} ms)"
+    elif best is not None:
+        text += f"; p99 {best.timed.p99:.2f} ms"
+    if best is not None and rising:
+        text += f", still rising at the most {reader_unit(best)}"
+    elif best is not None and sat is not None:
+        text += f", saturating at ~{sat} {reader_unit(best)}"
+    sp = store.spread
+    if sp.measured:
+        shown = -floor_to(-100 * sp.value, 1) if sp.value > UNSTABLE else floor_to(100 * sp.value, 1)
+        text += f"; spread {shown:.1f}% {sp.words}" + (
+            f": unstable, over the {UNSTABLE:.0%} MLPerf Storage allows; repeat on a quieter system"
+            if sp.value > UNSTABLE else "")
+    return text + "."
+
+
+def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
+    """The evidence line of a server that throttled (object storage: 503 SlowDown), where it did: how many of the
+    requests at how many in flight, and what that makes the storage figure."""
+    runs = [r for r in result.runs if r.throttled and r.kind == "replay"]
+    if not runs:
+        return raw_throttle_line(result, store)
+    run = store.run if store and store.run and store.run.throttled else max(runs, key=lambda r: r.throttled)
+    text = (f"Throttled: the server throttled {run.throttled:,} of {run.samples + run.throttled:,} requests "
+            f"(503 SlowDown) at {run.in_flight:,} in flight, each retried after its pause")
+    if len(runs) > 1:
+        text += f" ({len(runs)} runs were throttled)"
+    if store is not None and store.run is run:
+        text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
+                 "not what its media could give")
+    return [text + "."]
+
+
+def raw_throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
+    """The evidence line of a server that throttled the raw baseline (objects: its client's retries off, each 503
+    counted), where it did and no loader run was throttled."""
+    points = [p for p in (result.baseline.points if result.baseline else []) if p.throttled]
+    if not points:
+        return []
+    p = store.raw if store and store.raw and store.raw.throttled else max(points, key=lambda x: x.throttled)
+    text = (f"Throttled: the server throttled {p.throttled:,} of {p.samples + p.throttled:,} requests of the raw "
+            f"baseline ({result.baseline.tool if result.baseline else 'awscrt'}) at {p.concurrency:,} in flight "
+            "(503 SlowDown), each retried after its pause")
+    if store is not None and store.raw is p:
+        text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
+                 "not what its media could give")
+    return [text + "."]
+
+
+def need_line(s: Settings) -> str:
+    """The evidence line of what one GPU (and the GPUs asked about) need."""
+    assert s.rate_per_gpu is not None
+    need = s.au_target * s.rate_per_gpu
+    kind = KIND_WORDS.get(s.rate_kind or "", s.rate_kind or "rate")
+    text = f"Need: {need:,.0f} samples/s per {gpu_short(s)}, {s.au_target:.0%} of {s.rate_per_gpu:,.0f} ({kind})"
+    if s.gpus is not None:
+        text += f"; {s.gpus:,} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f}"
+    return text + "."
+
+
+def mlperf_line(s: Settings, store: StorageFigure) -> list[str]:
+    """With an MLPerf Storage workload, the storage's answer in each of its emulated accelerators too, at its AU
+    rule: iobench's emulation of the workload, never an MLPerf Storage result."""
+
+    rows = [r for r in rates("mlperf-storage") if r.model == s.model]
+    if not rows:
+        return []
+    counts = ("at least " if store.lower_bound else "") + ", ".join(
+        f"{gpus_for(store.samples_per_s, r.samples_per_s, s.au_target)} {r.gpu.upper()}" for r in rows)
+    return [f"As MLPerf Storage's {s.model} workload emulates them (iobench's emulation, not an MLPerf Storage "
+            f"result): the storage feeds {counts} at AU >= {s.au_target:.0%} from one client."]
+
+
+def client_line(result: Result, pipe: Pipeline, named: bool = False) -> str:
+    """The evidence line of this client's pipeline and its CPU (`named`: which pipeline, and its CPU per sample)."""
+    which = f"the {pipeline_label(result)}" if named else "its input pipeline"
+    us = f", {pipe.run.cpu_us_per_sample:,.0f} us of CPU per sample" if named and pipe.run.cpu_us_per_sample else ""
+    return (f"This client: {which} delivered {pipe.samples_per_s:,.0f} samples/s ({pipe.what}{us}); "
+            f"{cpu_words(pipe.run.cpu, result)}.")
+
+
+def pipeline_line(name: str, v: Verdict) -> str:
+    """The evidence line of another pipeline measured (--pipeline a,b): what this client fed with it."""
+    label = pipelines.parse(name).label()
+    if v.pipeline_samples_per_s is None or v.client_gpus_fed is None:
+        return f"With the {label}: no valid training run, so no answer for this client with it."
+    fed = (f"{v.client_gpus_range[0]}-{v.client_gpus_range[1]}" if v.client_gpus_range else f"{v.client_gpus_fed}")
+    limit = CLIENT_LIMIT.get(v.limit or "", f"{LIMIT_WORDS.get(v.limit or '', v.limit)} is the limit")
+    us = f", {v.pipeline_cpu_us_per_sample:,.0f} us of CPU per sample" if v.pipeline_cpu_us_per_sample else ""
+    return (f"With the {label}: this client feeds {fed}: {limit} ({v.pipeline_samples_per_s:,.0f} samples/s "
+            f"delivered{us}).")
+
+
+def ceiling_line(c: Ceiling) -> str:
+    """The evidence line of this client's CPU ceiling: its cores over the CPU per sample measured."""
+    what = ("reading and decoding" if c.decodes else "reading") if c.decode_us is None else \
+        f"reading and decoding, {c.decode_us:,.1f} us of it decoding"
+    return (f"This client's CPU ceiling: ~{c.samples_per_s:,.0f} samples/s = its {c.cores:g} cores / "
+            f"{c.cpu_us_per_sample:,.1f} us of CPU per sample ({what}, measured at {readers(c.run)}): the most its "
+            "CPU could deliver on this path.")
+
+
+def no_answer(result: Result, invalid: list[Run]) -> list[str]:
+    """The lines when no valid run remains: the answer (none, and what would give one: a --files that meets every
+    rule it names at the rates measured), then why."""
+    s = result.settings
+    raw = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"]
+    if not s.replay and raw:
+        fastest = max(b.samples_per_s for b in raw)
+        files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
+        return [f"{raw_baseline(result)} only, and no storage figure: read more, --files {files:,} or more.",
+                f"Every cold {raw_tool(result)} run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} "
+                "files/s; a cold run cannot loop over its files)."]
+    if not invalid:
+        return [f"No replay run was measured on {result.mount.fstype} at {result.mount.path}: no answer."]
+    files = advised_files(result)
+    more = (f"--files {files:,} or more" if result.dataset.made_by_iobench and s.replay
+            else f"a dataset of {files:,} files or more")
+    return [f"No valid measurement, so no GPU count: read more, {more}.",
+            f"{len(invalid)} run(s) left out; the first: {invalid[0].invalid_reason}.",
+            f"{files:,} files give each reader {MIN_BATCHES_PER_READER} batches or more and an epoch of "
+            f"{MIN_SECONDS} s or more at twice the fastest rate measured."]
+
+
+def advised_files(result: Result) -> int:
+    """A dataset size that meets every rule a run is judged by, at the rates this result measured: 10 batches per
+    reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at twice
+    the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
+    start-up, and a bigger one reads faster)."""
+    s = result.settings
+    batch = s.batch_size if s.engine == "dataloader" else 1
+    need = MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1)
+    if s.gpus:
+        need = max(need, (MIN_TRAIN_STEPS + 1) * batch * s.gpus)
+    fastest = max((steady_rate(r) for r in result.runs), default=0.0)
+    need = max(need, math.ceil(2 * MIN_SECONDS * fastest), result.dataset.files + 1)
+    return round_files(need)
+
+
+def note_lines(result: Result, invalid: list[Run]) -> list[str]:
+    """Lines after the evidence: remote cache, warm figures, invalid runs, start-up, mitigations."""
+    out = []
+    if result.remote:
+        out.append(server_cache_note(result))
+    warm = [r for r in replay_runs(result) if r.cache == "warm"]
+    if warm:
+        w = max(warm, key=lambda r: r.samples_per_s)
+        kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
+                "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
+        out.append(f"Warm ({kind}): {w.samples_per_s:,.0f} samples/s at {readers(w)}.")
+    if invalid:
+        out.append(f"{len(invalid)} run(s) were too short, not cold, or changed under the run, and were left out "
+                   "(marked invalid).")
+    out += _startup_note(result) + _mitigation_note(result) + _fuse_note(result)
+    return out
+
+
+def _startup_note(result: Result) -> list[str]:
+    """Listing cost at full scale, when it would exceed a minute."""
+    if not result.metadata:
+        return []
+    m = max(result.metadata, key=lambda x: x.projected_list_s)
+    if m.projected_list_s < STARTUP_NOTE_S:
+        return []
+    if result.mount.objects:
+        return [f"Start-up: listing {m.scale_files:,} keys ({-(-m.scale_files // 1000):,} LIST requests of 1,000) "
+                f"would take ~{m.projected_list_s / 60:,.1f} min ({m.cache}, predicted from {m.files:,} keys) before "
+                "the first batch."]
+    return [f"Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
+            f" min ({m.cache}, predicted from {m.files:,} files) before the first batch."]
+
+
+def _mitigation_note(result: Result) -> list[str]:
+    """The valid mitigation that buys the most, when it buys at least 10%."""
+    better = [m for m in result.mitigations if m.name != "baseline" and m.valid and m.speedup >= MITIGATION_NOTE]
+    if not better:
+        return ["No mitigation measured bought 10% or more."] if result.mitigations else []
+    m = max(better, key=lambda x: x.speedup)
+    cost = f", for {m.extra_bytes / 1e9:.2f} GB more space" if m.extra_bytes else ""
+    fed = f" (enough for {m.gpus_fed} GPUs by the rates, not a training run)" if m.gpus_fed is not None else ""
+    return [f"Best mitigation: {m.name}, {times(m.speedup)} the baseline's samples/s{fed}{cost}."]
+
+
+def _fuse_note(result: Result) -> list[str]:
+    """`run --url --mount`: which way of reading the same bucket was faster, and by how much."""
+    f = result.fuse_view
+    if f is None:
+        return []
+    files = f"files through the FUSE view {f.mount} ({f.fstype}): {f.files_samples_per_s:,.0f} samples/s"
+    objects = f"objects by GETs: {f.objects_samples_per_s:,.0f} samples/s"
+    first, second = (files, objects) if f.faster == "files" else (objects, files)
+    flag = "" if f.valid else " (an epoch of the two is invalid: see the runs)"
+    return [f"Objects vs files on the same storage ({f.cache}, {f.readers} readers): {f.faster} are {times(f.ratio)} "
+            f"as fast; {first}, {second}{flag}."]
+
 
 CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, not the storage or the GPUs
 
 
 def answer(result: Result) -> Verdict:
     """One client's answer for the first input pipeline asked (--pipeline), with a line for each other one measured
-    (each its own view of the result: `client_figures.view`); the storage's answer is the same for all."""
+    (each its own view of the result: `view`, above); the storage's answer is the same for all."""
     names = result.settings.pipelines or [RAW]
     if names == [RAW]:
         return _answer(result, named=False)

@@ -15,8 +15,7 @@ from typing import cast
 import numpy as np
 
 from iobench import engines, store
-from iobench.answer.client import verdict
-from iobench.answer.client_figures import ceiling
+from iobench.answer.client import ceiling, verdict
 from iobench.answer.rules import MIN_TRAIN_STEPS, mark_validity, stats, supply_run
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
