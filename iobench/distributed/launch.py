@@ -45,7 +45,8 @@ PID = "pid."  # + the rank: its pid, written as it joins (torch's launcher does 
 HELD = "held."  # + the rank: the "iobench: ..." lines of a rank other than 0
 POLL_S = 0.1
 DIAGNOSIS_S = 5.0  # rank 0's diagnosis of a lost rank (job.LOST_CHECK_S) and saving what was gathered
-STOP_CODES = (128 + signal.SIGTERM, -signal.SIGTERM, -signal.SIGKILL)  # how a rank that torch stopped ends
+TORCH_STOP = (128 + signal.SIGTERM, -signal.SIGTERM)  # how a rank ends on torch's first stop signal
+STOP_CODES = (*TORCH_STOP, -signal.SIGKILL)  # how a rank that torch stopped ends (SIGKILL after the grace)
 
 
 def grace_s(timeout_s: float) -> int:
@@ -213,9 +214,11 @@ def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int]
     kept = Path(path) if path and Path(path).is_file() else None
     done = kept is not None and (folder / COMPLETE).exists()
     gathered = f" (rank 0 kept what was gathered in {kept})" if kept else " (no result was written)"
-    # the rank that ended badly first on its own; after it, torch stopped the others (or the watch did)
-    own = sorted((watch.ended.get(r, math.inf), r) for r in failures if r not in watch.stopped)
-    first = own[0][1] if own else None
+    # the rank that ended badly first on its own; after it, torch stopped the others (or the watch did). The watch
+    # looks every POLL_S: a rank's end and torch's SIGTERM to the rest can fall in one look, so within a look a rank
+    # ended by SIGTERM counts as stopped (torch's SIGKILL comes only after the grace, seconds later)
+    own = sorted((watch.ended.get(r, math.inf), codes[r] in TORCH_STOP, r) for r in failures if r not in watch.stopped)
+    first = own[0][2] if own else None
 
     def on_its_own(r: int) -> bool:
         return r not in watch.stopped and (r == first or codes[r] not in STOP_CODES)
@@ -229,7 +232,10 @@ def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int]
         lines.append(f"{said}: stopped every rank; {what}")
         code = 128 + sig
     elif done:
-        code = codes.get(0, 0) if first == 0 else 0  # rank 0 stopped after its result: the result stands
+        code = max(codes.get(0, 0), 0) if first == 0 else 0  # rank 0 stopped after its result: the result stands
+        if first == 0 and codes[0] < 0:
+            lines.append(f"warning: {where(0)} {_how(codes[0])} after its result was complete ({kept}): "
+                         "the result stands")
         if 0 in watch.stopped:
             state = f" ({watch.stopped[0]})" if watch.stopped[0] else ""
             lines.append(f"warning: {where(0)} did not end within {timeout_s:g} s of its complete result ({kept})"
