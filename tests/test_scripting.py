@@ -202,7 +202,8 @@ def test_a_signal_exits_with_its_code_and_keeps_the_partial_result(mount, tmp_pa
             proc.kill()
             proc.wait()
     assert proc.returncode == code, err
-    assert "interrupted: kept" in err and "Traceback" not in err
+    words = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"  # as after a finished run
+    assert f"iobench: {words}: kept" in err and "Traceback" not in err, err
     kept = Result.load(out / "result.json")
     assert not kept.complete and len(kept.runs) >= 1 and sum(r.samples for r in kept.runs) > 0
     assert Result.model_validate_json(stdout).complete is False  # the JSON of what was kept, still alone on stdout

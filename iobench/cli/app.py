@@ -68,8 +68,8 @@ def run_main() -> None:
     except click.ClickException as exc:  # usage errors too: one line, not click's three
         err(f"error: {exc.format_message()}")
         sys.exit(EXIT_USAGE)
-    except Interrupted as exc:
-        err(str(exc))
+    except Interrupted as exc:  # said as the signal was, as after a finished run: "terminated (SIGHUP): kept ..."
+        err(signal_words(stopped_by[0]) + str(exc).removeprefix("interrupted"))
         sys.exit(128 + stopped_by[0])
     except UserCodeError as exc:  # the user's own code: its traceback is theirs to read, then one line
         sys.stderr.write("--- the traceback of your code (not iobench's) ---\n" + exc.traceback)
