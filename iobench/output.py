@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iobench.dataset import DATA_ROOT, kind_of
+from iobench.dataset import DATA_ROOT
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
-from iobench.safefs import write_file
+from iobench.safefs import not_followed, write_file
 
 STDOUT = "-"  # `--json -`: the JSON goes to stdout, alone
 CLOSED_AT_START: set[int] = set()  # of stdin, stdout, stderr: those closed when iobench started (cli.main)
@@ -104,6 +104,18 @@ def _writable(folder: Path, what: str) -> None:
         raise EnvironmentRefused(f"{what}: cannot write in {folder} (permission denied)")
 
 
+def check_no_link(path: str | Path | None, what: str) -> None:
+    """Before anything is read: no link or special file where an output file (--html, --md, --csv, --json) goes
+    (safefs.write_file never writes through one; this says so before the work, in the same words)."""
+    if path is None or path == STDOUT:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{what} {not_followed(path, mode)}; give another file name"
+                            + (" (or - for stdout)" if what == "--json" else ""))
+
+
 def check_json_target(path: str | None, what: str = "--json") -> None:
     """Before anything is measured: the JSON file can be written (its folder exists and takes files), or stdout is
     open for `-`."""
@@ -112,11 +124,7 @@ def check_json_target(path: str | None, what: str = "--json") -> None:
     if path is None or path == STDOUT:
         return
     p = Path(path)
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.lstat(p).st_mode
-        if not stat.S_ISREG(mode):  # a link or special file is never written through (safefs.write_file)
-            raise UserError(f"{what} {path}: is {kind_of(mode)}, not a regular file; give a file name (or - for "
-                            "stdout)")
+    check_no_link(p, what)
     folder = p.parent
     if not folder.is_dir():
         raise UserError(f"{what} {path}: the folder {folder} does not exist")

@@ -52,10 +52,14 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def not_followed(path: Path | str, mode: int, expected: str = "a regular file") -> str:
+    """How a link or special file where iobench expects one of its files or folders is said (what to do after)."""
+    return f"{path} is {kind_of(mode)}, where iobench expects {expected}: iobench does not follow, open or remove it"
+
+
 def refuse(path: Path | str, mode: int, expected: str = "a regular file") -> NoReturn:
     """Stop with one line: a link or special file where iobench expects one of its files or folders."""
-    raise UserError(f"{path} is {kind_of(mode)}, where iobench expects {expected}: iobench does not follow, open "
-                    "or remove it; move it away")
+    raise UserError(f"{not_followed(path, mode, expected)}; move it away")
 
 
 def fmt_bytes(n: float) -> str:

@@ -210,10 +210,10 @@ def check_outputs(json_path: str | None, out: Path | None, dataset: Path | None 
     """Where a run's outcome goes can take it: the JSON file (or an open stdout), the result folder (an --out
     that exists must be empty); neither is the workload file read, nor inside the dataset (iobench.output)."""
     where = "--out" if out else "the result folder"
+    check_apart([("--json", json_path), (where, out or Path("reports"))],  # first: a link to the input is the input
+                [Path(workload)] if workload else [], dataset)
     check_json_target(json_path)
     check_out_target(out or Path("reports"), where, given=out is not None)
-    check_apart([("--json", json_path), (where, out or Path("reports"))],
-                [Path(workload)] if workload else [], dataset)
 
 
 def _refuse_too_few(settings: Settings, files: int, job: Job | None, named: bool = False) -> None:

@@ -46,18 +46,20 @@ def test_a_users_file_at_the_old_temporary_name_is_left_alone(tmp_path: Path) ->
     assert sorted(p.name for p in dl.iterdir()) == ["mine.md", "mine.md.tmp", "s.md", "s.md.tmp"]
 
 
-@pytest.mark.parametrize("option", ["--md", "--csv"])
-def test_a_link_at_the_output_is_refused_in_one_line(tmp_path: Path, option: str) -> None:
+@pytest.mark.parametrize("command, option", [("report", "--md"), ("report", "--csv"), ("compare", "--html")])
+def test_a_link_at_the_output_is_refused_in_one_line(tmp_path: Path, command: str, option: str) -> None:
+    """A link to another file of the user's, in one wording for every output file, before anything is read."""
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     out = tmp_path / "out"
     out.symlink_to(victim)
     other = [] if option == "--md" else ["--md", str(tmp_path / "r.md")]  # no report beside the shipped example
-    proc = iobench("report", str(EXAMPLE), option, str(out), *other)
+    inputs = [str(EXAMPLE)] if command == "report" else [str(EXAMPLE), str(EXAMPLES / "sshfs" / "result.json")]
+    proc = iobench(command, *inputs, option, str(out), *other)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"iobench: error: {out} is a symbolic link, where iobench expects a regular file: iobench does not follow, "
-        "open or remove it; move it away"]
+        f"iobench: error: {option} {out} is a symbolic link, where iobench expects a regular file: iobench does not "
+        "follow, open or remove it; give another file name"]
     assert victim.read_text() == "keep me\n" and out.is_symlink()
 
 
@@ -66,8 +68,9 @@ def test_json_to_a_special_file_is_refused_before_measuring(tmp_path: Path) -> N
     os.mkfifo(fifo)
     proc = iobench("workloads", "--json", str(fifo), timeout=30)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"iobench: error: --json {fifo}: is a FIFO, not a regular file; give a file name "
-                                   "(or - for stdout)")
+    assert proc.stderr.strip() == (f"iobench: error: --json {fifo} is a FIFO, where iobench expects a regular file: "
+                                   "iobench does not follow, open or remove it; give another file name (or - for "
+                                   "stdout)")
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -112,10 +115,12 @@ def _inputs(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     (["report", "a.json", "--csv", "./link.json"], "--csv link.json is the input a.json"),
     (["compare", "a.json", "b.json", "--json", "a.json"], "--json a.json is the input a.json"),
     (["compare", "a.json", "b.json", "--html", "x.html", "--csv", "b.json"], "--csv b.json is the input b.json"),
+    (["compare", "a.json", "b.json", "--json", "link.json"], "--json link.json is the input a.json"),  # not "a link"
     (["plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--result", "a.json", "--json", "a.json"],
      "--json a.json is the input a.json"),
     (["run", "--mount", ".", *RUN, "--workload", "./w.toml", "--json", "w.toml"], "--json w.toml is the input w.toml"),
-], ids=["report-html", "report-md-link", "report-csv", "compare-json", "compare-csv", "plan-json", "run-json"])
+], ids=["report-html", "report-md-link", "report-csv", "compare-json", "compare-csv", "compare-json-link",
+       "plan-json", "run-json"])
 def test_no_output_is_an_input(tmp_path: Path, argv: list[str], named: str) -> None:
     _inputs(tmp_path)
     before = tree_hashes(tmp_path)

@@ -34,7 +34,7 @@ from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.output import STDOUT, check_apart, check_json_target, dump, write_json
+from iobench.output import STDOUT, check_apart, check_json_target, check_no_link, dump, write_json
 from iobench.result import Result
 from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
@@ -171,7 +171,10 @@ def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | No
         folder = results[0] if results[0].is_dir() else results[0].parent
         stem = "report" if len(results) == 1 else "compare"
         html_path, md_path = folder / f"{stem}.html", folder / f"{stem}.md"
-    check_apart([("--html", html_path), ("--md", md_path), ("--csv", csv_path)], map(reporting.result_file, results))
+    outputs = [("--html", html_path), ("--md", md_path), ("--csv", csv_path)]
+    check_apart(outputs, map(reporting.result_file, results))  # first: a link to the input is said as the input
+    for what, path in outputs:
+        check_no_link(path, what)
     loaded = reporting.load_results(results)
     ui = UI()
     for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
@@ -194,14 +197,16 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
     """Pre-purchase view: several mounts or systems side by side on the same workload, the winner per metric."""
     if len(results) < 2:
         raise UserError("compare needs two or more result files (for one, use `iobench report`)")
-    check_json_target(json_path)
     to_stdout = json_path == STDOUT
     if html_path is None and md_path is None and not to_stdout:
         folder = Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-compare"
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
-    check_apart([("--html", html_path), ("--md", md_path), ("--csv", csv_path), ("--json", json_path)],
-                map(reporting.result_file, results))
+    outputs = [("--html", html_path), ("--md", md_path), ("--csv", csv_path), ("--json", json_path)]
+    check_apart(outputs, map(reporting.result_file, results))  # first: a link to the input is said as the input
+    for what, path in outputs:
+        check_no_link(path, what)
+    check_json_target(json_path)
     loaded = reporting.load_results(results)
     _refuse_the_same_twice(results, loaded)
     written = reporting.write(loaded, html_path, md_path, csv_path, names=names or None)
@@ -278,8 +283,8 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
              au_target: float, rate: float | None, rate_kind: str | None, gpus_per_node: int,
              result_paths: tuple[Path, ...], pipeline: str | None, json_path: str | None) -> None:
     """Capacity arithmetic: what N GPUs training a model ask of the storage; with --result, what it supports."""
-    check_json_target(json_path)
     check_apart([("--json", json_path)], map(reporting.result_file, result_paths))
+    check_json_target(json_path)
     if mean_size is not None:
         if mean_kb is not None:
             raise UserError("--mean-kb is the old spelling of --mean-size: give one")
