@@ -135,16 +135,6 @@ def versions() -> dict[str, str]:
     return found
 
 
-def has_credentials(loc: S3Location) -> bool:
-    """Whether the standard chain finds credentials for the location's profile (no request is made)."""
-    import boto3
-
-    try:
-        return boto3.session.Session(profile_name=loc.profile).get_credentials() is not None
-    except Exception:
-        return False
-
-
 THROTTLED = frozenset({"SlowDown", "503", "Throttling", "ThrottlingException", "RequestLimitExceeded",
                        "TooManyRequests", "429", "ErrTooManyRequest"})
 

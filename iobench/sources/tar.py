@@ -8,9 +8,7 @@ share, and one descriptor per shard per thread would run into the descriptor lim
 `open_ns`; all later reads have `open_ns` = 0. Descriptors are kept per `os.getpid()`, so a forked
 DataLoader worker opens its own.
 
-Streaming, as WebDataset reads: `shard_read_order` and `shard_stream_order` give an epoch's order
-for the existing engines to replay (see their docstrings, and `stream_shuffle_stats` for how much
-weaker than a full permutation the stream's shuffle is).
+Streaming, as WebDataset reads: `shard_read_order` gives an epoch's read order for the engines to replay.
 """
 
 from __future__ import annotations
@@ -121,9 +119,6 @@ class TarSource:
         state["_fds"] = {}
         return state
 
-    def stream_order(self, seed: int, epoch: int, buffer: int = 1000, **kw) -> np.ndarray:
-        return shard_stream_order(self.index, seed, epoch, buffer, **kw)
-
     def describe(self) -> dict:
         """What a result records about this source."""
         return {
@@ -213,58 +208,11 @@ def _interleave(streams: list[np.ndarray], batch: int) -> np.ndarray:
 
 
 def shard_read_order(index, seed: int, epoch: int, *, workers: int = 1, batch: int = 1) -> np.ndarray:
-    """The order in which a WebDataset pipeline *reads* samples from storage in an epoch: shards in a
-    fresh per-(seed, epoch) shuffle, each streamed from its first member to its last. The shuffle
-    buffer reorders samples in memory after they are read, so this, not `shard_stream_order`, is the
-    IO pattern to replay when measuring storage."""
-    return shard_stream_order(index, seed, epoch, buffer=0, workers=workers, batch=batch)
+    """The order in which a WebDataset pipeline *reads* samples from storage in an epoch: shards in a fresh
+    per-(seed, epoch) shuffle, each streamed from its first member to its last; with `workers` > 1 the shards are
+    dealt round-robin to workers and their streams interleaved a `batch` at a time, as a DataLoader does. Its
+    shuffle buffer reorders samples in memory after they are read, so it is not replayed: this is the IO pattern.
 
-
-def shard_stream_order(index, seed: int, epoch: int, buffer: int = 1000, *, workers: int = 1,
-                       batch: int = 1) -> np.ndarray:
-    """Sample indices in the order a WebDataset pipeline *delivers* them for an epoch: shards
-    shuffled per (seed, epoch), members read in order within a shard, then a shuffle buffer of
-    `buffer` samples (fill it, then emit a random one of them for each new sample; drain it in
-    random order at the end; `buffer` <= 1: no buffer, the read order). With `workers` > 1 the shards
-    are dealt round-robin to workers, each with its own buffer, and their output is interleaved a
-    `batch` at a time as a DataLoader does.
-
-    This shuffle is weaker than a full permutation: a sample can move at most about `buffer`
-    positions from where its shard's stream put it, so neighbours in the order mostly come from the
-    same one or two shards (a full permutation makes that about 1 / shards); with shards larger than
-    the buffer, whole stretches of an epoch come from one shard. `stream_shuffle_stats` measures it.
-
-    `index` is a tar pack's (samples, 3) index, its shard column, or a TarSource.
-    """
-    shard_of = _shard_column(index)
-    streams = _worker_streams(np.asarray(shard_of), seed, epoch, max(1, workers))
-    if buffer > 1:
-        streams = [_shuffle_buffer(st, buffer, np.random.default_rng([seed, epoch, 0xB0F, w]))
-                   for w, st in enumerate(streams)]
+    `index` is a tar pack's (samples, 3) index, its shard column, or a TarSource."""
+    streams = _worker_streams(np.asarray(_shard_column(index)), seed, epoch, max(1, workers))
     return _interleave(streams, max(1, batch))
-
-
-def _shuffle_buffer(stream: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    items = stream.tolist()
-    n = len(items)
-    out: list[int] = []
-    buf = items[:k]
-    picks = (rng.random(max(0, n - k)) * len(buf)).astype(np.int64).tolist()
-    for j, x in zip(picks, items[k:], strict=True):
-        out.append(buf[j])
-        buf[j] = x
-    rng.shuffle(buf)
-    out.extend(buf)
-    return np.array(out, dtype=np.int64)
-
-
-def stream_shuffle_stats(order: np.ndarray, index) -> dict:
-    """How shuffled an epoch's order is, for the result: the fraction of consecutive pairs whose two
-    samples come from the same shard, and what a full permutation of the same samples gives
-    (sum over shards of (shard's share)^2, about 1 / shards)."""
-    shard_of = np.asarray(_shard_column(index))
-    seq = shard_of[np.asarray(order)]
-    same = float(np.mean(seq[1:] == seq[:-1])) if len(seq) > 1 else 0.0
-    share = np.bincount(shard_of) / max(1, len(shard_of))
-    return {"same_shard_pairs": round(same, 4), "full_shuffle_same_shard_pairs": round(float((share**2).sum()), 4),
-            "shards": int((share > 0).sum())}
