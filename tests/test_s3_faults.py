@@ -127,18 +127,21 @@ def test_a_frozen_server_ends_a_dataloader_run_in_its_first_epoch(s3_bed, prefix
 # ------------------------------------------------------------------------------------- an object deleted mid-run
 
 
-def test_an_object_deleted_mid_run_is_named_and_the_result_kept(s3_bed, tmp_path: Path) -> None:
-    """A sample's object deleted once the first epoch is kept: the next GET of it is a 404; the line names its key,
-    says the object was deleted and where the result was kept; exit 3, reports written."""
+@pytest.mark.parametrize("source", ["files", "tar"])
+def test_an_object_deleted_mid_run_is_named_and_the_result_kept(s3_bed, tmp_path: Path, source: str) -> None:
+    """A sample's object (or, read from tar shards by the CRT's ranged GETs, its shard) deleted once the first epoch
+    is kept: the next GET of it is a 404; the line names its key, says the object was deleted and where the result
+    was kept; exit 3, reports written."""
     p = f"del-{uuid.uuid4().hex[:8]}"
     shape = ["--files", "300", "--size-dist", "fixed:4KiB", "--classes", "2"]
     assert iobench("gen", "--url", f"s3://{s3_bed.bucket}/{p}", *shape, env=s3_bed.env()).returncode == 0
-    victim = sorted(k for k in _keys(s3_bed, f"{p}/") if k.endswith(".JPEG"))[150]
     out = tmp_path / "r"
     proc = _start(s3_bed, tmp_path, "run", "--url", f"s3://{s3_bed.bucket}/{p}", *shape, "--engine", "threads",
                   "--threads", "2", "--in-flight", "2", "--cache", "cold", "--epochs", "200", "--no-fio",
-                  "--no-metadata", "--quiet", "--out", str(out))
+                  "--no-metadata", "--quiet", "--source", source, "--out", str(out))
     first_epoch_kept(out, proc)
+    victim = sorted(k for k in _keys(s3_bed, f"{p}/") if k.endswith(".JPEG" if source == "files" else ".tar"))[
+        150 if source == "files" else 0]
     s3_bed.boto3().delete_object(Bucket=s3_bed.bucket, Key=victim)
     err, _ = _ended(proc)
     line = _one_error(err)

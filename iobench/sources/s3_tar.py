@@ -146,11 +146,12 @@ class _Reader:
             n += k
         return n
 
-    def _failed(self, exc: Exception, index: int) -> Exception:
+    def _failed(self, exc: Exception, index: int, body: Any = None) -> Exception:
         if isinstance(exc, UserError):
             return exc
+        status = body.status if isinstance(body, _CrtBody) else 0  # the CRT's errors do not say it (a 404: deleted)
         return explain(exc, S3Location(self._bucket, self._keys[self._shard[index]], self._src.loc.endpoint),
-                       "reading")
+                       "reading", status)
 
 
 class _Chunks(ABC):
@@ -209,7 +210,7 @@ class _CrtBody(_Chunks):
     """A GET through the CRT (awscrt): the chunks its event-loop threads deliver, in order, queued as they come;
     `close` cancels a GET not read to its end."""
 
-    __slots__ = ("_job", "_cv", "_chunks", "_ended", "_error", "_status")
+    __slots__ = ("_job", "_cv", "_chunks", "_ended", "_error", "status")
 
     def __init__(self, c: CrtClient, key: str, start: int, end: int | None):
         super().__init__()
@@ -217,7 +218,7 @@ class _CrtBody(_Chunks):
         self._chunks: deque[bytes] = deque()
         self._ended = False
         self._error: BaseException | None = None
-        self._status = 0
+        self.status = 0  # the answer's HTTP status, for the words of a failed GET
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", rng)]))
         self._job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=self._headers,
@@ -225,7 +226,7 @@ class _CrtBody(_Chunks):
 
     # the CRT's callbacks, on its threads
     def _headers(self, status_code: int, **_: Any) -> None:
-        self._status = status_code
+        self.status = status_code
 
     def _body(self, chunk: bytes, **_: Any) -> None:
         with self._cv:
@@ -238,7 +239,7 @@ class _CrtBody(_Chunks):
         with self._cv:
             self._error, self._ended = error, True
             if status_code:
-                self._status = status_code
+                self.status = status_code
             self._cv.notify()
 
     def _next(self) -> bytes | None:
@@ -306,7 +307,7 @@ class RangeReader(_Reader):
             n = self._fill(body, size, index)
             body.close()
         except Exception as exc:
-            raise self._failed(exc, index) from None
+            raise self._failed(exc, index, body) from None
         t2 = _clock()
         self.open_ns = t1 - t0
         self.total_ns = t2 - t0
@@ -416,8 +417,9 @@ class StreamReader(_Reader):
                 else:
                     st.next = index + 1
             except Exception as exc:
+                body = st.body
                 self._drop(st, self._first[s])
-                raise self._failed(exc, index) from None
+                raise self._failed(exc, index, body) from None
             finally:
                 st.cond.notify_all()
             self.total_ns = _clock() - t0
