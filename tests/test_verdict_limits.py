@@ -123,9 +123,10 @@ def storage_answer_holds(v: dict) -> None:
     assert f"client feeds {client}" in v["answer"] or v["asked_client_fed"], v["answer"]
     if v["gpus_asked"] is None:  # the first line under ~200 characters, beside the test bed's long mount path
         assert len(v["answer"]) - len(v["answer"].split(": ", 1)[0]) < 170, v["answer"]
-    else:  # a pipeline other than raw is named, with its CPU per sample (docs/pipelines.md): ~70 characters more
+    else:  # a pipeline other than raw is named, with its CPU per sample (docs/pipelines.md): ~70 characters more;
+        # a range ("up to 6-7") and "at least" (a busy host's lower bound) ~12 more: 271 beside a CPU hog
         named = v.get("client_pipeline") not in (None, "raw")
-        assert len(v["answer"]) < (270 if named else 200), v["answer"]
+        assert len(v["answer"]) < (285 if named else 200), v["answer"]
 
 
 # ------------------------------------------------------------------------------------------------ the beds
