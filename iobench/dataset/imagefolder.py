@@ -347,7 +347,7 @@ def _load_cache(root: Path, threads: int, follow: bool,
         changed = _changed([os.path.join(base, f) if f else base for f in folders], mtimes, threads)
         if changed is not None:
             return None, changed
-        manifest = Manifest.read(fd, root, cache_home().joinpath(*CACHE_PARTS, _key(root)))  # mapped, once indexed
+        manifest = Manifest.read(fd, root, cache_folder(root))  # mapped, once indexed
         if len(manifest) != info["files"] or manifest.total_bytes != info["bytes"]:
             return None, None
         resized = _resized(manifest, 1 if _local(root) else threads, bad)
@@ -425,7 +425,7 @@ def _save_cache(root: Path, walk: Walk) -> bool:
         fd = open_tree(home, (*CACHE_PARTS, _key(root)), create=True)
         assert fd is not None
         try:
-            where = home.joinpath(*CACHE_PARTS, _key(root))
+            where = cache_folder(root)
             _write_manifest(fd, where, rel, sizes)
             st = os.stat(MANIFEST, dir_fd=fd, follow_symlinks=False)
             info = {"format": CACHE_FORMAT, "iobench": __version__, "tree": base, "files": len(rel),

@@ -1,7 +1,7 @@
 """The Store protocol: a dataset's home, whatever holds it, behind the operations iobench needs of it.
 
-A `Store` is where iobench's datasets live: a folder under a mount today (store/folder.py: the datasets under
-MOUNT/iobench-data/<name>/), an object store's bucket and prefix next (issue 22: s3://BUCKET/PREFIX/<name>/). Every
+A `Store` is where iobench's datasets live: a folder under a mount (store/folder.py: the datasets under
+MOUNT/iobench-data/<name>/) or an object store's bucket and prefix (store/s3.py: s3://BUCKET/PREFIX/<name>/). Every
 layer above it (gen, the commands, the phases) names a dataset by its name or its `Location` and asks the store:
 
 - write (gen): `open(name, create=True)` gives the dataset's `Home`, where a sample's bytes go under their relative
