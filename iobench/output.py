@@ -17,7 +17,7 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,14 @@ def _refuse_not_empty(folder: Path, what: str) -> None:
     raise UserError(f"{what} {folder} is not empty ({listed}) and holds no result of iobench's: iobench writes "
                     "result.json, report.html, report.md and the raw baseline's fio/ or awscrt/ there and "
                     "overwrites nothing; give a new or empty folder")
+
+
+def check_report_files(outputs: Sequence[tuple[str, str | Path | None]], inputs: Iterable[Path | None]) -> None:
+    """report's and compare's output files, before anything is read: none is an input (checked first, so that a link
+    to one is said as the input), none a link or special file."""
+    check_apart(outputs, inputs)
+    for what, path in outputs:
+        check_no_link(path, what)
 
 
 def check_apart(outputs: Iterable[tuple[str, str | Path | None]], inputs: Iterable[Path | None] = (),

@@ -34,7 +34,7 @@ from iobench.errors import UserError
 from iobench.gpu import benchmark
 from iobench.gpu.rates import H200_FILE, KINDS, kinds_of, lookup, rates
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.output import STDOUT, check_apart, check_json_target, check_no_link, dump, write_json
+from iobench.output import STDOUT, check_apart, check_json_target, check_report_files, dump, write_json
 from iobench.result import Result
 from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
@@ -172,9 +172,7 @@ def report(results: tuple[Path, ...], html_path: Path | None, md_path: Path | No
         stem = "report" if len(results) == 1 else "compare"
         html_path, md_path = folder / f"{stem}.html", folder / f"{stem}.md"
     outputs = [("--html", html_path), ("--md", md_path), ("--csv", csv_path)]
-    check_apart(outputs, map(reporting.result_file, results))  # first: a link to the input is said as the input
-    for what, path in outputs:
-        check_no_link(path, what)
+    check_report_files(outputs, map(reporting.result_file, results))
     loaded = reporting.load_results(results)
     ui = UI()
     for path in reporting.write(loaded, html_path, md_path, csv_path, names=names or None):
@@ -203,9 +201,7 @@ def compare(results: tuple[Path, ...], html_path: Path | None, md_path: Path | N
         html_path, md_path = folder / "compare.html", folder / "compare.md"
         csv_path = csv_path or folder / "compare.csv"
     outputs = [("--html", html_path), ("--md", md_path), ("--csv", csv_path), ("--json", json_path)]
-    check_apart(outputs, map(reporting.result_file, results))  # first: a link to the input is said as the input
-    for what, path in outputs:
-        check_no_link(path, what)
+    check_report_files(outputs, map(reporting.result_file, results))
     check_json_target(json_path)
     loaded = reporting.load_results(results)
     _refuse_the_same_twice(results, loaded)
