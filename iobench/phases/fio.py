@@ -1,42 +1,7 @@
-"""fio baseline: what the storage itself does for these exact files at this concurrency.
-Here: running fio under the stall watchdog and keeping what it wrote; the iolog job files are in fio_job.py and
-reading fio's JSON in fio_json.py (one contract with one binary, described below; this module names them all).
-
-iobench runs the real ``fio`` binary (Debian package ``fio``) as a subprocess and parses its JSON, to
-give a figure to hold iobench's own Python readers against.
-
-How the job reads "exactly these files, each once per loop, whole file per IO": fio's ordinary file
-options cannot do it for small files of mixed sizes. With ``filename=a:b:...`` (or ``opendir=``) and
-``bs`` >= the largest file, fio skips every file smaller than ``bs`` without reading it (an IO may not
-pass the end of a file), and with a smaller ``bs`` it never reads a file's last partial block; a job
-file's option value is also capped at 4,096 characters (~100 paths). So each job replays an iolog
-(``read_iolog``, "fio version 2 iolog"): per file ``open``, one ``read 0 <size>``, ``close``, in an order
-shuffled per loop. Job *j* of ``numjobs`` replays the *j*-th log, holding its share of the files, so
-every file is read exactly once per loop in total.
-
-fio quirks found with fio 3.33 (see the notes in ``build_job`` and ``run_fio``):
-
-* fio looks every iolog line's file up by a linear scan over the job's files: setup costs about
-  ``1.2e-8 s x loops x (files per job)**2`` (5 s for 20,000 files in one job, 20 s for 40,000), done by
-  each job before its clock starts. Sample the dataset (a few 10,000 files) for the baseline.
-* Before the timed phase fio ``stat()``s every file (to size it): on a cold run the data is cold but
-  inodes/dentries have just been read, so fio's open() is cheaper than a truly cold one.
-* fio's ``loops=`` does not replay an iolog again: loops are written into the logs.
-* A read longer than the file fails the job ("full resid"): logs carry each file's exact size.
-* group_reporting's runtime is the longest job's runtime (ms resolution) and iops = ios / that: it
-  assumes the jobs ran side by side. Jobs start their clocks one by one after parsing their logs, so
-  keep logs small next to the run, and runs >= ~1 s (``loops``) for the rate to mean something.
-
-Is fio at its best here? At one job the replay does what a Python ``open``/``read``/``close`` loop does,
-syscall for syscall (strace: ``openat(O_RDONLY)``, one ``pread64`` of the whole file, ``close``; no
-``fadvise64``: ``fadvise_hint=0``, whereas fio's default would advise SEQUENTIAL on every open; no
-``stat`` in the timed part); its clock starts after the log parsing, the ``stat`` of every file and
-``exec_prerun`` (backend.c ``thread_main``; runtime = first ``open`` to last ``close``); warm, it reads as
-many files/s as the Python loop (50,000-70,000 on 1,000-20,000 files). Measured side by side, cold, the
-two agree; a single cold run, though, varies up to 2x on a shared machine (other processes dropping the
-caches, CPU and disk load), either way. So ``run_fio(repeats=N)`` keeps the fastest of N runs (the raw
-upper bound), and ``FioResult.caveats`` says when the figure kept may still be below fio's best.
-"""
+"""fio baseline: what the storage itself does for these exact files at this concurrency. The real ``fio`` binary
+(Debian package ``fio``) runs here under the stall watchdog, replaying the iologs of fio_job.py (why iologs, and
+fio's quirks they work around: docs/performance.md, "How fio reads the exact files"); fio_json.py reads its JSON.
+One cold run on a shared machine can be 2x off: ``run_fio(repeats=N)`` keeps the fastest of N runs."""
 
 from __future__ import annotations
 
@@ -57,21 +22,9 @@ from pathlib import Path
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
 from iobench.host.stall import StorageStalled, Watch
-from iobench.phases.fio_job import FioJob, build_job, fio_can_read
-from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_json, parse_fio_output, result_from_json
+from iobench.phases.fio_job import FioJob, build_job
+from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_output, result_from_json
 from iobench.safefs import write_file
-
-__all__ = [
-    "FioError",
-    "FioJob",
-    "FioMissing",
-    "FioResult",
-    "build_job",
-    "fio_can_read",
-    "fio_version",
-    "parse_fio_json",
-    "run_fio",
-]
 
 INSTALL_HINT = "install it with `apt-get install -y fio` (Debian package fio)"
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -103,16 +56,12 @@ def fio_version() -> str | None:
         out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    text = out.strip()
-    return text.removeprefix("fio-") or None
+    return out.strip().removeprefix("fio-") or None
 
 
 def _last_line(*texts: str) -> str:
-    for t in texts:
-        lines = [ln.strip() for ln in t.splitlines() if ln.strip()]
-        if lines:
-            return lines[-1]
-    return ""
+    """The last line that is not blank of the first text that has one."""
+    return next((ln.strip() for text in texts for ln in reversed(text.splitlines()) if ln.strip()), "")
 
 
 def _with_errno_text(line: str) -> str:
@@ -125,26 +74,17 @@ def _with_errno_text(line: str) -> str:
     return line if text in line else f"{line} [errno {m[1]}: {text}]"
 
 
-def _write_atomic(path: Path, text: str | None = None, *, copy_of: Path | None = None) -> None:
-    """Write *text* (or a copy of the file *copy_of*) to *path* through a temporary file beside it and
-    ``os.replace``: a reader sees the old file or the whole new one, never a part."""
-    if copy_of is not None:
-        with open(copy_of, "rb") as f:
-            write_file(path, iter(lambda: f.read(1 << 20), b""))
-    else:
-        write_file(path, text or "")
-
-
 def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple[str, ...]:
-    """Keep fio's JSON, the job file and (when small) the iologs in *save_to*; see ``FioResult.saved``."""
+    """Keep fio's JSON, the job file and (when small) the iologs in *save_to*, each written atomically; see
+    ``FioResult.saved``."""
     save_to.mkdir(parents=True, exist_ok=True)
     out = [save_to / f"{job.name}.json", save_to / job.job_name]
-    _write_atomic(out[0], result.raw_json + "\n")
-    _write_atomic(out[1], job.job)
+    write_file(out[0], result.raw_json + "\n")
+    write_file(out[1], job.job)
     logs = [workdir / n for n in job.iolog_names]
     keep = sum(p.stat().st_size for p in logs) <= KEEP_IOLOGS_MAX
     for p in logs if keep else ():
-        _write_atomic(save_to / p.name, copy_of=p)
+        write_file(save_to / p.name, p.read_bytes())  # at most KEEP_IOLOGS_MAX in all
         out.append(save_to / p.name)
     # An earlier run's iologs of the same name (another numjobs, or logs now too large) would not match.
     stale = re.compile(rf"^{re.escape(job.name)}\.\d+\.iolog$")
@@ -350,34 +290,16 @@ def run_fio(
     io_timeout_s: float | None = None,
     status: FioStatus | None = None,
 ) -> FioResult:
-    """Read *files* with fio (see ``build_job``) and return its measurement.
+    """Read *files* with fio (see ``build_job``) and return its measurement; ``fio --readonly``: it cannot write.
+    Raises FioMissing when fio is not on PATH, FioError when it fails (with fio's last error line), times out, or
+    reads other than files x loops files / bytes; StorageStalled when it does nothing for ``io_timeout_s``.
 
-    Raises FioMissing when fio is not on PATH, FioError when fio fails (with fio's last error line),
-    times out, or reads other than files x loops files / bytes. The job file and iologs go to a
-    temporary folder, or to *workdir* (kept, to rerun by hand). Runs ``fio --readonly``: it cannot write.
-
-    Cold runs: fio ``stat()``s every file before its clock starts, so after your own eviction fio reads
-    cold data through warm inodes/dentries (here, local ext4: ~15% more files/s than truly cold; more
-    where a stat is a network round trip). ``drop_caches=True`` (root) drops all caches again after
-    that stat; see ``build_job``.
-
-    ``repeats``: run the same job that many times and keep the fastest run (fio at its best: one cold run
-    on a shared machine can be 2x off); ``runs_files_per_s`` lists them all. ``prepare``, when given, is
-    called before each run (e.g. the caller's eviction). A cold run repeated without ``drop_caches`` needs
-    it: fio itself leaves the files cached. ``caveats`` says when even the fastest run may be below fio's
-    best (another process dropped the caches while it ran, or it was too short).
-
-    ``raw_json`` keeps fio's own JSON output of the run kept. ``save_to``: a folder to keep it in, as
-    ``<name>.json``, beside the job file ``<name>.fio`` and, when small (``KEEP_IOLOGS_MAX``), the iologs it
-    replays (each written atomically; ``saved`` lists them). ``name`` names the job and its files.
-
-    ``io_timeout_s``: fio doing nothing for that long (the storage stopped answering) raises StorageStalled (see
-    ``run_watched``); its processes stuck in IO are left behind, named in the error's ``left_behind``.
-
-    ``status``: called about every second with the percent done of all the repeats, (files/s, MB/s) or None while
-    fio sets up, (the run, of ``repeats``) and the seconds left (from the bytes fio's processes have read: fio
-    itself gives no percent for a replayed iolog).
-    """
+    The job file and iologs go to a temporary folder, or to *workdir* (kept, to rerun by hand); ``save_to``: a
+    folder that keeps fio's JSON (``raw_json``), the job file and, when small, the iologs (``FioResult.saved``).
+    ``drop_caches`` (root): each job drops the caches again after fio's ``stat()`` of every file (``build_job``).
+    ``repeats``: the same job that many times, the fastest kept, ``prepare`` called before each (the caller's
+    eviction: a cold run repeated without ``drop_caches`` needs it, as fio leaves the files cached).
+    ``status``: called about every second (``status_of``)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
     if drop_caches and not os.access(DROP_CACHES, os.W_OK):

@@ -1,9 +1,8 @@
 """The fio job that reads exactly these files, each once per loop, whole file per IO: the job file and one iolog
-per job (see fio.py's docstring for why iologs, and fio's quirks they work around)."""
+per job (why iologs, and fio's quirks they work around: docs/performance.md, "How fio reads the exact files")."""
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import re
@@ -22,11 +21,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 @dataclass(frozen=True)
 class FioJob:
-    """A fio job that reads given files: the job file plus one iolog per job (``numjobs``).
-
-    ``job`` names the logs by relative path (``iolog_names``): write everything into one folder with
-    ``write(folder)`` and run ``fio --readonly --output-format=json <job file>`` from that folder.
-    """
+    """A fio job that reads given files: the job file plus one iolog per job (``numjobs``), which it names relative
+    to the folder ``write`` puts them all in (fio runs from there)."""
 
     job: str
     name: str
@@ -67,12 +63,6 @@ class FioJob:
         for i in order:
             p, size = self.paths[i], self.sizes[i]
             out.write(f"{p} open\n{p} read 0 {size}\n{p} close\n" if size else f"{p} open\n{p} close\n")
-
-    def iolog(self, j: int) -> str:
-        """Job *j*'s iolog as text (for small jobs and tests; ``write`` streams to disk)."""
-        buf = io.StringIO()
-        self.write_iolog(j, buf)
-        return buf.getvalue()
 
     def write(self, folder: str | os.PathLike[str]) -> Path:
         """Write the job file and the iologs into *folder*; return the job file's path."""
@@ -115,18 +105,12 @@ def build_job(
     name: str = "iobench",
     drop_caches: bool = False,
 ) -> FioJob:
-    """A fio job reading each of *files* whole, once per loop in total, from *concurrency* jobs.
-
-    The files are shuffled (``seed``) and dealt into *concurrency* equal shares; job *j* reads its share
-    in a new random order each loop, one ``pread`` of the whole file per file, between an ``open`` and a
-    ``close`` (``ioengine=psync``, no fadvise hint, ``invalidate=0``: evict the page cache yourself; the buffer
-    on a page, ``iomem_align=4k``, as iobench's readers have theirs: sources/buffers.py).
-    *sizes* (bytes, same order as *files*) saves a ``stat`` per file; *max_file_size*, when given, is
-    checked against them and sets fio's buffer size (``bs``).
-    Paths are made absolute; fio's iolog cannot hold white space or paths over 256 bytes (ValueError).
-    ``drop_caches`` (root): each job runs ``sync && echo 3 > /proc/sys/vm/drop_caches`` after fio's setup
-    has ``stat()``ed every file and just before its clock starts, so inodes and dentries are cold too.
-    """
+    """A fio job reading each of *files* whole, once per loop in total, from *concurrency* jobs: the files shuffled
+    (``seed``) and dealt into equal shares, job *j* reading its share in a new order each loop, one ``pread`` of the
+    whole file per file (the job file's comments say why each option). *sizes* (bytes, as *files*) saves a ``stat``
+    per file; *max_file_size*, when given, is checked against them and sets ``bs``. ``drop_caches`` (root): each job
+    drops the caches after fio's ``stat()`` of every file, just before its clock starts (inodes cold too). Paths are
+    made absolute; one fio's iolog cannot hold (white space, over 256 bytes): ValueError."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, not {concurrency}")
     if loops < 1:

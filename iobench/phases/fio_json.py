@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from iobench.phases.fio_job import FioJob
@@ -81,9 +81,6 @@ class FioResult:
         """True when nothing iobench can see kept fio from its best (no ``caveats``)."""
         return not self.caveats
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "at_best": self.at_best}
-
 
 def json_start(text: str) -> int:
     """Offset of fio's JSON document: the first line that starts with '{' (fio may print lines first)."""
@@ -100,11 +97,6 @@ def parse_fio_output(text: str) -> tuple[dict[str, Any], str]:
     if not isinstance(obj, dict):
         raise ValueError("fio's JSON is not an object")
     return obj, text[start:end]
-
-
-def parse_fio_json(text: str) -> dict[str, Any]:
-    """Parse fio's ``--output-format=json`` output, skipping any non-JSON lines before (or after) it."""
-    return parse_fio_output(text)[0]
 
 
 def result_from_json(doc: dict[str, Any], job: FioJob, version: str, wall_s: float) -> FioResult:

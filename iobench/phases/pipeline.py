@@ -22,7 +22,8 @@ from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
-from iobench.phases.fio import FioError, fio_can_read, fio_version, run_fio
+from iobench.phases.fio import FioError, fio_version, run_fio
+from iobench.phases.fio_job import fio_can_read
 from iobench.phases.mitigations import (
     STREAM_NOTE,
     Variant,
