@@ -30,10 +30,10 @@ from iobench.gpu.consumer import make_consumer
 from iobench.host.mounts import host_info
 from iobench.host.stall import StorageStalled
 from iobench.phases.context import RunContext
-from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, summarize
+from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, sizes_read, summarize
 from iobench.phases.pipeline import finish
 from iobench.record.order import epoch_order, shard
-from iobench.record.recorder import changed_positions, histogram_summary, latency_histogram
+from iobench.record.recorder import histogram_summary, latency_histogram
 from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Run, Settings
 
 # -- what each epoch proves -----------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
         job.watch(None)
     rec = lane.rec
     read = rec.read_mask()
-    mismatched, mismatch = _sizes_read(manifest, mine, rec.nbytes)
+    mismatched, name, what = sizes_read(manifest, source, [(mine, rec.nbytes)])
     return _Mine(
         rank=w.rank, complete=got.error is None, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
         seconds=rec.seconds(), au=consumer.au, consumed=consumer.samples, window_s=consumer.window_s,
@@ -234,19 +234,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
         latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
-        mismatch=mismatch, first_batch_s=rec.first_batch_s()), got.error
-
-
-def _sizes_read(manifest, share: np.ndarray, nbytes: np.ndarray) -> tuple[int, str]:
-    """How many samples of this rank's share read another byte count than the manifest says (measure's rule,
-    after the epoch, on the whole share at once), and the first of them in words, as a single-client run says it."""
-    at = changed_positions(nbytes, share, manifest.sizes)
-    if not len(at):
-        return 0, ""
-    i = int(share[at[0]])
-    more = f" (and {len(at) - 1:,} more)" if len(at) > 1 else ""
-    return len(at), (f"{manifest.paths[i]} read {int(nbytes[at[0]]):,} B, its manifest says "
-                     f"{int(manifest.sizes[i]):,} B{more}")
+        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s()), got.error
 
 
 def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:

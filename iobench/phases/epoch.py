@@ -28,6 +28,7 @@ from iobench.answer.rules import (
     saturated,
 )
 from iobench.answer.sizing import passes_for
+from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.engines import Engine, Loader
 from iobench.engines.dataloader import POLL_S
@@ -250,8 +251,9 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
         engine.io_timeout_s = spec.io_timeout_s
     eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
                                         io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
-    label = (f"{spec.mitigation or spec.order} {spec.cache} "
-             + (_padded(conc, "thread") if engine.name == "threads" else _padded(engine.workers or 0, "worker")))
+    readers = counted(conc, "thread") if engine.name == "threads" else counted(engine.workers or 0, "worker")
+    # the count right-aligned (3 digits), so that the bars' labels line up
+    label = f"{spec.mitigation or spec.order} {spec.cache} " + " " * (3 - len(readers.split()[0])) + readers
     passes = 1
     while True:  # a warm epoch too short to count is read again as more passes (answer/sizing.passes_for)
         lane = Lane(engine, spec.order_of(len(manifest), passes))
@@ -260,7 +262,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
         run = summarize(got.figures(), source.name, spec.order, engine, spec.cache, spec.epoch, eviction, resident,
                         got.error is None, mitigation=spec.mitigation, passes=passes)
         # a pass that failed, or read other bytes than the manifest's, is not read again
-        changed = None if got.error else changed_during(run, manifest, source, [(lane.order, lane.rec)])
+        changed = None if got.error else changed_during(run, manifest, source, [(lane.order, lane.rec.nbytes)])
         more = passes_for(run, passes) if got.error is None and changed is None else passes
         if more == passes:
             break
@@ -270,32 +272,37 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     return run, got.error or changed
 
 
-def changed_during(run: Run, manifest: Manifest, source: Source,
-                    parts: Sequence[tuple[np.ndarray, EpochRecorder]]) -> OSError | None:
-    """When a sample read other than its manifest's bytes (a file changed during the run, or a FIFO put in its
-    place, which reads nothing): the run is marked invalid, and the OSError naming the first one is returned."""
-    found = [(order, rec, changed_positions(rec.nbytes, order, manifest.sizes)) for order, rec in parts]
+def sizes_read(manifest: Manifest, source: Source,
+               parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, str, str]:
+    """How many samples of `parts` (an order, and the bytes read at its positions) read other than their manifest's
+    bytes (a file changed during the run, or a FIFO put in its place, which reads nothing), after the epoch; the
+    first one's name, and what it read: `read 100 B, its manifest says 8,000 B (and 3 more)`."""
+    found = [(order, nbytes, changed_positions(nbytes, order, manifest.sizes)) for order, nbytes in parts]
     count = sum(len(at) for _, _, at in found)
     if not count:
-        return None
-    order, rec, at = next(f for f in found if len(f[2]))
-    index, got = int(order[at[0]]), int(rec.nbytes[at[0]])
-    name = source.sample_name(index)
-    now = f"read {got:,} B"
+        return 0, "", ""
+    order, nbytes, at = next(f for f in found if len(f[2]))
+    index = int(order[at[0]])
+    name, now = source.sample_name(index), f"read {int(nbytes[at[0]]):,} B"
     if source.name == "files":
         with contextlib.suppress(OSError):
             mode = os.lstat(name).st_mode
             if not stat.S_ISREG(mode):
                 now = f"is now {kind_of(mode)}"
     more = f" (and {count - 1:,} more)" if count > 1 else ""
-    why = f"{now}, its manifest says {int(manifest.sizes[index]):,} B: the dataset changed during the run{more}"
+    return count, name, f"{now}, its manifest says {int(manifest.sizes[index]):,} B{more}"
+
+
+def changed_during(run: Run, manifest: Manifest, source: Source,
+                   parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> OSError | None:
+    """When a sample read other than its manifest's bytes (`sizes_read`): the run is marked invalid, and the OSError
+    naming the first one is returned."""
+    count, name, what = sizes_read(manifest, source, parts)
+    if not count:
+        return None
+    why = f"{what}: the dataset changed during the run"
     run.valid, run.invalid_reason = False, f"{name} {why}"
     return OSError(None, why, name)
-
-
-def _padded(n: int, noun: str) -> str:
-    """`  4 threads`, `  1 thread`: the count right-aligned, so that the bars' labels line up."""
-    return f"{n:>3} {noun}{'' if n == 1 else 's'}"
 
 
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
@@ -439,7 +446,7 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
                                    [c.window_s for c in consumers])))
     if not spec.raw:  # the library read the samples: no read of its was timed (null, not 0)
         return run.model_copy(update={"latency_ms": None, "open_ms": None, "decode": spec.decodes})
-    changed_during(run, manifest, source, [(lane.order, lane.rec) for lane in lanes])  # marks it invalid, if so
+    changed_during(run, manifest, source, [(lane.order, lane.rec.nbytes) for lane in lanes])  # marks it invalid, if so
     return run
 
 
