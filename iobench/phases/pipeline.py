@@ -24,6 +24,7 @@ from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_version, run_fio
 from iobench.phases.fio_job import fio_can_read
+from iobench.phases.fio_json import FioResult
 from iobench.phases.mitigations import (
     STREAM_NOTE,
     Variant,
@@ -35,7 +36,7 @@ from iobench.phases.mitigations import (
     variants,
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
-from iobench.phases.raw_objects import objects_baseline
+from iobench.phases.raw_objects import RawResult, run_raw
 from iobench.phases.runner import epoch as epoch_of
 from iobench.phases.runner import run_phases, step
 from iobench.pipelines import RAW
@@ -43,6 +44,7 @@ from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Run, Settings
+from iobench.safefs import write_file
 from iobench.ui import UI
 
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
@@ -178,22 +180,17 @@ def _fio(ctx: RunContext) -> None:
     concurrency and cache state; then each loader run's efficiency against it."""
     where = store.open(ctx.manifest.root)
     if where.raw != "fio":  # a program of the store's own (store/s3.py: the CRT client)
-        objects_baseline(ctx.manifest, ctx.settings, ctx.result, ctx.ui, ctx.path.parent / where.raw, ctx.save)
+        _objects_baseline(ctx, where)
         return _efficiency(ctx)
-    manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    baseline = result.baseline = Baseline(tool="fio", tool_version=fio_version())
-    if baseline.tool_version is None:
-        baseline.note = "fio is not installed: no raw baseline (install it with apt-get install -y fio)"
-        ui.warn(baseline.note)
+    manifest, settings = ctx.manifest, ctx.settings
+    if not _baseline(ctx, "fio", fio_version(), "install it with apt-get install -y fio"):
         return
     # fio's iolog cannot name a path with white space or over 256 bytes: it reads a sample of the others
     usable = np.array([i for i, p in enumerate(manifest.paths) if fio_can_read(p)], dtype=np.int64)
     if len(usable) < len(manifest):
-        baseline.note = (f"fio cannot replay {len(manifest) - len(usable):,} of the {len(manifest):,} paths (white "
-                         "space, or over 256 bytes): its baseline reads a sample of the others")
-        ui.warn(baseline.note)
+        _note(ctx, f"fio cannot replay {len(manifest) - len(usable):,} of the {len(manifest):,} paths (white space, "
+                   "or over 256 bytes): its baseline reads a sample of the others")
     if len(usable) == 0:
-        ctx.save()
         return
     n = min(FIO_SAMPLE, len(usable))
     pick = np.sort(np.random.default_rng([settings.seed, 0xF10]).choice(usable, size=n, replace=False))
@@ -205,6 +202,59 @@ def _fio(ctx: RunContext) -> None:
                 if not _fio_point(ctx, where, paths, sizes, pick, conc, state):
                     return
     _efficiency(ctx)
+
+
+def _baseline(ctx: RunContext, tool: str, version: str | None, install: str) -> bool:
+    """The raw baseline by `tool` begun in the result; False where the tool is not installed (its note says so)."""
+    ctx.result.baseline = Baseline(tool=tool, tool_version=version)
+    if version is None:
+        _note(ctx, f"{tool} is not installed: no raw baseline ({install})")
+    return version is not None
+
+
+def _note(ctx: RunContext, note: str) -> None:
+    """The raw baseline's note (what it could not do), warned of and saved."""
+    cast(Baseline, ctx.result.baseline).note = note
+    ctx.ui.warn(note)
+    ctx.save()
+
+
+def _keep_point(ctx: RunContext, res: FioResult | RawResult, conc: int, state: str, samples: int, program: str,
+                counters: Counters, json_file: str, **extra) -> None:
+    """One point of the raw baseline (fio's, or the raw client's on objects), judged and saved as it is measured;
+    `counters` began with the tool's run (its processes are iobench's children: their CPU is counted)."""
+    cast(Baseline, ctx.result.baseline).points.append(mark_validity(RawPoint(
+        concurrency=conc, cache=state, samples=samples, bytes=res.bytes, seconds=res.seconds,
+        samples_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
+        latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}), setup_s=round(res.setup_s, 3),
+        program=program, cpu=Cpu(**counters.result()["cpu"]), cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4),
+        cpu_us_per_sample=per_sample_us(res.cpu_s, samples), json_file=json_file, **extra)))
+    ctx.save()
+
+
+def _objects_baseline(ctx: RunContext, where: store.Store) -> None:
+    """The raw client over every key of the dataset (phases/raw_objects.py), per depth and cache state, as fio's
+    points; a failure ends the phase, the baseline's note saying how."""
+    manifest, settings, tool = ctx.manifest, ctx.settings, where.raw
+    if not _baseline(ctx, tool, where.raw_version(), f"pip install {tool}"):
+        return
+    keys, sizes, n = list(manifest.paths), manifest.sizes.tolist(), len(manifest)
+    for conc in settings.raw_depths(n):
+        for state in settings.cache:
+            # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
+            name = f"{tool}-{conc}inflight-{state}"
+            with step(ctx, Step(tool, f"{state}, {conc} in flight", n, f"{tool} {state}")):
+                try:
+                    counters = Counters(None)
+                    with ctx.ui.fio_progress(f"{tool}, {state}: {n:,} objects, {conc} in flight") as status:
+                        res = run_raw(where, manifest, keys, sizes, conc, io_timeout_s=settings.io_timeout_s,
+                                      status=status, name=name)
+                except FioError as exc:
+                    return _note(ctx, f"the raw baseline failed at {conc} in flight, {state}: {exc}")
+            (ctx.path.parent / tool).mkdir(parents=True, exist_ok=True)
+            write_file(ctx.path.parent / tool / f"{name}.json", res.raw_json + "\n")
+            _keep_point(ctx, res, conc, state, res.requests, res.command, counters, f"{tool}/{name}.json",
+                        throttled=res.throttled)
 
 
 def _efficiency(ctx: RunContext) -> None:
@@ -223,7 +273,6 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     """One fio point (jobs, cache state) on the sample `pick`, kept in the baseline; False: fio failed (the
     baseline's note says how) and the phase stops."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    baseline = cast(Baseline, result.baseline)
     cold, n, root, timeout = state == "cold", len(paths), os.geteuid() == 0, settings.io_timeout_s
     # the sample, in the state asked: fio reads the files the sample names, so warming is reading them
     prepare_cache(state, paths, store.source("files", manifest), conc, 0, True, ui, timeout, where=where, warm=pick)
@@ -233,27 +282,18 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     # fio's own JSON, its job file and (small) iologs go beside the result: <result folder>/fio/<name>.*
     name = f"fio-{conc}jobs-{state}"
     try:
-        counters = Counters(None)  # fio's processes are iobench's children: their CPU is counted
+        counters = Counters(None)
         with ui.fio_progress(f"fio, {state}: {n:,} files, {_jobs(conc)}") as status:
             res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
                           repeats=FIO_COLD_REPEATS if cold else 1,
                           prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
                           name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
     except FioError as exc:
-        baseline.note = f"fio failed at {conc} jobs, {state}: {exc}"
-        ui.warn(baseline.note)
-        ctx.save()
+        _note(ctx, f"fio failed at {conc} jobs, {state}: {exc}")
         return False
-    baseline.points.append(RawPoint(
-        concurrency=conc, cache=state, samples=res.ios, bytes=res.bytes, seconds=res.seconds,
-        samples_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
-        latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-        setup_s=round(res.setup_s, 3), program=res.job, cpu=Cpu(**counters.result()["cpu"]),
-        cpu_s=None if res.cpu_s is None else round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.ios),
-        repeats=res.repeats, runs_samples_per_s=[round(x, 2) for x in res.runs_files_per_s],
-        at_best=res.at_best, caveats=list(res.caveats), json_file=f"fio/{name}.json"))
-    mark_validity(baseline.points[-1])
-    ctx.save()
+    _keep_point(ctx, res, conc, state, res.ios, res.job, counters, f"fio/{name}.json", repeats=res.repeats,
+                runs_samples_per_s=[round(x, 2) for x in res.runs_files_per_s], at_best=res.at_best,
+                caveats=list(res.caveats))
     return True
 
 

@@ -2,7 +2,7 @@
 (iobench/s3/raw.py, a process of its own) GETs every key of the dataset once per point, at each of the sweep's
 depths (requests in flight) and cache states; its points go where fio's go (`result.baseline.points`, with
 `baseline.tool` "awscrt" and its version), and the storage figure is the best of them and the loaders' runs
-(answer/rules.storage_figure), as on files.
+(answer/rules.storage_figure), as on files (phases/pipeline.py runs them).
 
 Why awscrt: of the S3 clients on hand that Python does not bound (rclone 1.75, s5cmd 2.3, the CRT driven natively)
 it read the most objects per second and per CPU-second on the SeaweedFS bed (docs/performance.md). It is watched
@@ -15,22 +15,15 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobench import store
-from iobench.answer.rules import mark_validity
 from iobench.dataset import Manifest
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.phases.epoch import per_sample_us
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
-from iobench.record.recorder import Counters
-from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Settings
-from iobench.safefs import write_file
 from iobench.store import Store
-from iobench.ui import UI
 
 
 @dataclass(frozen=True)
@@ -103,44 +96,3 @@ def run_raw(where: Store, manifest: Manifest, keys: Sequence[str], sizes: Sequen
                      latency_ms=doc["latency_ms"], first_byte_ms=doc["first_byte_ms"], in_flight=in_flight,
                      version=doc["version"], command=f"python {shown}", setup_s=max(0.0, wall - doc["seconds"]),
                      throttled=int(doc.get("throttled", 0)), raw_json=out.strip())
-
-
-def objects_baseline(manifest: Manifest, settings: Settings, result: Result, ui: UI, folder: Path,
-                     save: Callable[[], None]) -> None:
-    """The raw client over every key of the dataset, per depth and cache state, each point kept in the baseline as
-    fio's are, its JSON in `folder` and the result saved (`save`) after each (a failure ends the phase with the
-    baseline's note saying how; a stall raises StorageStalled, for the runner to keep what was measured)."""
-    where = store.open(manifest.root)
-    tool = where.raw
-    baseline = result.baseline = Baseline(tool=tool, tool_version=where.raw_version())
-    if baseline.tool_version is None:
-        baseline.note = f"{tool} is not installed: no raw baseline (pip install {tool})"
-        ui.warn(baseline.note)
-        return
-    keys, sizes, n = list(manifest.paths), manifest.sizes.tolist(), len(manifest)
-    for conc in settings.raw_depths(n):
-        for state in settings.cache:
-            # no client cache: cold and warm are the same GETs; the server's caching is its own (docs/s3.md)
-            name = f"{tool}-{conc}inflight-{state}"
-            with ui.step(tool, f"{state}, {conc} in flight", n, f"{tool} {state}"):
-                try:
-                    counters = Counters(None)  # the client is iobench's child: its CPU is counted
-                    with ui.fio_progress(f"{tool}, {state}: {n:,} objects, {conc} in flight") as status:
-                        res = run_raw(where, manifest, keys, sizes, conc, io_timeout_s=settings.io_timeout_s,
-                                      status=status, name=name)
-                except FioError as exc:
-                    baseline.note = f"the raw baseline failed at {conc} in flight, {state}: {exc}"
-                    ui.warn(baseline.note)
-                    save()
-                    return
-            folder.mkdir(parents=True, exist_ok=True)
-            write_file(folder / f"{name}.json", res.raw_json + "\n")
-            baseline.points.append(RawPoint(
-                concurrency=conc, cache=state, samples=res.requests, bytes=res.bytes, seconds=res.seconds,
-                samples_per_s=round(res.files_per_s, 2), mb_per_s=round(res.mb_per_s, 3),
-                latency_ms=Latency(**{k: res.latency_ms[k] for k in Latency.model_fields}),
-                setup_s=round(res.setup_s, 3), program=res.command, cpu=Cpu(**counters.result()["cpu"]),
-                cpu_s=round(res.cpu_s, 4), cpu_us_per_sample=per_sample_us(res.cpu_s, res.requests),
-                throttled=res.throttled, json_file=f"{tool}/{name}.json"))
-            mark_validity(baseline.points[-1])
-            save()
