@@ -1,9 +1,6 @@
-"""One measured epoch, the primitive every phase uses: the cache state prepared (`prepare_cache`: evicted or
-warmed, then its residency checked), the epoch read by engines into EpochRecorders (`read_epoch`, the one place
-every measured epoch is read: replay, mitigations, a training run's GPUs, a distributed rank), and its figures made
-into a Run (`summarize`, the one place, the ranks' merged figures included): `measure_epoch` for one engine,
-`train_epoch` for emulated GPUs each with its own DataLoader and consumer (`steady_training` makes one training run
-of several epochs). Every sample's bytes are checked against the manifest after the epoch (`changed_during`)."""
+"""One measured epoch, the primitive every phase uses (docs/architecture.md): the cache state prepared
+(`prepare_cache`), the epoch read by engines into EpochRecorders (`read_epoch`), its figures made into a Run
+(`summarize`), every sample's bytes checked against the manifest after it (`changed_during`)."""
 
 from __future__ import annotations
 
@@ -177,12 +174,11 @@ def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device:
                during: AbstractContextManager | None = None, on_tick: Callable[[int], None] | None = None,
                catch: tuple[type[BaseException], ...] = STOPS, close: bool = False, shown: Shown | None = None) -> Read:
     """Every measured epoch is read here (replay, mitigations, a training run's GPUs, a distributed rank): the host's
-    counters from the start, one progress bar, each lane's engine reading its share into its recorder and its
-    batches to its consumer. One lane reads in this thread, within `during` (what watches it), `on_tick` with each
-    tick; what `catch` names stops it and is kept. Several lanes (a training run's GPUs) each read in a thread of
-    their own, any exception kept; Ctrl-C halts them all and is raised once they stop (in bounded time). `close`:
-    each engine is closed once its read ends; `shown`: what the bar counts, for one lane (else its samples). The
-    cache is prepared before (`prepare_cache`); `summarize` makes the figures a Run."""
+    counters, one progress bar, each lane's engine reading its share into its recorder and its batches to its
+    consumer. One lane reads in this thread, within `during` (what watches it), `on_tick` with each tick; what
+    `catch` names stops it and is kept. Several lanes (a training run's GPUs) each read in a thread of their own, any
+    exception kept; Ctrl-C halts them all and is raised once they stop (in bounded time). `close`: each engine is
+    closed once its read ends; `shown`: what the bar counts, for one lane (else its samples)."""
     counters = Counters(device)
     errors: list[BaseException] = []
     total = sum(len(lane.order) for lane in lanes)
@@ -308,11 +304,9 @@ def changed_during(run: Run, manifest: Manifest, source: Source,
 def prepare_cache(state: str, paths: Sequence[str], source: Source, conc: int, epoch: int, fits_in_ram: bool,
                    ui: UI, io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S, *, where: store.Store,
                    warm: np.ndarray | None = None) -> tuple[str | None, float | None]:
-    """Evict for a cold epoch, warm up for a warm one that would start cold (reading `warm`, or every sample of
-    the source); then measure residency (in the client's cache of `where`, the store holding the files): every
-    cold/warm preparation, an epoch's or fio's. Each part runs where a storage that stops answering
-    cannot hold this process: no progress for `io_timeout_s` raises StorageStalled (with the process left behind,
-    if any, named in its `left_behind`: the runner warns of it)."""
+    """Evict for a cold epoch, warm up for a warm one that would start cold (reading `warm`, or every sample of the
+    source); then measure residency in the client's cache of `where`, the store holding the files. No progress for
+    `io_timeout_s` raises StorageStalled (a process left behind named in its `left_behind`: the runner warns)."""
     eviction = None
     if state == "cold":
         with ui.status(f"evicting {len(paths):,} files"):
@@ -453,16 +447,10 @@ def train_epoch(manifest: Manifest, settings: Settings, gpus: int, workers: int,
 def merge_recorders(recs: list[EpochRecorder]) -> EpochRecorder:
     """The GPUs' recorders as one: all their samples, from the first start to the last stop."""
     merged = EpochRecorder(0, 1)
-    merged.total_ns = np.concatenate([r.total_ns for r in recs])
-    merged.open_ns = np.concatenate([r.open_ns for r in recs])
-    merged.nbytes = np.concatenate([r.nbytes for r in recs])
-    merged.throttled = np.concatenate([r.throttled for r in recs])
-    decodes = [r.decode_ns for r in recs if r.decode_ns is not None]
-    if len(decodes) == len(recs):  # every recorder has them
-        merged.decode_ns = np.concatenate(decodes)
-    decode_cpu = [r.decode_cpu_ns for r in recs if r.decode_cpu_ns is not None]
-    if len(decode_cpu) == len(recs):
-        merged.decode_cpu_ns = np.concatenate(decode_cpu)
+    for name in ("total_ns", "open_ns", "nbytes", "throttled", "decode_ns", "decode_cpu_ns"):
+        arrays = [getattr(r, name) for r in recs]
+        if all(a is not None for a in arrays):  # decode's only where every recorder has them
+            setattr(merged, name, np.concatenate(arrays))
     merged.t_start = min(r.t_start for r in recs)
     merged.t_end = max(r.t_end for r in recs)
     merged.t_first = min((r.t_first for r in recs if r.t_first), default=0.0)

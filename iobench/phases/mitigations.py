@@ -1,13 +1,8 @@
-"""Mitigations, measured: the same read pattern on the same storage with one thing changed, so each one's
-speed-up (and cost: extra space, pack time) is a like-for-like ratio against the baseline.
+"""Mitigations, measured: the same read pattern on the same storage with one thing changed (a layout, a page
+cache hint, the device's readahead, more readers), so each one's speed-up and cost is a like-for-like ratio.
 
-A mitigation is a data layout (LMDB, tar shards read at random or streamed as WebDataset does), a hint to
-the page cache (posix_fadvise RANDOM per file, WILLNEED for the next files of the order), a readahead
-setting of the backing device (root only, restored afterwards, Ctrl-C included), or more readers.
-
-A device setting is journaled before it is changed (`journal_path()`: the file, the old value, the pid) and the
-entry removed once the old value is back. A run killed meanwhile (SIGKILL, a crash, power) leaves its entry: the
-next run, and the next change of a setting, puts the old value back (`restore_left_settings`) and says so."""
+A device setting is journaled before it is changed (`journal_path()`) and the entry removed once the old value is
+back: after a run killed meanwhile, the next run (and the next change of a setting) puts the old value back."""
 
 from __future__ import annotations
 
@@ -30,7 +25,6 @@ from iobench import store
 from iobench.answer.rules import gpus_for, supply_run
 from iobench.dataset import Manifest
 from iobench.errors import UserError
-from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
 from iobench.result import Mitigation, Result, Run, Settings
 from iobench.safefs import write_file
@@ -106,16 +100,6 @@ def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:
     if can_set_readahead:
         out.insert(2, Variant(f"read_ahead_kb={BIG_READAHEAD_KB}", read_ahead_kb=BIG_READAHEAD_KB))
     return out
-
-
-def epoch_order_for(variant: Variant, source: Source, n: int, seed: int, epoch: int) -> np.ndarray:
-    """The order storage sees: a full shuffle, or for tar-stream the shards' own order (the shuffle buffer
-    reorders in memory, after the reads)."""
-    if variant.stream:
-        from iobench.sources.tar import shard_read_order
-
-        return shard_read_order(source, seed, epoch)
-    return epoch_order("shuffled", n, seed, epoch)
 
 
 @contextmanager

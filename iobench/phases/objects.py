@@ -1,11 +1,6 @@
-"""Object storage's own comparisons (`run --url`), each measured in the same run as the plain objects:
-
-- the mitigations (`--mitigations`): the objects (a GET per sample, shuffled: the baseline), the tar shards of
-  `pack --url` read by ranged GETs (a GET per sample, shuffled) and streamed (a GET per shard: larger objects, in
-  WebDataset's read order), cold, at the baseline's readers; each with its GETs (count, first byte, whole);
-- the FUSE view (`--mount` with `--url`): the same dataset read as objects and as files through a FUSE mount of the
-  same bucket (weed mount, Mountpoint for S3, s3fs), at the same readers and in the same shuffled order, side by
-  side: which is faster, and by how much. The mount must hold the same keys with the same sizes (`fuse_manifest`)."""
+"""Object storage's own comparisons (`run --url`, docs/s3.md), each measured in the same run as the plain objects:
+the mitigations (`--mitigations`: the tar shards of `pack --url` by ranged GETs and streamed, more GETs in flight)
+and the FUSE view (`--mount` with `--url`: the same bucket read as files, `fuse_manifest` checks it holds the keys)."""
 
 from __future__ import annotations
 
@@ -58,7 +53,7 @@ def object_mitigations(ctx: RunContext) -> None:
             pack = source.describe()
             engine = engines.make(settings, readers, depth=v.depth)
             order = _stream_order(source, engine, settings.seed, len(result.runs) + 1) if v.stream else None
-            run, lane = _epoch(ctx, engine, source, manifest, v.name, order, "shard-stream" if v.stream else "shuffled")
+            run, lane = _epoch(ctx, engine, source, v.name, order, "shard-stream" if v.stream else "shuffled")
         requests = getattr(source, "requests", None)
         got = (requests(lane.order, lane.rec) if requests is not None else
                (run.samples, run.opened.model_dump(), run.timed.model_dump()))
@@ -78,15 +73,13 @@ def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.n
     return stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
 
 
-def _epoch(ctx: RunContext, engine: Engine, source: Source, manifest: Manifest, label: str,
-           order: np.ndarray | None, kind: str) -> tuple[Run, Lane]:
-    """One cold epoch of the comparison, through the runner (kept at once; a failure ends the run)."""
+def _epoch(ctx: RunContext, engine: Engine, source: Source, label: str, order: np.ndarray | None,
+           kind: str) -> tuple[Run, Lane]:
+    """One cold epoch of the comparison (`order`: None, the epoch's shuffle), through the runner (kept at once; a
+    failure ends the run)."""
     settings, result = ctx.settings, ctx.result
-    epoch = len(result.runs) + 1
-    spec = EpochSpec(kind, "cold", epoch, settings.seed, None, result.dataset.fits_in_ram,
-                     order_array=order if order is not None else epoch_order("shuffled", len(manifest), settings.seed,
-                                                                             epoch),
-                     mitigation=label, io_timeout_s=settings.io_timeout_s)
+    spec = EpochSpec(kind, "cold", len(result.runs) + 1, settings.seed, None, result.dataset.fits_in_ram,
+                     order_array=order, mitigation=label, io_timeout_s=settings.io_timeout_s)
     lanes: list[Lane] = []
     try:
         run = epoch_of(ctx, None, engine, source, spec, keep=lanes)
@@ -146,14 +139,12 @@ def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     readers = baseline_readers(result)
     order = epoch_order("shuffled", len(manifest), settings.seed, len(result.runs) + 1)
-    rates = []
     runs = []
     for label, m in (("objects", manifest), ("fuse-view", fuse)):
         with step(ctx, Step("fuse view", label, len(manifest), "fuse view")):
             source = store.source("files", m, ui)
-            run, _ = _epoch(ctx, engines.make(settings, readers), source, m, label, order, "shuffled")
-        runs.append(run)
-        rates.append(run.samples_per_s)
+            runs.append(_epoch(ctx, engines.make(settings, readers), source, label, order, "shuffled")[0])
+    rates = [run.samples_per_s for run in runs]
     objects, files = rates
     faster = "files" if files > objects else "objects"
     result.fuse_view = FuseView(

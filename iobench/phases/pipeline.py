@@ -1,8 +1,5 @@
-"""`iobench run`: a run as phases over one dataset: metadata (list, stat, open), replay (the loader's
-epochs over the concurrency sweep), the raw fio baseline, training (emulated GPUs: how many are fed) and
-mitigations. Each phase is one function over one RunContext that produces steps for the one runner
-(phases/runner.py: each step's line, its epoch read through phases/epoch.py, recorded and saved at once, a stall
-or an interruption ending the run with what was measured kept), and makes its own records of them."""
+"""`iobench run`: a run as phases over one RunContext (metadata, replay, the raw baseline, training,
+mitigations), each producing steps for the one runner (phases/runner.py) and making its own records of them."""
 
 from __future__ import annotations
 
@@ -30,7 +27,6 @@ from iobench.phases.mitigations import (
     Variant,
     baseline_readers,
     entry,
-    epoch_order_for,
     read_ahead_kb,
     readahead_file,
     variants,
@@ -45,6 +41,7 @@ from iobench.progress import Plan, Step
 from iobench.record.recorder import Counters
 from iobench.result import Baseline, Cpu, Latency, RawPoint, Result, Run, Settings
 from iobench.safefs import write_file
+from iobench.sources.tar import shard_read_order
 from iobench.ui import UI
 
 FIO_SAMPLE = 20_000  # fio's set-up grows with the square of its files per job: it reads a random sample
@@ -414,20 +411,19 @@ def _mitigations(ctx: RunContext) -> None:
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     if (own := MITIGATIONS.get(store.open(manifest.root).items)) is not None:
         return own(ctx)
-    epoch = len(result.runs)
     readers = baseline_readers(result)
-    can_set = os.geteuid() == 0 and readahead_writable(result.mount.bdi)
+    can_set = os.geteuid() == 0 and os.access(readahead_file(result.mount.bdi), os.W_OK)
     base_rate = None
     for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
-        epoch += 1
+        epoch = len(result.runs) + 1
         with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):  # a pack's making included
             source = v.open(manifest, ui)
             pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
             engine = engines.make(settings, v.readers or readers)
-            try:
+            try:  # tar-stream: the shards' own order (WebDataset's shuffle buffer reorders in memory, after the reads)
                 spec = EpochSpec("shard-stream" if v.stream else "shuffled", "cold", epoch, settings.seed,
                                  result.mount.device, result.dataset.fits_in_ram,
-                                 order_array=epoch_order_for(v, source, len(manifest), settings.seed, epoch),
+                                 order_array=shard_read_order(source, settings.seed, epoch) if v.stream else None,
                                  willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
                 ahead = read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else None
                 run = epoch_of(ctx, None, engine, source, spec, around=ahead)
@@ -438,7 +434,3 @@ def _mitigations(ctx: RunContext) -> None:
         result.mitigations.append(entry(run, v.name, base_rate, settings, pack,
                                         note=STREAM_NOTE if v.stream else None))
         ctx.save()
-
-
-def readahead_writable(bdi: str) -> bool:
-    return os.access(readahead_file(bdi), os.W_OK)

@@ -1,13 +1,5 @@
-"""The raw baseline for objects: fio's role where the dataset is in a bucket. The AWS CRT's native S3 client
-(iobench/s3/raw.py, a process of its own) GETs every key of the dataset once per point, at each of the sweep's
-depths (requests in flight) and cache states; its points go where fio's go (`result.baseline.points`, with
-`baseline.tool` "awscrt" and its version), and the storage figure is the best of them and the loaders' runs
-(answer/rules.storage_figure), as on files (phases/pipeline.py runs them).
-
-Why awscrt: of the S3 clients on hand that Python does not bound (rclone 1.75, s5cmd 2.3, the CRT driven natively)
-it read the most objects per second and per CPU-second on the SeaweedFS bed (docs/performance.md). It is watched
-as fio is (`run_watched`): nothing read for --io-timeout (a server that stopped answering) kills it and raises
-StorageStalled."""
+"""The raw baseline for objects, fio's role where the dataset is in a bucket (docs/s3.md): the AWS CRT's native
+S3 client (iobench/s3/raw.py, a process of its own) GETs every key once per point, watched as fio is (`run_watched`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""THE phase runner, as elbencho's one runBenchmarkPhase: a phase produces steps (what to read, how, under which
-cache state: a progress.Step, the one the run's plan lists for its ETAs, and an EpochSpec); the runner gives each its
-line (ui.step), prepares the cache and reads the epoch (epoch.measure_epoch: prepare_cache, the engines under the
-one stall watchdog host/stall.Watch, answer/rules.mark_validity), records and saves the run at once, and is the one
-place a stall or an interruption ends the run with what was measured kept (`run_phases`)."""
+"""THE phase runner (docs/architecture.md): a phase's steps each given their line, an epoch read, recorded and
+saved at once; the one place a stall or an interruption ends the run with what was measured kept (`run_phases`)."""
 
 from __future__ import annotations
 
@@ -20,11 +17,9 @@ from iobench.sources import Source
 
 
 def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContext], None]]) -> None:
-    """Each phase in turn, its table printed as it ends. The one place a run ends early: Ctrl-C or a stop signal
-    anywhere (an epoch, eviction, fio) keeps what was measured and raises Interrupted; a storage that stopped
-    answering (StorageStalled, from any step: an epoch, a metadata pass, fio, a warm-up) keeps what was measured,
-    a training run's partial epoch included, and the processes left behind in IO are warned, then it is raised
-    with where the result was kept; the user's own pipeline raising (UserCodeError) keeps it too."""
+    """Each phase in turn, its table printed as it ends. The one place a run ends early, what was measured kept
+    (a training run's partial epoch included): Ctrl-C or a stop signal anywhere (Interrupted), a storage that stopped
+    answering in any step (StorageStalled, the processes left behind in IO warned of), the user's pipeline raising."""
     try:
         with ctx.ui.run_plan(plan):
             for phase in phases:
@@ -56,10 +51,9 @@ def step(ctx: RunContext, at: Step) -> Iterator[None]:
 def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec: EpochSpec, *,
           around: AbstractContextManager | None = None, keep: list[Lane] | None = None,
           repeat: int | None = None) -> Run:
-    """One measured epoch: `at` its step (None: the caller's step, which also opened the source), the cache
-    prepared and the epoch read by `engine` from `source` (within `around`, e.g. a read-ahead set for it), the run
-    recorded and saved at once. An epoch cut short is recorded too, then ends the run: a GET's one-line error and
-    a read error each with where the result was kept, a stall or Ctrl-C through `run_phases`."""
+    """One measured epoch (`at` its step; None: the caller's), read by `engine` from `source` within `around` (e.g.
+    a read-ahead set for it), recorded and saved at once. An epoch cut short is recorded too, then ends the run,
+    its error saying where the result was kept (a stall or Ctrl-C through `run_phases`)."""
     with step(ctx, at) if at is not None else nullcontext(), around or nullcontext():
         run, error = measure_epoch(engine, source, ctx.manifest, spec, ctx.ui, keep=keep)
     if repeat is not None:
