@@ -19,7 +19,7 @@ import pytest
 from conftest import iobench
 from rich.console import Console
 
-from iobench.phases.context import RunContext
+from iobench.phases.runner import RunContext
 from iobench.report.facts import runs_table
 from iobench.result import Result
 from iobench.ui import UI, fit

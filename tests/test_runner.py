@@ -14,9 +14,8 @@ from iobench.engines.threads import ThreadEngine
 from iobench.errors import Interrupted, UserError
 from iobench.host.bounded import in_child
 from iobench.host.stall import StorageStalled, Watch
-from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec
-from iobench.phases.runner import epoch, run_phases
+from iobench.phases.runner import RunContext, epoch, run_phases
 from iobench.progress import Plan, Step
 from iobench.result import Result, Run, Settings
 from iobench.sources.files import FileSource

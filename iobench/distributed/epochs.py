@@ -29,9 +29,9 @@ from iobench.errors import EnvironmentRefused, Interrupted
 from iobench.gpu.consumer import make_consumer
 from iobench.host.mounts import host_info
 from iobench.host.stall import StorageStalled
-from iobench.phases.context import RunContext
 from iobench.phases.epoch import Figures, Lane, Shown, fed, prepare_cache, read_epoch, sizes_read, summarize
 from iobench.phases.pipeline import finish
+from iobench.phases.runner import RunContext
 from iobench.record.order import epoch_order, shard
 from iobench.record.recorder import histogram_summary, latency_histogram
 from iobench.result import Cpu, Distributed, Latency, RankEpoch, RankRecord, Run, Settings

@@ -16,11 +16,10 @@ from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.engines import Engine
 from iobench.errors import UserError
-from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, Lane
 from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
+from iobench.phases.runner import RunContext, step
 from iobench.phases.runner import epoch as epoch_of
-from iobench.phases.runner import step
 from iobench.progress import Step
 from iobench.record.order import epoch_order
 from iobench.result import FuseView, Run

@@ -17,7 +17,6 @@ from iobench.answer.rules import MIN_TRAIN_STEPS, mark_validity, stats, supply_r
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
-from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_version, run_fio
 from iobench.phases.fio_job import fio_can_read
@@ -33,8 +32,8 @@ from iobench.phases.mitigations import (
 )
 from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
 from iobench.phases.raw_objects import RawResult, run_raw
+from iobench.phases.runner import RunContext, run_phases, step
 from iobench.phases.runner import epoch as epoch_of
-from iobench.phases.runner import run_phases, step
 from iobench.pipelines import RAW
 from iobench.pipelines.loader import FEEDS
 from iobench.progress import Plan, Step

@@ -1,19 +1,57 @@
-"""THE phase runner (docs/architecture.md): a phase's steps each given their line, an epoch read, recorded and
-saved at once; the one place a stall or an interruption ends the run with what was measured kept (`run_phases`)."""
+"""THE phase runner (docs/architecture.md) and what every phase shares (`RunContext`): a phase's steps each given
+their line, an epoch read, recorded and saved at once; the one place a stall or an interruption ends the run with
+what was measured kept (`run_phases`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 
+from iobench.dataset import Manifest
 from iobench.engines import Engine
 from iobench.errors import Interrupted, UserCodeError, UserError, explain_oserror
 from iobench.host.stall import StorageStalled
-from iobench.phases.context import RunContext
 from iobench.phases.epoch import EpochSpec, Lane, measure_epoch
 from iobench.progress import Plan, Step
-from iobench.result import Run
+from iobench.result import Result, Run, Settings
 from iobench.sources import Source
+from iobench.ui import UI
+
+
+@dataclass
+class RunContext:
+    """What every phase of one measured run shares: the dataset, the settings, the result, where it is saved (after
+    each record: an interrupted run keeps what it measured) and the terminal."""
+
+    manifest: Manifest
+    settings: Settings
+    result: Result
+    path: Path
+    ui: UI
+
+    def save(self) -> None:
+        self.result.save(self.path)
+
+    def record(self, *runs: Run) -> None:
+        """Append measured runs to the result and save it at once."""
+        self.result.runs.extend(runs)
+        self.save()
+
+    def kept(self) -> str:
+        return f"kept what was measured in {self.path}"
+
+    def kept_epochs(self) -> str:
+        """`kept 2 measured epochs and the partial one it stopped in (complete: false) in PATH`: the epochs of the
+        result, the one an interruption cut short said as such."""
+        whole = sum(r.complete for r in self.result.runs)
+        partial = len(self.result.runs) - whole
+        said = [f"{whole} measured epoch{'s' if whole != 1 else ''}"] if whole else []
+        if partial:
+            said.append(("the partial one" if whole else "the partial epoch") + " it stopped in (complete: false)"
+                        if partial == 1 else f"{partial} partial epochs (complete: false)")
+        return f"kept {' and '.join(said) or 'no epoch'} in {self.path}"
 
 
 def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContext], None]]) -> None:
