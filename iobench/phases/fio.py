@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
+
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
 from iobench.host.stall import StorageStalled, Watch
@@ -134,13 +136,11 @@ FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go;
 def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float | None = None,
                 on_tick: Callable[[int], None] | None = None, tool: str = "fio",
                 env: dict[str, str] | None = None, done: Callable[[], int] | None = None) -> tuple[int, str, str]:
-    """Run fio (or another raw `tool`: the objects' baseline) in its own process group so a timeout can stop its
-    forked jobs too. `io_timeout_s`: fio's processes doing nothing for that long (no bytes read, no read() call, no
-    job waking up: the storage stopped answering) raises StorageStalled. Stopping fio never waits more than a few
-    seconds: a job stuck in uninterruptible IO cannot be killed, and is named (left behind) instead. `on_tick`: each
-    tick, the bytes fio's processes have read so far (fio prints no percent done for a replayed iolog: this is its
-    progress). `env`: the process's environment (None: this one's). `done`: the bytes the tool says it has read so
-    far, for a tool whose /proc counters move while it waits (the CRT's event loops do): both progress and ticks."""
+    """Run fio (or another raw `tool`: the objects' baseline) in a session of its own, so that a timeout stops its
+    jobs too. `io_timeout_s`: its processes doing nothing for that long (no byte read, no read() call, no job waking
+    up) raises StorageStalled; stopping it never waits more than a few seconds (a job stuck in IO is named, left
+    behind). `on_tick`: each tick, the bytes read so far (fio prints no percent done for a replayed iolog). `done`:
+    the bytes the tool says it has read, for a tool whose /proc counters move while it waits (the CRT's event loops)."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True, env=env)
     t0 = time.monotonic()
@@ -171,19 +171,11 @@ def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s
 
 
 def _descendants(pid: int) -> list[int]:
-    """`pid` and its descendants, from /proc (fio's job processes each call setsid: they leave its group)."""
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{name}/stat", "rb") as f:
-                parent[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-    found, todo = [pid], [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        found += kids
-        todo += kids
-    return found
+    """`pid` and its descendants (fio's job processes each call setsid: they leave its group)."""
+    try:
+        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:  # gone
+        return [pid]
 
 
 def _bytes_read(fio_pid: int) -> int:
@@ -252,10 +244,8 @@ def _stop(proc: subprocess.Popen) -> tuple[int, ...]:
 
 def status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, t0: float,
                setup_bytes: int) -> Callable[[int], None]:
-    """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` takes them: percent
-    done of all the runs, (files/s, MB/s) or None while it sets up, (k + 1, repeats), seconds left. `setup_bytes`:
-    its job file and iologs, which it reads before the files (counted twice: a job's own, and the main process's
-    parse)."""
+    """fio's bytes read so far in run k of `repeats` (each `nbytes`, `files` reads) as `status` (FioStatus) takes
+    them. `setup_bytes`: its job file and iologs, read before the files (twice: by a job, and by the main process)."""
     per_file = nbytes / max(files, 1)
     last = [t0, 0]
 

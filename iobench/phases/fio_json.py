@@ -19,13 +19,9 @@ class FioError(RuntimeError):
 
 @dataclass(frozen=True)
 class FioResult:
-    """fio's measurement of one job (group_reporting: all ``concurrency`` jobs together).
-
-    ``latency_ms`` is fio's completion latency (clat) of each read: the ``pread()`` of one whole file.
-    It does not include the file's ``open()``/``close()`` (nor fio's setup ``stat()``), which a
-    small-file reader pays; ``seconds`` (fio's runtime) does include open and close, so
-    ``files_per_s`` is the full per-file rate.
-    """
+    """fio's measurement of one job (group_reporting: all ``concurrency`` jobs together). ``latency_ms`` is the
+    completion latency (clat) of each read, the ``pread()`` of a whole file, without its ``open()``/``close()``;
+    ``seconds`` (fio's runtime) includes them: ``files_per_s`` is the full per-file rate."""
 
     files_per_s: float
     mb_per_s: float
@@ -57,15 +53,14 @@ class FioResult:
     """Cache drops (writes to /proc/sys/vm/drop_caches) by other processes while the kept run's fio ran
     (from /proc/vmstat's drop_pagecache / drop_slab, less fio's own ``drop_caches``); None: not readable."""
     caveats: tuple[str, ...] = ()
-    """Why this figure may be below fio's best here (empty: none that iobench could see): a cache drop by
-    another process during the run, or timed reads too short. A caller should label such a baseline, and
-    not rest a verdict on it."""
+    """Why this figure may be below fio's best (a cache drop by another process during the run, timed reads too
+    short): a baseline to label, and not to rest a verdict on."""
     raw_json: str = field(default="", repr=False)
     """fio's own ``--output-format=json`` document, as fio printed it (any lines around it left out), of the
     run kept: what fio-plot and other fio tooling read."""
     saved: tuple[str, ...] = ()
-    """Files written to ``run_fio(save_to=...)``: ``<name>.json`` (``raw_json``), ``<name>.fio`` (the job
-    file) and, when they total <= ``KEEP_IOLOGS_MAX`` bytes, the iologs ``<name>.<j>.iolog`` it replays."""
+    """Files written to ``run_fio(save_to=...)``: ``<name>.json`` (``raw_json``), ``<name>.fio`` and, when small
+    (``KEEP_IOLOGS_MAX``), the iologs ``<name>.<j>.iolog``."""
 
     @property
     def cpu_s(self) -> float | None:

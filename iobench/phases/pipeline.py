@@ -85,7 +85,7 @@ def plan_of(files: int, settings: Settings, where: store.Store) -> Plan:
                   for conc in settings.raw_depths(files) for state in settings.cache]
     elif settings.raw_baseline:
         n = min(FIO_SAMPLE, files)
-        steps += [Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")
+        steps += [Step("fio", f"{state}, {counted(conc, 'job')}", n, f"fio {state}")
                   for conc in settings.fio_jobs(n) for state in settings.cache]
     if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
@@ -101,10 +101,6 @@ def plan_of(files: int, settings: Settings, where: store.Store) -> Plan:
 def _readers(settings: Settings, conc: int, depth: int = 1) -> str:
     readers = counted(conc, "thread" if settings.engine == "threads" else "worker")
     return readers if depth == 1 else f"{readers} x {depth} = {conc * depth} in flight"
-
-
-def _jobs(conc: int) -> str:
-    return counted(conc, "job")
 
 
 def finish(result: Result, result_path: Path) -> Result:
@@ -163,7 +159,7 @@ def _sweep(ctx: RunContext, epoch: int, repeat: int) -> int:
                                 run = epoch_of(ctx, Step("replay", f"{state}, {_readers(settings, conc, depth)}",
                                                          len(manifest), f"replay {state}"),
                                                engine, source, spec, repeat=repeat)
-                                _warn_on(run, result, ui)
+                                _warn_on(ctx, run)
                     finally:
                         engine.close()
         finally:
@@ -194,7 +190,7 @@ def _fio(ctx: RunContext) -> None:
     sizes = manifest.sizes[pick].tolist()
     for conc in settings.fio_jobs(n):
         for state in settings.cache:
-            with step(ctx, Step("fio", f"{state}, {_jobs(conc)}", n, f"fio {state}")):
+            with step(ctx, Step("fio", f"{state}, {counted(conc, 'job')}", n, f"fio {state}")):
                 if not _fio_point(ctx, where, paths, sizes, pick, conc, state):
                     return
     _efficiency(ctx)
@@ -279,7 +275,7 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     name = f"fio-{conc}jobs-{state}"
     try:
         counters = Counters(None)
-        with ui.fio_progress(f"fio, {state}: {n:,} files, {_jobs(conc)}") as status:
+        with ui.fio_progress(f"fio, {state}: {n:,} files, {counted(conc, 'job')}") as status:
             res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
                           repeats=FIO_COLD_REPEATS if cold else 1,
                           prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
@@ -300,12 +296,10 @@ def _fio_loops(result: Result, conc: int, files: int) -> int:
     return min(20, max(1, math.ceil(FIO_WARM_S * max(warm, default=0.0) / files)))
 
 
-def _warn_on(run: Run, result: Result, ui: UI) -> None:
+def _warn_on(ctx: RunContext, run: Run) -> None:
     if run.cache == "cold" and run.measures in ("page-cache", "mixed"):
-        msg = (f"eviction did not take before epoch {run.epoch}: {100 * (run.resident_before or 0):.0f}% of "
-               "sampled pages were cached, so that cold figure partly measures RAM")
-        result.warnings.append(msg)
-        ui.warn(msg)
+        ctx.warn(f"eviction did not take before epoch {run.epoch}: {100 * (run.resident_before or 0):.0f}% of "
+                 "sampled pages were cached, so that cold figure partly measures RAM")
 
 
 def _training(ctx: RunContext) -> None:

@@ -4,8 +4,8 @@ what was measured kept (`run_phases`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,12 @@ class RunContext:
 
     def save(self) -> None:
         self.result.save(self.path)
+
+    def warn(self, words: str | None) -> None:
+        """Warn, once, and keep the warning in the result."""
+        if words and words not in self.result.warnings:
+            self.result.warnings.append(words)
+            self.ui.warn(words)
 
     def record(self, *runs: Run) -> None:
         """Append measured runs to the result and save it at once."""
@@ -73,17 +79,15 @@ def run_phases(ctx: RunContext, plan: Plan, phases: Sequence[Callable[[RunContex
     except StorageStalled as exc:
         if exc.run is not None:  # a training run's epoch, cut short
             ctx.record(exc.run)
-        left_behind(ctx, exc.left_behind)
+        ctx.warn(exc.left_behind)  # the processes left behind stuck in IO
         ctx.save()
         raise exc.with_note(ctx.kept()) from None
 
 
-@contextmanager
-def step(ctx: RunContext, at: Step) -> Iterator[None]:
+def step(ctx: RunContext, at: Step) -> AbstractContextManager:
     """One step of the run's plan (an epoch, a fio point, a metadata pass): named on the run's line and timed for
     the ETAs of the steps to come."""
-    with ctx.ui.step(at.phase, at.what, at.work, at.kind):
-        yield
+    return ctx.ui.step(at.phase, at.what, at.work, at.kind)
 
 
 def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec: EpochSpec, *,
@@ -96,7 +100,7 @@ def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec
         run, error = measure_epoch(engine, source, ctx.manifest, spec, ctx.ui, keep=keep)
     if repeat is not None:
         run.repeat = repeat
-    left_behind(ctx, engine.left_behind)  # readers stuck in IO (a stall, or Ctrl-C on a hung storage)
+    ctx.warn(engine.left_behind)  # readers stuck in IO (a stall, or Ctrl-C on a hung storage)
     ctx.record(run)
     if isinstance(error, StorageStalled):  # a UserError too: its note is run_phases'
         raise error
@@ -107,10 +111,3 @@ def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec
     if error is not None:
         raise error
     return run
-
-
-def left_behind(ctx: RunContext, words: str | None) -> None:
-    """Warn, once, of readers left behind stuck in IO."""
-    if words and words not in ctx.result.warnings:
-        ctx.result.warnings.append(words)
-        ctx.ui.warn(words)
