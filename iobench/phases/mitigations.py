@@ -138,7 +138,6 @@ def readahead_file(bdi: str) -> Path:
 
 def journal_path() -> Path:
     """The journal of device settings iobench has changed and not yet put back."""
-
     return state_dir() / "journal.json"
 
 
@@ -249,7 +248,8 @@ def read_ahead_kb(bdi: str, kb: int, warn: Callable[[str], None] = _stderr_warni
     try:
         f.write_text(str(kb))
     except OSError as exc:
-        _forget(token)
+        with suppress(OSError), _journal() as entries:  # nothing was changed: its entry goes
+            entries[:] = [e for e in entries if e.get("token") != token]
         raise UserError(f"cannot set read_ahead_kb on {f}: {exc.strerror} (needs root)") from exc
     try:
         yield old
@@ -259,11 +259,3 @@ def read_ahead_kb(bdi: str, kb: int, warn: Callable[[str], None] = _stderr_warni
                 with suppress(FileNotFoundError):  # gone: the device, and its setting with it
                     f.write_text(str(old))  # else another live run changed it too: the last one puts it back
             entries[:] = [e for e in entries if e.get("token") != token]
-
-
-def _forget(token: str) -> None:
-    try:
-        with _journal() as entries:
-            entries[:] = [e for e in entries if e.get("token") != token]
-    except OSError:
-        pass

@@ -122,13 +122,14 @@ def changed_positions(nbytes: np.ndarray, order: np.ndarray, sizes: np.ndarray) 
 def latency_summary(ns: np.ndarray) -> dict[str, float]:
     """Percentiles, max and mean in milliseconds."""
     if ns.size == 0:
-        return {k: 0.0 for k in (*PERCENTILES, "max", "mean")}
+        return _summary([0.0] * len(PERCENTILES), 0.0, 0.0)
     ms = ns / 1e6
-    values = np.percentile(ms, list(PERCENTILES.values()))
-    out = {k: round(float(v), 4) for k, v in zip(PERCENTILES, values, strict=True)}
-    out["max"] = round(float(ms.max()), 4)
-    out["mean"] = round(float(ms.mean()), 4)
-    return out
+    return _summary(np.percentile(ms, list(PERCENTILES.values())).tolist(), ms.max(), ms.mean())
+
+
+def _summary(values: list[float], top: float, mean: float) -> dict[str, float]:
+    """A latency summary as a result holds it: the percentiles, max and mean, each in ms to 4 decimals."""
+    return {k: round(float(v), 4) for k, v in zip((*PERCENTILES, "max", "mean"), (*values, top, mean), strict=True)}
 
 
 HIST_MAX_NS = 3_600_000_000_000  # an hour: a latency histogram holds any read that finishes
@@ -153,11 +154,9 @@ def latency_histogram(ns: np.ndarray) -> HdrHistogram:
 def histogram_summary(hist: HdrHistogram) -> dict[str, float]:
     """As latency_summary (ms), from a histogram: percentiles, max and mean."""
     if hist.get_total_count() == 0:
-        return {k: 0.0 for k in (*PERCENTILES, "max", "mean")}
-    out = {k: round(hist.get_value_at_percentile(p) / 1e6, 4) for k, p in PERCENTILES.items()}
-    out["max"] = round(hist.get_max_value() / 1e6, 4)
-    out["mean"] = round(hist.get_mean_value() / 1e6, 4)
-    return out
+        return _summary([0.0] * len(PERCENTILES), 0.0, 0.0)
+    return _summary([hist.get_value_at_percentile(p) / 1e6 for p in PERCENTILES.values()],
+                    hist.get_max_value() / 1e6, hist.get_mean_value() / 1e6)
 
 
 class Counters:
