@@ -314,11 +314,10 @@ def _training(ctx: RunContext) -> None:
 
 
 def _train(ctx: RunContext, pipeline: str = RAW) -> None:
-    """GPUs fed, by training runs (each GPU its own DataLoader and consumer), at the shapes answer/search.py's one
-    rule gives, in its order: the count asked (--gpus) whatever the replay's validity (each run is judged valid or
-    not on its own steps and seconds), then the walk from the count the supply rate predicts to the boundary, a
-    run near the AU target made twice. Without a valid replay run there is no rate to predict from: only the run
-    at --gpus is made. A pipeline other than raw has no replay rate of its own: its walk starts at 1 GPU."""
+    """GPUs fed, by training runs (each GPU its own DataLoader and consumer) at the shapes answer/search.py's one rule
+    gives, in its order; the run at --gpus is made whatever the replay's validity (each run is judged on its own).
+    Without a valid replay run there is no rate to predict from: only that run is made. A pipeline other than raw
+    has no replay rate of its own: its walk starts at 1 GPU."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     epoch = len(result.runs)
     if settings.rate_per_gpu is None:
