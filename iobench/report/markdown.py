@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 from iobench.answer.words import raw_baseline
 from iobench.report.compare import compare_headline, compare_table, like_for_like, winner_sentences
 from iobench.report.facts import (
+    MONO_ROWS,
     Facts,
     Table,
     cache_whatif_table,
+    environment,
     facts,
     fuse_view_table,
     headline,
@@ -25,7 +26,7 @@ from iobench.report.facts import (
     whatif_gpu_note,
     whatifs,
 )
-from iobench.report.format import gb, gpu_name, model_name, ms, num, readers, when
+from iobench.report.format import gpu_name, model_name, ms, num, readers, when
 from iobench.result import Result
 
 
@@ -48,20 +49,7 @@ def _kv(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def _environment(result: Result) -> str:
-    """A shorter environment than the page's (the page has every setting): where, what, when, how to repeat."""
-    m, d, hst, s = result.mount, result.dataset, result.host, result.settings
-    return _kv([
-        ("mount", f"{m.path} ({m.source})"), ("file system", f"{m.fstype} ({m.family})"),
-        ("mount options", f"`{m.options}`"),
-        ("details", ", ".join(f"{k}={v}" for k, v in m.details.items()) or "-"),
-        ("cache states", ", ".join(s.cache) + " (cold by "
-         + (", ".join(sorted({r.eviction for r in result.runs if r.eviction})) or "-") + ")"),
-        ("dataset", f"{d.files:,} files, {gb(d.bytes)}, mean {d.mean_bytes / 1000:,.1f} kB, median "
-                    f"{d.median_bytes / 1000:,.1f} kB"),
-        ("client", f"{hst.hostname}, {hst.cpus} CPUs, {gb(hst.ram_bytes)} RAM, kernel {hst.kernel}, "
-                   f"{'root' if hst.root else 'not root'}"),
-        ("when", f"{when(result.created)} → {when(result.finished)}"),
-        ("to repeat", f"`{shlex.join(result.command)}`")])
+    return _kv([(k, f"`{v}`" if k in MONO_ROWS else v) for k, v in environment(result)])
 
 
 def _section(h: str, title: str, t: Table | None, missing: str) -> list[str]:
