@@ -8,6 +8,7 @@ import signal
 
 # the exit codes iobench.cli.main maps errors to (besides 0, and 128 + the signal for an interrupted run)
 EXIT_NOT_FED = 1  # run --check: the GPUs asked about are not fed
+EXIT_USER_CODE = 1  # the user's own code (run --pipeline FILE.py:FUNC) raised
 EXIT_USAGE = 2  # bad option values, options that do not apply
 EXIT_REFUSED = 3  # the environment refused: mount missing or not a folder, read-only, no space, permission denied
 EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE  # 141: the reader of stdout left (`| head -1`), as for a tool SIGPIPE kills
@@ -25,9 +26,6 @@ class EnvironmentRefused(UserError):
 
 class Interrupted(Exception):
     """Ctrl-C (or SIGTERM) during a run; the result file holds what was measured. Exit code 128 + the signal."""
-
-
-EXIT_USER_CODE = 1  # the user's own code (run --pipeline FILE.py:FUNC) raised
 
 
 class UserCodeError(Exception):

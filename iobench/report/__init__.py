@@ -12,18 +12,17 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from iobench.errors import UserError, explain_oserror
-from iobench.report.compare import METRICS, Metric, compare_headline, compare_table, like_for_like
-from iobench.report.csv_writer import CSV_COLUMNS, csv_rows, write_csv
-from iobench.report.facts import Facts, Table, caveats, default_label, facts, headline, labels
+from iobench.report.compare import compare_headline, compare_table
+from iobench.report.csv_writer import CSV_COLUMNS, write_csv
+from iobench.report.facts import facts, labels
 from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
-from iobench.report.svg import Series, bar_chart, line_chart
+from iobench.report.svg import Series, line_chart
 from iobench.result import Result, unusable
 from iobench.safefs import write_file
 
-__all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
-           "compare_table", "csv_rows", "default_label", "facts", "headline", "labels", "like_for_like", "line_chart",
-           "load_results", "render_html", "result_file", "render_markdown", "write", "write_csv", "write_reports"]
+__all__ = ["CSV_COLUMNS", "Series", "compare_headline", "compare_table", "facts", "labels", "line_chart",
+           "load_results", "render_html", "render_markdown", "result_file", "write", "write_csv", "write_reports"]
 
 
 def _stderr_warning(line: str) -> None:
