@@ -425,11 +425,8 @@ POINT_V1 = {"files": "samples", "files_per_s": "samples_per_s", "runs_files_per_
 
 
 def _upgraded(data: dict) -> dict:
-    """A result of schema /1 as /2 says it (every older result is read through here; the figures are not touched):
-    `settings.fio` is `settings.raw_baseline`; the baseline's `fio` points are `points`, each's `files`, `files_per_s`,
-    `runs_files_per_s` and `job` are `samples`, `samples_per_s`, `runs_samples_per_s` and `program`; its `fio_version`
-    is `tool_version` (of `tool`, "fio" where /1 had none). Fields /1 never had take their defaults, as before.
-    `schema` stays what the file says: a report names the version it was written in."""
+    """A result of schema /1 under /2's names (docs/results.md lists them); the figures are not touched, fields /1
+    never had take their defaults, and `schema` stays what the file says (a report names the version it was in)."""
     data = dict(data)
     if isinstance(settings := data.get("settings"), dict) and "fio" in settings:
         data["settings"] = {("raw_baseline" if k == "fio" else k): v for k, v in settings.items()}

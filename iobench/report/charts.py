@@ -99,15 +99,10 @@ def throughput_charts(result: Result, f: Facts) -> list[Figure]:
         if cache in raw:
             series.append(Series(f"{tool} {cache} ({depth})", raw[cache], RAW if cache == "cold" else "#bbbbbb",
                                  dash=True))
-        if not series:
-            continue
-        ymax = max(y for s in series for _, y in s.points)
-        lines, note = _need_lines(f, result, ymax)
-        xs = [x for s in series for x, _ in s.points]
-        svg = line_chart(series, title=f"samples/s vs readers, {cache}", x_label=_readers_unit(result) + jobs,
-                         y_label="samples/s", x_log=True, x_ticks=_x_ticks(xs), hlines=lines)
-        same = "fio reads the same files" if tool == "fio" else f"{tool} GETs the same objects"
-        out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; {same} as a raw baseline." + note))
+        if series:
+            svg, note = _rates_chart(series, f, result, f"samples/s vs readers, {cache}", _readers_unit(result) + jobs)
+            same = "fio reads the same files" if tool == "fio" else f"{tool} GETs the same objects"
+            out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; {same} as a raw baseline." + note))
     return out
 
 
@@ -121,19 +116,22 @@ def compare_throughput_charts(results: Sequence[Result], fs: Sequence[Facts], na
         series = [Series(f"{n}: {cache}" + ("" if kind == "shuffled" else f", {kind}"), pts, c, dash=cache == "warm")
                   for n, r, c in zip(names, results, colors, strict=True) for cc, kind, pts in _curves(r)
                   if cc == cache]
-        if not series:
-            continue
-        ymax = max(y for s in series for _, y in s.points)
-        lines, note = _need_lines(fs[first], results[first], ymax) if first is not None else ([], "")
-        ys = [y for s in series for _, y in s.points if y > 0]
-        y_log = bool(ys) and max(ys) > 10 * min(ys)
-        xs = [x for s in series for x, _ in s.points]
-        svg = line_chart(series, title=f"samples/s vs readers, {cache}, all systems",
-                         x_label="readers (threads or workers)",
-                         y_label="samples/s" + (" (log scale)" if y_log else ""), x_log=True,
-                         x_ticks=_x_ticks(xs), hlines=lines, y_log=y_log)
-        out.append(Figure(svg, _CACHE_WORDS[cache] + "." + note))
+        if series:
+            ys = [y for s in series for _, y in s.points if y > 0]
+            svg, note = _rates_chart(series, fs[first] if first is not None else None, results[first or 0],
+                                     f"samples/s vs readers, {cache}, all systems", "readers (threads or workers)",
+                                     y_log=bool(ys) and max(ys) > 10 * min(ys))
+            out.append(Figure(svg, _CACHE_WORDS[cache] + "." + note))
     return out
+
+
+def _rates_chart(series: list[Series], f: Facts | None, result: Result, title: str, x_label: str,
+                 y_log: bool = False) -> tuple[str, str]:
+    """samples/s against readers (log), with one GPU's need (`f`'s) as a line, else said in the caption's `note`."""
+    lines, note = _need_lines(f, result, max(y for s in series for _, y in s.points)) if f else ([], "")
+    return line_chart(series, title=title, x_label=x_label, y_label="samples/s" + (" (log scale)" if y_log else ""),
+                      x_log=True, x_ticks=_x_ticks(x for s in series for x, _ in s.points), hlines=lines,
+                      y_log=y_log), note
 
 
 # --------------------------------------------------------------------------------------------- latency

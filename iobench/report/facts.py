@@ -325,7 +325,6 @@ def _readers_cell(r: Run) -> str:
     return counted(r.concurrency, "thread") if r.reader == "threads" else counted(r.workers or 0, "worker")
 
 
-
 def metadata_table(result: Result) -> Table | None:
     if not result.metadata:
         return None
