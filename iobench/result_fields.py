@@ -1,8 +1,9 @@
 """The result's field types and the rules a result read back must hold.
 
-Each type (Count, Rate, Fraction, ...) carries its check and its JSON Schema bounds; the checks run only when a
-result is read back (LOADING), so a run's own figures never stop a measurement. Also the models' common base and the
-one-line reason a file is not a usable result.
+Each type (Count, Rate, Fraction, ...) carries its check and its JSON Schema bounds. `Result.load` (report, compare,
+plan) validates in the context LOADING: every number finite, every figure in its range, a schema version of READS.
+A run's own figures are not checked as it builds them (a psutil share rounded to -0.1 must not stop a measurement);
+the tests load back what runs write. Also the models' common base and why a file is not a usable result.
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
-
-# ---- what a result read back must hold -----------------------------------------------------------------------
-# `Result.load` (report, compare, plan) validates in the context LOADING: every number finite, every figure in its
-# range, a schema version of READS. A run's own figures are not checked as it builds them (a psutil share rounded
-# to -0.1 must not stop a measurement); the tests load back what runs write.
 
 LOADING = "iobench.result: read back"
 MOST = 2**63 - 1  # no counter a result holds (bytes, files, GPUs) goes past a signed 64-bit integer

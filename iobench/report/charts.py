@@ -71,11 +71,10 @@ def _need_lines(f: Facts, result: Result, ymax: float) -> tuple[list[tuple[float
     if f.need_per_gpu is None:
         return [], ""
     gpu = gpu_name(f.verdict, result)
-    tau = f.verdict.au_target if f.verdict and f.verdict.au_target else result.settings.au_target
-    text = f"1 {gpu} needs {f.need_per_gpu:,.0f}/s (AU ≥ {tau:.0%})"
+    text = f"1 {gpu} needs {f.need_per_gpu:,.0f}/s (AU ≥ {f.au_target:.0%})"
     if f.need_per_gpu <= 2.5 * ymax:
         return [(f.need_per_gpu, text)], ""
-    return [], f" One {gpu} needs {f.need_per_gpu:,.0f} samples/s at AU ≥ {tau:.0%}: off this chart's scale."
+    return [], f" One {gpu} needs {f.need_per_gpu:,.0f} samples/s at AU ≥ {f.au_target:.0%}: off this chart's scale."
 
 
 _CACHE_WORDS = {

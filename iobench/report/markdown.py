@@ -111,9 +111,8 @@ def _verdict(result: Result, f: Facts) -> list[str]:
         rows.append(("loaders' best (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
                                              f"at {readers(best)}; p99 {ms(best.timed.p99)} ms"))
     if f.need_per_gpu is not None:
-        rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
         rows.append((f"one {gpu_name(v, result)} needs", f"{f.need_per_gpu:,.0f} samples/s (AU target × "
-                                                          f"{rate:,.0f}/s per GPU)"))
+                                                          f"{f.rate_per_gpu:,.0f}/s per GPU)"))
         rows.append(("per-GPU rate source", result.settings.rate_source or "-"))
     if f.best_warm:
         rows.append(("warm re-read", f"{f.best_warm.samples_per_s:,.0f} samples/s ({f.best_warm.measures})"))
