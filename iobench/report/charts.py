@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import cycle
 
 from iobench.answer.rules import replay_runs
 from iobench.answer.words import raw_tool
@@ -174,8 +175,7 @@ def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
 
 
 def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
-    named = [(f.label, f.best_cold.timed, c, False) for f, c in zip(fs, colors, strict=True) if f.best_cold]
+    named = [(f.label, f.best_cold.timed, c, False) for f, c in zip(fs, cycle(PALETTE)) if f.best_cold]
     return latency_chart(named, "latency percentiles of each system's best cold run")
 
 
@@ -227,8 +227,7 @@ def main_timeline(f: Facts) -> Figure | None:
 
 
 def compare_timeline(fs: Sequence[Facts]) -> Figure | None:
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
-    tl = [(f.label, f.main, c) for f, c in zip(fs, colors, strict=True) if f.main is not None and shows_trend(f.main)]
+    tl = [(f.label, f.main, c) for f, c in zip(fs, cycle(PALETTE)) if f.main is not None and shows_trend(f.main)]
     short_runs = [f.label for f in fs if f.main is not None and not shows_trend(f.main)]
     caption = "Each system's main run (its best cold shuffled run): steadier is better." + (
         f" Left out, their main run too short to show a trend: {', '.join(short_runs)}." if short_runs else "")
