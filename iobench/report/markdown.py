@@ -52,28 +52,25 @@ def _environment(result: Result) -> str:
     return _kv([(k, f"`{v}`" if k in MONO_ROWS else v) for k, v in environment(result)])
 
 
-def _section(h: str, title: str, t: Table | None, missing: str) -> list[str]:
-    return [f"{h} {title}", "", _md_table(t) if t is not None else missing, ""]
+def _section(h: str, title: str, t: Table | None, missing: str | None = None) -> list[str]:
+    """A heading and its table; without the table, `missing` in its place (None: no section)."""
+    text = _md_table(t) if t is not None else missing
+    return [f"{h} {title}", "", text, ""] if text is not None else []
 
 
 def _sections(result: Result, h: str = "##") -> list[str]:
     out = [f"{h} Environment", "", _environment(result), ""]
-    if result.runs:
-        out += [f"{h} Runs", "", _md_table(runs_table(result)), ""]
+    out += _section(h, "Runs", runs_table(result) if result.runs else None)
     b = result.baseline
     raw = raw_baseline(result)
     out += _section(h, raw, raw_table(result), b.note if b and b.note else f"No {raw} in this result.")
     out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
     out += _section(h, "Mitigations", mitigations_table(result),
                     "No mitigation phase in this result (`--mitigations`).")
-    fuse = fuse_view_table(result)
-    if fuse is not None:
-        out += [f"{h} Objects vs the FUSE view", "", _md_table(fuse), ""]
+    out += _section(h, "Objects vs the FUSE view", fuse_view_table(result))
     out += _section(h, "Training runs (emulated GPUs)", training_table(result),
                     "No training runs: GPUs fed is predicted from the sustained rate.")
-    ranks = ranks_table(result)
-    if ranks is not None:
-        out += [f"{h} Ranks (distributed run)", "", _md_table(ranks), ""]
+    out += _section(h, "Ranks (distributed run)", ranks_table(result))
     m = whatifs(result)
     if m is not None:
         cache, more = cache_whatif_table(m), readers_whatif_table(m)
