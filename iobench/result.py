@@ -1,16 +1,10 @@
-"""The result file: the contract between `run` and everything that reads its output.
-
-Versioned JSON, written atomically after every run, so an interrupted `iobench run` keeps what it
-measured. Every field carries its description; `docs/results.md` is generated from them
-(`python -m iobench.result > docs/results.md`), and a test keeps the two in step.
-Here: the file itself (Result: load, save, the docs), where and how it was measured (host, mount, dataset,
-settings, a distributed job's shape and its ranks) and the verdict. What the runs measured is in result_runs.py,
-the field types and the rules a result read back must hold in result_fields.py; this module names them all.
-"""
+"""The result file, the contract between `run` and everything that reads its output: versioned JSON, written
+atomically after every run. Here: Result (load, save), where and how it was measured, and the verdict; what the
+runs measured is in result_runs.py, the field types and read-back rules in result_fields.py. Every field carries its
+description: docs/results.md is generated from them (scripts/gen_docs.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Literal
 
@@ -29,7 +23,6 @@ from iobench.result_fields import (
     Seconds,
     Target,
     Usable,
-    field_rows,
     not_finite,
     unusable,
 )
@@ -49,7 +42,7 @@ from iobench.safefs import read_input, write_file
 
 __all__ = ["READS", "SCHEMA", "Baseline", "Cpu", "Dataset", "Disk", "Distributed", "FuseView", "Host", "Latency",
            "Metadata", "Mitigation", "Mount", "RankEpoch", "RankRecord", "RawPoint", "Result", "Run", "RunStats",
-           "Settings", "Verdict", "docs_markdown", "unusable"]
+           "Settings", "Verdict", "unusable"]
 
 SCHEMA = "iobench.result/2"
 READS = ("iobench.result/1", SCHEMA)  # the schema versions this iobench reads back (/1: `_upgraded`)
@@ -427,16 +420,13 @@ class Result(Model):
 
 
 # /1 named the raw baseline "fio" even when the AWS CRT's S3 client measured it: /2 names it by what ran
-_POINT_V1 = {"files": "samples", "files_per_s": "samples_per_s", "runs_files_per_s": "runs_samples_per_s",
+POINT_V1 = {"files": "samples", "files_per_s": "samples_per_s", "runs_files_per_s": "runs_samples_per_s",
              "job": "program"}
 
 
 def _upgraded(data: dict) -> dict:
-    """A result of schema /1 as /2 says it (every older result is read through here; the figures are not touched):
-    `settings.fio` is `settings.raw_baseline`; the baseline's `fio` points are `points`, each's `files`, `files_per_s`,
-    `runs_files_per_s` and `job` are `samples`, `samples_per_s`, `runs_samples_per_s` and `program`; its `fio_version`
-    is `tool_version` (of `tool`, "fio" where /1 had none). Fields /1 never had take their defaults, as before.
-    `schema` stays what the file says: a report names the version it was written in."""
+    """A result of schema /1 under /2's names (docs/results.md lists them); the figures are not touched, fields /1
+    never had take their defaults, and `schema` stays what the file says (a report names the version it was in)."""
     data = dict(data)
     if isinstance(settings := data.get("settings"), dict) and "fio" in settings:
         data["settings"] = {("raw_baseline" if k == "fio" else k): v for k, v in settings.items()}
@@ -446,37 +436,7 @@ def _upgraded(data: dict) -> dict:
         if base.get("tool_version") is None and base["tool"] == "fio":
             base["tool_version"] = data["baseline"].get("fio_version")
         points = data["baseline"].get("fio", [])
-        base["points"] = [{_POINT_V1.get(k, k): v for k, v in p.items()} if isinstance(p, dict) else p
+        base["points"] = [{POINT_V1.get(k, k): v for k, v in p.items()} if isinstance(p, dict) else p
                           for p in points] if isinstance(points, list) else points
         data["baseline"] = base
     return data
-
-
-def docs_markdown() -> str:
-    """docs/results.md: every field of the result file with its description, computed ones (derived from the
-    others when written) included."""
-    lines = [
-        "# Result file fields",
-        "",
-        f"`iobench run` writes `result.json` (schema `{SCHEMA}`), atomically after every measured epoch.",
-        "Generated from `iobench/result.py` by `python -m iobench.result > docs/results.md`.",
-        "Units: bytes are bytes; MB = 10^6 B; latencies in ms; rates per second of wall time.",
-        "",
-        f"Read back (`iobench report`, `compare`, `plan --result`) a result must be of a schema this iobench reads "
-        f"({', '.join(f'`{v}`' for v in READS)}), hold no NaN or infinity anywhere (a figure that came out non-finite "
-        "is written as null) and each figure within the range its row gives (`iobench schema` has the same bounds); "
-        "else it is refused in one line naming the field.",
-        "",
-        "A `iobench.result/1` result is read under the names `/2` gives what it measured (`/1` named the raw baseline "
-        "fio even where the AWS CRT's S3 client ran it): `settings.fio` as `settings.raw_baseline`, `baseline.fio[]` "
-        "as `baseline.points[]` (" + ", ".join(f"`{a}` as `{b}`" for a, b in _POINT_V1.items()) + "), "
-        "`baseline.fio_version` as `baseline.tool_version` (`baseline.tool` \"fio\" where it had none).",
-        "",
-    ]
-
-    lines += ["| field | meaning | range read back |", "|---|---|---|", *field_rows(Result)]
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.write(docs_markdown())

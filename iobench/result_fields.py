@@ -1,8 +1,9 @@
 """The result's field types and the rules a result read back must hold.
 
-Each type (Count, Rate, Fraction, ...) carries its check and its JSON Schema bounds; the checks run only when a
-result is read back (LOADING), so a run's own figures never stop a measurement. Also the models' common base, the
-one-line reason a file is not a usable result, and the table docs/results.md lists the fields in.
+Each type (Count, Rate, Fraction, ...) carries its check and its JSON Schema bounds. `Result.load` (report, compare,
+plan) validates in the context LOADING: every number finite, every figure in its range, a schema version of READS.
+A run's own figures are not checked as it builds them (a psutil share rounded to -0.1 must not stop a measurement);
+the tests load back what runs write. Also the models' common base and why a file is not a usable result.
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
-
-# ---- what a result read back must hold -----------------------------------------------------------------------
-# `Result.load` (report, compare, plan) validates in the context LOADING: every number finite, every figure in its
-# range, a schema version of READS. A run's own figures are not checked as it builds them (a psutil share rounded
-# to -0.1 must not stop a measurement); the tests load back what runs write.
 
 LOADING = "iobench.result: read back"
 MOST = 2**63 - 1  # no counter a result holds (bytes, files, GPUs) goes past a signed 64-bit integer
@@ -100,53 +96,3 @@ class Model(BaseModel):
         if isinstance(data, dict) and cls.model_computed_fields:
             data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
         return data
-
-
-def field_rows(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """docs/results.md's table rows: every field of `model` with its description and range, computed ones (derived
-    from the others when written) included, each model inside one after its row (a list's as `key[].`)."""
-    rows = []
-    fields = [(f.alias or name, f.annotation, f.description, _range(f)) for name, f in model.model_fields.items()]
-    fields += [(c.alias or name, c.return_type, c.description, "") for name, c in model.model_computed_fields.items()]
-    for key, ann, description, bounds in fields:
-        sub = _model_in(ann)
-        many = "list" in str(ann) and sub is not None
-        rows.append(f"| `{prefix}{key}{'[]' if many else ''}` | {description} | {bounds} |")
-        if sub is not None:
-            rows += field_rows(sub, f"{prefix}{key}{'[]' if many else ''}.")
-    return rows
-
-
-def _range(field: Any) -> str:
-    """A field's range as its rule sets it (`_rule`'s JSON Schema bounds), for the docs: "[0, 1e+15]", "(0, 1]",
-    "1 to 2^63 - 1"; "" for a field without one."""
-    found = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else _extra_in(field.annotation)
-    if not found:
-        return ""
-    least, above, most = found.get("minimum", found.get("exclusiveMinimum")), "exclusiveMinimum" in found, \
-        found.get("maximum")
-    if most == MOST:
-        return f"{least} to 2^63 - 1"
-    return f"{'(' if above else '['}{least:g}, {most:g}]"
-
-
-def _extra_in(ann: object) -> dict | None:
-    """The bounds of a rule inside an annotation (`Rate | None`, `list[Rate]`, `list[tuple[Seconds, Count]]`: the
-    first found)."""
-    for meta in getattr(ann, "__metadata__", ()):
-        if isinstance(getattr(meta, "json_schema_extra", None), dict):
-            return meta.json_schema_extra
-    for arg in getattr(ann, "__args__", ()) or ():
-        if (found := _extra_in(arg)) is not None:
-            return found
-    return None
-
-
-def _model_in(ann: object) -> type[BaseModel] | None:
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for arg in getattr(ann, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found:
-            return found
-    return None

@@ -1,12 +1,13 @@
-from pathlib import Path
+from test_error_docs import ROOT, gen_docs
 
-from iobench.result import Result, docs_markdown
+from iobench.result import Result
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
+DOCS = ROOT / "docs" / "results.md"
 
 
 def test_docs_list_every_result_field():
-    assert DOCS.read_text() == docs_markdown(), "regenerate: python -m iobench.result > docs/results.md"
+    assert DOCS.read_text() == gen_docs().results_markdown(), \
+        "regenerate: python3 scripts/gen_docs.py results > docs/results.md"
 
 
 def test_every_field_is_described():

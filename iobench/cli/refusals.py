@@ -4,7 +4,7 @@ its value (None: not given), never on where the value came from, so a switch tha
 
 Each row's options are fields of RunOptions, named as `run`'s parameters (tests/test_cli_options.py fails on one
 that is not); the message says {opt} (the option, --scale-files for scale_files) and {why} (why the thread engine
-replays where that is not what was asked for). docs/errors.md lists each row's message (iobench.errors.catalogue)."""
+replays where that is not what was asked for). docs/errors.md lists each row's message (scripts/gen_docs.py)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""Reports from result files: one self-contained HTML page (plots drawn here as inline SVG: no network, no CDN,
-no JavaScript), a Markdown version, and a flat CSV (one row per measured run).
-
-One result gives the single-run report: the verdict first (GPUs fed, what limits, AU target, per-GPU rate and its
-source), the caveats, the environment, then the curves and tables. Several results give the pre-purchase view
-(`compare`): one side-by-side table with the winner per metric, GPUs fed per system, overlaid curves, and each
-system's full report folded below.
-
-    facts.py      what is said: the verdict's runs, headline, caveats, environment, each table (header and rows)
-    compare.py    what a comparison says: the metrics side by side, winners, what is not like for like
-    format.py     how numbers and names read
-    svg.py        the plotter (line and bar charts), knowing nothing of results
-    charts.py     which runs go in which chart of the HTML page
-    html.py       the HTML writer (Jinja2, templates/), markdown.py and csv_writer.py the others
-    ui.py (iobench/ui.py) prints the same tables in the terminal.
-
-    render_html(results) -> str        render_markdown(results) -> str        write_csv(results, path)
-    write_reports(result, folder)      writes report.html and report.md beside result.json (`iobench run`)
-    write(results, html=, md=, csv=)   what `iobench report` / `iobench compare` call
-"""
+"""Reports from result files: one self-contained HTML page (inline SVG plots: no network, no JavaScript), a
+Markdown version and a flat CSV; one result gives the single-run report, several the comparison (`compare`).
+facts.py and compare.py decide what is said, the writers (html.py, markdown.py, csv_writer.py, and ui.py in the
+terminal) only lay it out. `write` is what `iobench report` / `compare` call; `write_reports`, what `run` writes."""
 
 from __future__ import annotations
 
@@ -28,18 +12,17 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from iobench.errors import UserError, explain_oserror
-from iobench.report.compare import METRICS, Metric, compare_headline, compare_table, like_for_like
-from iobench.report.csv_writer import CSV_COLUMNS, csv_rows, write_csv
-from iobench.report.facts import Facts, Table, caveats, default_label, facts, headline, labels
+from iobench.report.compare import compare_headline, compare_table
+from iobench.report.csv_writer import CSV_COLUMNS, write_csv
+from iobench.report.facts import facts, labels
 from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
-from iobench.report.svg import Series, bar_chart, line_chart
+from iobench.report.svg import Series, line_chart
 from iobench.result import Result, unusable
 from iobench.safefs import write_file
 
-__all__ = ["CSV_COLUMNS", "METRICS", "Facts", "Metric", "Series", "Table", "bar_chart", "caveats", "compare_headline",
-           "compare_table", "csv_rows", "default_label", "facts", "headline", "labels", "like_for_like", "line_chart",
-           "load_results", "render_html", "result_file", "render_markdown", "write", "write_csv", "write_reports"]
+__all__ = ["CSV_COLUMNS", "Series", "compare_headline", "compare_table", "facts", "labels", "line_chart",
+           "load_results", "render_html", "render_markdown", "result_file", "write", "write_csv", "write_reports"]
 
 
 def _stderr_warning(line: str) -> None:
@@ -88,7 +71,8 @@ def write(results: Sequence[Result], html_path: Path | None = None, md_path: Pat
             if render is None:
                 write_csv(results, path, names)
             else:
-                _write_text(path, render(list(results), names))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_file(path, render(list(results), names))
         except OSError as exc:  # a write() that fails names no file: the report's own path is said here
             raise explain_oserror(exc, f"cannot write the report {path}") from exc
         written.append(path)
@@ -99,8 +83,3 @@ def write_reports(result: Result, folder: Path) -> list[Path]:
     """report.html and report.md in `folder` (beside result.json): what `iobench run` writes by default."""
     folder = Path(folder)
     return write([result], html_path=folder / "report.html", md_path=folder / "report.md")
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, text)

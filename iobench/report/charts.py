@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import cycle
 
 from iobench.answer.rules import replay_runs
 from iobench.answer.words import raw_tool
@@ -71,11 +72,10 @@ def _need_lines(f: Facts, result: Result, ymax: float) -> tuple[list[tuple[float
     if f.need_per_gpu is None:
         return [], ""
     gpu = gpu_name(f.verdict, result)
-    tau = f.verdict.au_target if f.verdict and f.verdict.au_target else result.settings.au_target
-    text = f"1 {gpu} needs {f.need_per_gpu:,.0f}/s (AU ≥ {tau:.0%})"
+    text = f"1 {gpu} needs {f.need_per_gpu:,.0f}/s (AU ≥ {f.au_target:.0%})"
     if f.need_per_gpu <= 2.5 * ymax:
         return [(f.need_per_gpu, text)], ""
-    return [], f" One {gpu} needs {f.need_per_gpu:,.0f} samples/s at AU ≥ {tau:.0%}: off this chart's scale."
+    return [], f" One {gpu} needs {f.need_per_gpu:,.0f} samples/s at AU ≥ {f.au_target:.0%}: off this chart's scale."
 
 
 _CACHE_WORDS = {
@@ -99,15 +99,10 @@ def throughput_charts(result: Result, f: Facts) -> list[Figure]:
         if cache in raw:
             series.append(Series(f"{tool} {cache} ({depth})", raw[cache], RAW if cache == "cold" else "#bbbbbb",
                                  dash=True))
-        if not series:
-            continue
-        ymax = max(y for s in series for _, y in s.points)
-        lines, note = _need_lines(f, result, ymax)
-        xs = [x for s in series for x, _ in s.points]
-        svg = line_chart(series, title=f"samples/s vs readers, {cache}", x_label=_readers_unit(result) + jobs,
-                         y_label="samples/s", x_log=True, x_ticks=_x_ticks(xs), hlines=lines)
-        same = "fio reads the same files" if tool == "fio" else f"{tool} GETs the same objects"
-        out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; {same} as a raw baseline." + note))
+        if series:
+            svg, note = _rates_chart(series, f, result, f"samples/s vs readers, {cache}", _readers_unit(result) + jobs)
+            same = "fio reads the same files" if tool == "fio" else f"{tool} GETs the same objects"
+            out.append(Figure(svg, f"{_CACHE_WORDS[cache]}; {same} as a raw baseline." + note))
     return out
 
 
@@ -121,19 +116,22 @@ def compare_throughput_charts(results: Sequence[Result], fs: Sequence[Facts], na
         series = [Series(f"{n}: {cache}" + ("" if kind == "shuffled" else f", {kind}"), pts, c, dash=cache == "warm")
                   for n, r, c in zip(names, results, colors, strict=True) for cc, kind, pts in _curves(r)
                   if cc == cache]
-        if not series:
-            continue
-        ymax = max(y for s in series for _, y in s.points)
-        lines, note = _need_lines(fs[first], results[first], ymax) if first is not None else ([], "")
-        ys = [y for s in series for _, y in s.points if y > 0]
-        y_log = bool(ys) and max(ys) > 10 * min(ys)
-        xs = [x for s in series for x, _ in s.points]
-        svg = line_chart(series, title=f"samples/s vs readers, {cache}, all systems",
-                         x_label="readers (threads or workers)",
-                         y_label="samples/s" + (" (log scale)" if y_log else ""), x_log=True,
-                         x_ticks=_x_ticks(xs), hlines=lines, y_log=y_log)
-        out.append(Figure(svg, _CACHE_WORDS[cache] + "." + note))
+        if series:
+            ys = [y for s in series for _, y in s.points if y > 0]
+            svg, note = _rates_chart(series, fs[first] if first is not None else None, results[first or 0],
+                                     f"samples/s vs readers, {cache}, all systems", "readers (threads or workers)",
+                                     y_log=bool(ys) and max(ys) > 10 * min(ys))
+            out.append(Figure(svg, _CACHE_WORDS[cache] + "." + note))
     return out
+
+
+def _rates_chart(series: list[Series], f: Facts | None, result: Result, title: str, x_label: str,
+                 y_log: bool = False) -> tuple[str, str]:
+    """samples/s against readers (log), with one GPU's need (`f`'s) as a line, else said in the caption's `note`."""
+    lines, note = _need_lines(f, result, max(y for s in series for _, y in s.points)) if f else ([], "")
+    return line_chart(series, title=title, x_label=x_label, y_label="samples/s" + (" (log scale)" if y_log else ""),
+                      x_log=True, x_ticks=_x_ticks(x for s in series for x, _ in s.points), hlines=lines,
+                      y_log=y_log), note
 
 
 # --------------------------------------------------------------------------------------------- latency
@@ -177,8 +175,7 @@ def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
 
 
 def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
-    named = [(f.label, f.best_cold.timed, c, False) for f, c in zip(fs, colors, strict=True) if f.best_cold]
+    named = [(f.label, f.best_cold.timed, c, False) for f, c in zip(fs, cycle(PALETTE)) if f.best_cold]
     return latency_chart(named, "latency percentiles of each system's best cold run")
 
 
@@ -230,8 +227,7 @@ def main_timeline(f: Facts) -> Figure | None:
 
 
 def compare_timeline(fs: Sequence[Facts]) -> Figure | None:
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(fs))]
-    tl = [(f.label, f.main, c) for f, c in zip(fs, colors, strict=True) if f.main is not None and shows_trend(f.main)]
+    tl = [(f.label, f.main, c) for f, c in zip(fs, cycle(PALETTE)) if f.main is not None and shows_trend(f.main)]
     short_runs = [f.label for f in fs if f.main is not None and not shows_trend(f.main)]
     caption = "Each system's main run (its best cold shuffled run): steadier is better." + (
         f" Left out, their main run too short to show a trend: {', '.join(short_runs)}." if short_runs else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from iobench.answer.plan import mixed_kinds, rate_kind_of
 from iobench.answer.words import raw_tool
@@ -18,7 +19,7 @@ class Metric:
     name: str
     value: Callable[[Result, Facts], float | str | None]
     better: str | None = None  # "higher", "lower" or None (information only)
-    fmt: Callable[[object], str] = str
+    fmt: Callable[[Any], str] = str  # a value's text (never given None: that is "-")
     label: Callable[[Sequence[Result]], str] | None = None  # the row's name where it depends on the results
 
 
@@ -49,14 +50,6 @@ def _best_mit(result: Result) -> str | None:
     return f"{m.name} ({m.speedup:.2f}x)"
 
 
-def _fmt_num(x: object) -> str:
-    return num(x) if isinstance(x, int | float) else str(x)
-
-
-def _fmt_ms(x: object) -> str:
-    return ms(x) if isinstance(x, int | float) else str(x)
-
-
 def _storage_gpus(result: Result, f: Facts) -> float | None:
     return f.verdict.storage_gpus_fed if f.verdict and f.verdict.storage_gpus_fed is not None else None
 
@@ -70,7 +63,7 @@ STORAGE_RATE = "storage, cold samples/s"
 
 METRICS: tuple[Metric, ...] = (
     Metric(STORAGE_GPUS, _storage_gpus, "higher"),
-    Metric(STORAGE_RATE, lambda r, f: f.storage.samples_per_s if f.storage else None, "higher", _fmt_num),
+    Metric(STORAGE_RATE, lambda r, f: f.storage.samples_per_s if f.storage else None, "higher", num),
     Metric("storage figure from", lambda r, f: f.storage.what if f.storage else None),
     Metric("storage figure, at least", lambda r, f: None if not f.storage else
            ("yes: the client's CPU was saturated" if f.storage.lower_bound else "no")),
@@ -78,22 +71,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("how this client's count was found", lambda r, f: None if not f.verdict or f.verdict.client_gpus_fed is None
            else ("training runs" if f.verdict.gpus_fed_confirmed else "predicted")),
     Metric("this client's limit", lambda r, f: f.verdict.limit if f.verdict else None),
-    Metric("loaders' best cold samples/s", lambda r, f: f.best_cold.samples_per_s if f.best_cold else None, None,
-           _fmt_num),
-    Metric("cold MB/s (that run)", lambda r, f: f.best_cold.mb_per_s if f.best_cold else None, None, _fmt_num),
+    Metric("loaders' best cold samples/s", lambda r, f: f.best_cold.samples_per_s if f.best_cold else None, None, num),
+    Metric("cold MB/s (that run)", lambda r, f: f.best_cold.mb_per_s if f.best_cold else None, None, num),
     Metric("at readers", lambda r, f: readers(f.best_cold) if f.best_cold else None),
     Metric("saturates at (readers)", lambda r, f: f.verdict.saturates_at if f.verdict else None),
-    Metric("cold p50 latency, ms", lambda r, f: f.best_cold.timed.p50 if f.best_cold else None, "lower", _fmt_ms),
-    Metric("cold p99 latency, ms", lambda r, f: f.best_cold.timed.p99 if f.best_cold else None, "lower", _fmt_ms),
-    Metric("cold p99.9 latency, ms", lambda r, f: f.best_cold.timed.p999 if f.best_cold else None, "lower",
-           _fmt_ms),
-    Metric("warm samples/s (best)", lambda r, f: f.best_warm.samples_per_s if f.best_warm else None, "higher",
-           _fmt_num),
-    Metric("raw baseline cold samples/s (best)", lambda r, f: _raw_best(r), "higher", _fmt_num, _raw_label),
-    Metric("stat()/s, cold, 1 thread", lambda r, f: _meta(r, "stat_per_s"), "higher", _fmt_num),
-    Metric("open+close/s, cold, 1 thread", lambda r, f: _meta(r, "open_close_per_s"), "higher", _fmt_num),
+    Metric("cold p50 latency, ms", lambda r, f: f.best_cold.timed.p50 if f.best_cold else None, "lower", ms),
+    Metric("cold p99 latency, ms", lambda r, f: f.best_cold.timed.p99 if f.best_cold else None, "lower", ms),
+    Metric("cold p99.9 latency, ms", lambda r, f: f.best_cold.timed.p999 if f.best_cold else None, "lower", ms),
+    Metric("warm samples/s (best)", lambda r, f: f.best_warm.samples_per_s if f.best_warm else None, "higher", num),
+    Metric("raw baseline cold samples/s (best)", lambda r, f: _raw_best(r), "higher", num, _raw_label),
+    Metric("stat()/s, cold, 1 thread", lambda r, f: _meta(r, "stat_per_s"), "higher", num),
+    Metric("open+close/s, cold, 1 thread", lambda r, f: _meta(r, "open_close_per_s"), "higher", num),
     Metric("listing at full scale, s (predicted)", lambda r, f: _meta(r, "projected_list_s"), "lower",
-           lambda x: f"{x:,.1f}" if isinstance(x, int | float) else str(x)),
+           lambda x: num(x, 1)),
     Metric("best mitigation", lambda r, f: _best_mit(r)),
     Metric("file system", lambda r, f: f"{r.mount.fstype} ({r.mount.family})"),
     Metric("mount options", lambda r, f: r.mount.options),

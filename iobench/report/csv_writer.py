@@ -44,33 +44,32 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                   "verdict_client_gpus_fed": v.client_gpus_fed if v else None,
                   "verdict_borderline": v.borderline if v else None, "verdict_limit": v.limit if v else None}
         for x in r.runs:
-            lat, opened = x.latency_ms or _UNTIMED, x.open_ms or _UNTIMED  # another pipeline timed no read
+            opened = x.open_ms or _UNTIMED  # another pipeline timed no read
             rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
                          "mitigation": x.mitigation, "readers": x.concurrency, "workers": x.workers,
                          "batch_size": x.batch_size, "decode": x.decode, "cache": x.cache, "measures": x.measures,
                          "resident_before": x.resident_before, "eviction": x.eviction, "complete": x.complete,
                          "samples": x.samples, "bytes": x.bytes, "seconds": x.seconds,
-                         "samples_per_s": x.samples_per_s, "mb_per_s": x.mb_per_s, "latency_p50_ms": lat.p50,
-                         "latency_p90_ms": lat.p90, "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999,
-                         "latency_max_ms": lat.max, "latency_mean_ms": lat.mean, "open_p50_ms": opened.p50,
-                         "open_p99_ms": opened.p99, "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
+                         "samples_per_s": x.samples_per_s, "mb_per_s": x.mb_per_s,
+                         **_latency(x.latency_ms or _UNTIMED), "open_p50_ms": opened.p50, "open_p99_ms": opened.p99,
+                         "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
                          "iobench_cores": x.cpu.iobench_cores, "cpu_us_per_sample": x.cpu_us_per_sample,
-                         "efficiency": x.efficiency, "gpus": x.gpus,
-                         "consumer_rate": x.consumer_rate, "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
+                         "efficiency": x.efficiency, "gpus": x.gpus, "consumer_rate": x.consumer_rate,
+                         "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
                          "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
         for b in (r.baseline.points if r.baseline else []):
-            lat = b.latency_ms
             rows.append({**common, "kind": raw_tool(r), "engine": raw_tool(r),
                          "source": "objects" if r.mount.objects else "files", "order": "shuffled",
                          "readers": b.concurrency, "cache": b.cache, "measures": "unknown", "complete": True,
                          "samples": b.samples, "bytes": b.bytes, "seconds": b.seconds, "samples_per_s": b.samples_per_s,
-                         "mb_per_s": b.mb_per_s, "latency_p50_ms": lat.p50, "latency_p90_ms": lat.p90,
-                         "latency_p99_ms": lat.p99, "latency_p999_ms": lat.p999, "latency_max_ms": lat.max,
-                         "latency_mean_ms": lat.mean, "cpu_us_per_sample": b.cpu_us_per_sample,
-                         "valid": raw_validity(b) is None,
-                         "invalid_reason": raw_validity(b)})
+                         "mb_per_s": b.mb_per_s, **_latency(b.latency_ms), "cpu_us_per_sample": b.cpu_us_per_sample,
+                         "valid": raw_validity(b) is None, "invalid_reason": raw_validity(b)})
     return rows
+
+
+def _latency(lat: Latency) -> dict[str, object]:
+    return {f"latency_{k}_ms": getattr(lat, k) for k in ("p50", "p90", "p99", "p999", "max", "mean")}
 
 
 def write_csv(results: Sequence[Result], path: Path, names: Sequence[str] | None = None) -> None:

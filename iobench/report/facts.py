@@ -46,6 +46,8 @@ class Facts:
     best_cold: Run | None  # the best valid cold loader run
     best_warm: Run | None
     main: Run | None  # the run whose timeline is shown (the supply run, else the best run)
+    au_target: float  # the verdict's, else the settings'
+    rate_per_gpu: float | None  # likewise
     need_per_gpu: float | None  # au_target x per-GPU rate
     caveats: list[str]
 
@@ -63,13 +65,11 @@ def facts(result: Result, label: str | None = None) -> Facts:
     warm = [r for r in done if r.cache == "warm"]
     best_warm = max(warm, key=lambda r: r.samples_per_s) if warm else None
     main = supply_run(result) or best_cold or (max(done, key=lambda r: r.samples_per_s) if done else None)
-    s = result.settings
-    rate = (v.rate_per_gpu if v and v.rate_per_gpu else None) or s.rate_per_gpu
-    tau = (v.au_target if v and v.au_target else None) or s.au_target
-    need = tau * rate if rate else None
+    rate = (v.rate_per_gpu if v and v.rate_per_gpu else None) or result.settings.rate_per_gpu
+    tau = (v.au_target if v and v.au_target else None) or result.settings.au_target
     return Facts(label=label or default_label(result), verdict=v, provisional=provisional,
-                 storage=storage_figure(result), best_cold=best_cold, best_warm=best_warm, main=main,
-                 need_per_gpu=need, caveats=caveats(result, best_cold, v))
+                 storage=storage_figure(result), best_cold=best_cold, best_warm=best_warm, main=main, au_target=tau,
+                 rate_per_gpu=rate, need_per_gpu=tau * rate if rate else None, caveats=caveats(result, best_cold, v))
 
 
 def default_label(result: Result) -> str:
@@ -323,7 +323,6 @@ def _readers_cell(r: Run) -> str:
     """The runs table's readers: '4 workers' (its engine column says DataLoader, its GPUs column the GPUs), '16
     threads' (the requests in flight in a column of their own)."""
     return counted(r.concurrency, "thread") if r.reader == "threads" else counted(r.workers or 0, "worker")
-
 
 
 def metadata_table(result: Result) -> Table | None:

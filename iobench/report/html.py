@@ -81,7 +81,6 @@ def _big(result: Result, f: Facts) -> Big:
     """The storage's answer: the GPUs its measured capacity feeds from one client like this one."""
     v, store = f.verdict, f.storage
     gpu, model = gpu_name(v, result), model_name(v, result)
-    tau = v.au_target if v and v.au_target else result.settings.au_target
     if v is not None and v.storage_gpus_fed is not None:
         n = v.storage_gpus_fed
         badges = [("", f"storage figure: {v.storage_samples_per_s or 0:,.0f} samples/s cold ({v.storage_from})")]
@@ -93,7 +92,7 @@ def _big(result: Result, f: Facts) -> Big:
             badges.append(("warn", "provisional: run unfinished"))
         least = "at least " if v.storage_is_lower_bound else ""
         return Big(least + _count(n, v.storage_gpus_range), "bad" if n == 0 and not v.storage_is_lower_bound else "ok",
-                   f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds, training {model} at ≥ {tau:.0%} busy "
+                   f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds, training {model} at ≥ {f.au_target:.0%} busy "
                    "(from one client like this one)", badges)
     if store is not None:
         return Big(short(store.samples_per_s), "", f"samples/s from storage (cold, {store.what}); no GPU consumer set",
@@ -132,7 +131,6 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
     """(name, figure, note) for the hero's tiles."""
     v, best = f.verdict, f.best_cold
     gpu = gpu_name(v, result)
-    tau = v.au_target if v and v.au_target else result.settings.au_target
     tiles: list[tuple[str, str, str]] = []
     if v is not None and v.limit:
         tiles.append(("Limit", *_LIMIT_WORDS[v.limit]))
@@ -142,14 +140,13 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
     if v is not None and v.pipeline_samples_per_s is not None:
         tiles.append(("Pipeline delivers", f"{v.pipeline_samples_per_s:,.0f} samples/s", v.pipeline_from or ""))
     if f.need_per_gpu is not None:
-        rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
         share = ""
         if v is not None and v.storage_samples_per_s:
             share += f"; the storage gives {times(v.storage_samples_per_s / f.need_per_gpu)} that"
         if v is not None and v.pipeline_samples_per_s:
             share += f", this client's pipeline {times(v.pipeline_samples_per_s / f.need_per_gpu)}"
         tiles.append((f"One {gpu} needs", f"{f.need_per_gpu:,.0f} samples/s",
-                      f"{tau:.0%} AU target x {rate:,.0f} samples/s per GPU{share}"))
+                      f"{f.au_target:.0%} AU target x {f.rate_per_gpu:,.0f} samples/s per GPU{share}"))
     if best is not None:
         tiles.append(("Latency per file (cold)", f"p99 {ms(best.timed.p99)} ms",
                       f"p50 {ms(best.timed.p50)} ms, max {ms(best.timed.max)} ms"))
@@ -161,12 +158,10 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
 
 
 def _hero(result: Result, f: Facts) -> dict[str, Any]:
-    v = f.verdict
-    lines = v.text.splitlines() if v is not None else ["No verdict: nothing was measured."]
+    lines = f.verdict.text.splitlines() if f.verdict is not None else ["No verdict: nothing was measured."]
     return {"headline": headline(result, f), "big": _big(result, f), "client": _client_big(result, f),
             "tiles": _tiles(result, f), "gauge": charts.gauge(result, f), "provisional": f.provisional,
-            "text": lines[0], "evidence": lines[1:],
-            "source": result.settings.rate_source if (v and v.rate_per_gpu) or result.settings.rate_per_gpu else None}
+            "text": lines[0], "evidence": lines[1:], "source": result.settings.rate_source if f.rate_per_gpu else None}
 
 
 def _sections(result: Result, f: Facts) -> dict[str, Any]:

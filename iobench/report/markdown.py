@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 from iobench.answer.words import raw_baseline
 from iobench.report.compare import compare_headline, compare_table, like_for_like, winner_sentences
 from iobench.report.facts import (
+    MONO_ROWS,
     Facts,
     Table,
     cache_whatif_table,
+    environment,
     facts,
     fuse_view_table,
     headline,
@@ -25,7 +26,7 @@ from iobench.report.facts import (
     whatif_gpu_note,
     whatifs,
 )
-from iobench.report.format import gb, gpu_name, model_name, ms, num, readers, when
+from iobench.report.format import gpu_name, model_name, ms, num, readers, when
 from iobench.result import Result
 
 
@@ -48,44 +49,28 @@ def _kv(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def _environment(result: Result) -> str:
-    """A shorter environment than the page's (the page has every setting): where, what, when, how to repeat."""
-    m, d, hst, s = result.mount, result.dataset, result.host, result.settings
-    return _kv([
-        ("mount", f"{m.path} ({m.source})"), ("file system", f"{m.fstype} ({m.family})"),
-        ("mount options", f"`{m.options}`"),
-        ("details", ", ".join(f"{k}={v}" for k, v in m.details.items()) or "-"),
-        ("cache states", ", ".join(s.cache) + " (cold by "
-         + (", ".join(sorted({r.eviction for r in result.runs if r.eviction})) or "-") + ")"),
-        ("dataset", f"{d.files:,} files, {gb(d.bytes)}, mean {d.mean_bytes / 1000:,.1f} kB, median "
-                    f"{d.median_bytes / 1000:,.1f} kB"),
-        ("client", f"{hst.hostname}, {hst.cpus} CPUs, {gb(hst.ram_bytes)} RAM, kernel {hst.kernel}, "
-                   f"{'root' if hst.root else 'not root'}"),
-        ("when", f"{when(result.created)} → {when(result.finished)}"),
-        ("to repeat", f"`{shlex.join(result.command)}`")])
+    return _kv([(k, f"`{v}`" if k in MONO_ROWS else v) for k, v in environment(result)])
 
 
-def _section(h: str, title: str, t: Table | None, missing: str) -> list[str]:
-    return [f"{h} {title}", "", _md_table(t) if t is not None else missing, ""]
+def _section(h: str, title: str, t: Table | None, missing: str | None = None) -> list[str]:
+    """A heading and its table; without the table, `missing` in its place (None: no section)."""
+    text = _md_table(t) if t is not None else missing
+    return [f"{h} {title}", "", text, ""] if text is not None else []
 
 
 def _sections(result: Result, h: str = "##") -> list[str]:
     out = [f"{h} Environment", "", _environment(result), ""]
-    if result.runs:
-        out += [f"{h} Runs", "", _md_table(runs_table(result)), ""]
+    out += _section(h, "Runs", runs_table(result) if result.runs else None)
     b = result.baseline
     raw = raw_baseline(result)
     out += _section(h, raw, raw_table(result), b.note if b and b.note else f"No {raw} in this result.")
     out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
     out += _section(h, "Mitigations", mitigations_table(result),
                     "No mitigation phase in this result (`--mitigations`).")
-    fuse = fuse_view_table(result)
-    if fuse is not None:
-        out += [f"{h} Objects vs the FUSE view", "", _md_table(fuse), ""]
+    out += _section(h, "Objects vs the FUSE view", fuse_view_table(result))
     out += _section(h, "Training runs (emulated GPUs)", training_table(result),
                     "No training runs: GPUs fed is predicted from the sustained rate.")
-    ranks = ranks_table(result)
-    if ranks is not None:
-        out += [f"{h} Ranks (distributed run)", "", _md_table(ranks), ""]
+    out += _section(h, "Ranks (distributed run)", ranks_table(result))
     m = whatifs(result)
     if m is not None:
         cache, more = cache_whatif_table(m), readers_whatif_table(m)
@@ -123,9 +108,8 @@ def _verdict(result: Result, f: Facts) -> list[str]:
         rows.append(("loaders' best (cold)", f"{best.samples_per_s:,.0f} samples/s, {best.mb_per_s:,.0f} MB/s "
                                              f"at {readers(best)}; p99 {ms(best.timed.p99)} ms"))
     if f.need_per_gpu is not None:
-        rate = v.rate_per_gpu if v and v.rate_per_gpu else result.settings.rate_per_gpu
         rows.append((f"one {gpu_name(v, result)} needs", f"{f.need_per_gpu:,.0f} samples/s (AU target × "
-                                                          f"{rate:,.0f}/s per GPU)"))
+                                                          f"{f.rate_per_gpu:,.0f}/s per GPU)"))
         rows.append(("per-GPU rate source", result.settings.rate_source or "-"))
     if f.best_warm:
         rows.append(("warm re-read", f"{f.best_warm.samples_per_s:,.0f} samples/s ({f.best_warm.measures})"))

@@ -42,13 +42,8 @@ def _nice_step(span: float, n: int = 5) -> float:
 
 def linear_ticks(lo: float, hi: float) -> list[float]:
     step = _nice_step(hi - lo)
-    start = math.floor(lo / step) * step
-    ticks, v = [], start
-    while v <= hi + step * 1e-9:
-        if v >= lo - step * 1e-9:
-            ticks.append(round(v, 12))
-        v += step
-    return ticks
+    return [round(k * step, 12) for k in range(math.floor(lo / step), math.floor(hi / step + 1e-9) + 1)
+            if k * step >= lo - step * 1e-9]
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
