@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,47 +98,6 @@ def _is_image(e: os.DirEntry) -> bool:
     return e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file()
 
 
-def _walk_images(root: Path, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
-    """Image files under `root`, depth first with names sorted (ImageFolder's order), following links to folders
-    as ImageFolder does but never into a folder that is its own ancestor, nor out of the tree unless `follow`.
-    One thread; iterative: any depth."""
-    walk = Walk(Links(str(root), follow))
-    tick = _Ticker(progress)
-    top = os.stat(root)
-    walk.folders.append(str(root))
-    walk.mtimes.append(top.st_mtime_ns)
-    stack: list[tuple[Iterator[os.DirEntry], Key]] = [(iter(_sorted_entries(str(root))), (top.st_dev, top.st_ino))]
-    ancestors = {stack[0][1]}
-    seen = 0
-    while stack:
-        e = next(stack[-1][0], None)
-        if e is None:
-            ancestors.discard(stack.pop()[1])
-            continue
-        try:
-            if e.is_dir(follow_symlinks=True):
-                if not walk.links.allow(e):
-                    continue
-                st = e.stat(follow_symlinks=True)
-                key = (st.st_dev, st.st_ino)
-                if key in ancestors:
-                    continue  # a link back up the tree: ImageFolder would loop
-                ancestors.add(key)
-                walk.folders.append(e.path)
-                walk.mtimes.append(st.st_mtime_ns)
-                stack.append((iter(_sorted_entries(e.path)), key))
-            elif _is_image(e) and walk.links.allow(e):
-                walk.sizes.append(image_size(e.path, walk.bad))
-                walk.paths.append(e.path)
-        except OSError as exc:
-            raise explain_oserror(exc, "cannot list the dataset") from exc
-        seen += 1
-        if seen % 1024 == 0:  # a time check per entry would cost more than the check is worth
-            tick(len(walk.paths), len(walk.folders))
-    tick(len(walk.paths), len(walk.folders), force=True)
-    return walk
-
-
 @dataclass(eq=False)
 class _Node:
     """A folder of the parallel walk: filled in by the thread that lists it."""
@@ -200,9 +159,10 @@ def _stat_chunk(node: _Node, start: int, stop: threading.Event, walk: Walk) -> _
 
 
 def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
-    """What `_walk_images` finds, in the same order, with up to `threads` folders listed (and big folders stat-ed)
-    at a time once listing proves slow. Every folder's listing is kept apart and the tree is put together once all
-    are in, so the order is the sequential walk's whatever the timing; whether a link leads back up the tree
+    """Image files under `root` in ImageFolder's order (depth first, names sorted; links followed, never into a
+    folder that is its own ancestor, nor out of the tree unless `follow`), with up to `threads` folders listed (and
+    big folders stat-ed) at a time once listing proves slow. Every folder's listing is kept apart and the tree is put
+    together once all are in, so the order never depends on the timing; whether a link leads back up the tree
     depends only on the path to it. Where several folders fail to list, which error is reported depends on the
     timing.
 
@@ -277,8 +237,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
 
 
 def _assemble(top: _Node, walk: Walk) -> None:
-    """The listings into `walk` in the sequential walk's order: depth first, each folder's files and sub-folders by
-    name."""
+    """The listings into `walk` in ImageFolder's order: depth first, each folder's files and sub-folders by name."""
     stack: list[tuple[_Node, int, int]] = [(top, 0, 0)]  # (folder, next file, next sub-folder)
     while stack:
         node, fi, si = stack.pop()
@@ -447,8 +406,8 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
               say: Callable[[str], None] | None = None, shown: Path | None = None,
               follow_links: bool = False) -> Manifest:
     """Manifest of the image tree at `root` (a resolved path), in ImageFolder's order: its cached listing when no
-    folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight (1: the
-    sequential walk), cached afterwards. Links that leave the tree are skipped, or with `follow_links` followed
+    folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight, cached
+    afterwards. Links that leave the tree are skipped, or with `follow_links` followed
     (counted either way: `Manifest.links_skipped`, `links_followed`). Every file's first bytes are checked: files
     that are not images are one line naming them. `progress(files, folders)` is called during a walk (at most every
     0.1 s), `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
@@ -467,8 +426,7 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             return manifest
     t0 = time.perf_counter()
     started_ns = time.time_ns()
-    walk = (_walk_images(root, progress, follow_links) if threads <= 1
-            else _walk_parallel(root, threads, progress, follow_links))
+    walk = _walk_parallel(root, threads, progress, follow_links)
     if not walk.paths:
         raise UserError(f"no images under {shown} (looked for {', '.join(IMAGE_EXTENSIONS)})"
                         + (f"; {walk.links.skipped:,} links out of the tree skipped (--follow-links reads them)"
