@@ -118,7 +118,6 @@ class DataLoaderEngine:
         self._busy: np.ndarray | None = None
         self._finished: np.ndarray | None = None  # per worker, samples it finished (shared): what the watchdog reads
         self._held: dict[tuple[int, int], Any] = {}  # (worker, slot): its batch buffer, as a worker sent it once
-        self._pids: tuple[int, ...] = ()
         # No sample finished by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
         # with workers=0 the main process itself reads, and a read stuck in the kernel cannot be watched from there.
         self.io_timeout_s = io_timeout_s
@@ -132,10 +131,6 @@ class DataLoaderEngine:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def worker_pids(self) -> tuple[int, ...]:
-        """Pids of the processes that delivered batches in the last epoch (the main pid for workers=0)."""
-        return self._pids
 
     def halt(self) -> None:
         """Ask a running `epoch()` (in another thread) to stop, as Ctrl-C would, within POLL_S with a watchdog."""
@@ -200,7 +195,6 @@ class DataLoaderEngine:
         if len(done) < max(self.workers, 1):
             done.extend([0] * (max(self.workers, 1) - len(done)))
         total, opened, nbytes, throttled = rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled
-        pids: set[int] = set()
         rec.start()
         stopped = False
         try:
@@ -230,7 +224,6 @@ class DataLoaderEngine:
                     decode_ns[pos] = meta[DECODE_NS]
                     decode_cpu[pos] = meta[DECODE_CPU_NS]
                 done[worker] += n
-                pids.add(pid)
                 if error is not None:
                     raise error
                 if on_batch is not None:
@@ -265,7 +258,6 @@ class DataLoaderEngine:
         finally:
             if not stopped:
                 rec.stop()
-            self._pids = tuple(sorted(pids))
             if not self.persistent_workers or self.workers == 0:
                 self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
                 if self.workers:
