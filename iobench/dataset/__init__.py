@@ -10,7 +10,7 @@ safety rules they write by (iobench/safefs.py: no link followed, files created e
 place, one writer at a time):
 
 - folder.py: the folder as a run reads it: marker, `Manifest`, every file checked against it;
-- in_place.py: reading a dataset where it is, or scanning an existing tree (`scan`, by imagefolder.py);
+- imagefolder.py: reading a dataset where it is, or scanning an existing tree (`scan`);
 - gen.py: making one (`GenSpec`, `plan`, `generate`): the writer threads, reuse and resume.
 
 The path table is in iobench/dataset/paths.py, an existing tree's listing in iobench/dataset/imagefolder.py.
@@ -47,7 +47,7 @@ from iobench.dataset.gen import (
     plan,
     spec_of,
 )
-from iobench.dataset.in_place import scan
+from iobench.dataset.imagefolder import scan
 from iobench.safefs import (
     WRITER_LOCK,
     fmt_bytes,

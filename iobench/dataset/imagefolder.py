@@ -1,20 +1,13 @@
-"""Scanning an image tree iobench did not make (`run --dataset TREE`: an ImageFolder such as ImageNet's train/).
+"""Reading a dataset where it is (`run --dataset PATH`, `scan`): one iobench made, once every file is checked against
+its manifest, or an image tree iobench did not make (an ImageFolder such as ImageNet's train/), scanned in
+ImageFolder's order (README.md, "At scale"). On a network file system every listing and stat is a round trip, so
+once listing proves slow a pool of threads lists folders (8-16 in flight: a many-fold speed-up on NFS or sshfs);
+on a local disk one thread is fastest.
 
-The manifest is in ImageFolder's order: depth first, names sorted, following links to folders as ImageFolder does
-but never into a folder that is its own ancestor (a link loop), nor through a link that leaves the tree unless
-asked to (--follow-links; iobench/dataset/tree_entries.py: such links are counted either way). Every file listed has
-its first bytes checked to be an image's. On a network file system every listing and stat is a
-round trip, so once listing proves slow a pool of threads lists folders (8-16 in flight give a many-fold speed-up on
-NFS or sshfs); on a local disk the walk stays on one thread, which is fastest there. The listings are put back
-together in the sequential order afterwards: the order never depends on thread timing.
-
-The manifest of a scanned tree is cached outside the tree (iobench never writes into a user's tree), in
-$XDG_CACHE_HOME/iobench/scans/<hash of the tree's resolved path>/ (default ~/.cache/...): `manifest.tsv` (PATH<TAB>SIZE
-as iobench.dataset writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
-mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder and
-uses the cache only when none changed. A file truncated or rewritten in place keeps its folder's mtime: the cached
-sizes are checked too, one stat per file (the listing, not the stats, is what the cache saves), and a file whose size
-changed makes the tree scanned again. The manifest's sizes are what dataset.bytes and fio's jobs are made of.
+The cached listing (CACHE_PARTS under $XDG_CACHE_HOME, a folder per tree) holds `manifest.tsv` (paths relative to
+the tree) and `scan.json` (the tree's path, its folders and their mtime_ns). An entry added, removed or renamed
+changes its folder's mtime; a file rewritten in place does not, so each cached size is checked too (one stat per
+file: the listing, not the stats, is what the cache saves).
 """
 
 from __future__ import annotations
@@ -35,7 +28,19 @@ from pathlib import Path
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset.folder import IMAGE_EXTENSIONS, Manifest, _inside, _local, _write_manifest
+from iobench.dataset.folder import (
+    DATA_ROOT,
+    IMAGE_EXTENSIONS,
+    MARKER,
+    Manifest,
+    _inside,
+    _local,
+    _write_manifest,
+    describe_damage,
+    inspect_files,
+    parse_manifest,
+    read_marker,
+)
 from iobench.dataset.paths import MANIFEST, PathTable
 from iobench.dataset.tree_entries import Links, image_size, links_words, refuse_non_images
 from iobench.errors import UserError, explain_oserror
@@ -449,3 +454,46 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             f"{links_words(manifest.links_skipped, manifest.links_followed)}")
     return manifest
 
+
+def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] | None = None, cache: bool = False,
+         say: Callable[[str], None] | None = None, follow_links: bool = False) -> Manifest:
+    """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one; or, for a
+    dataset iobench made, its manifest once every file is checked against it. A tree is scanned by
+    `scan_tree` (`threads` listings in flight, `progress(files, folders)`, its listing
+    cached outside the tree when `cache`, one line to `say` on what happened; links out of the tree skipped unless
+    `follow_links`). A dataset iobench made has no link: one where a file should be is refused."""
+    if not path.exists():
+        raise UserError(f"dataset {path} does not exist")
+    if not path.is_dir():
+        raise UserError(f"dataset {path} is not a directory")
+    root = path.resolve()
+    if os.path.lexists(root / MARKER) and os.path.lexists(root / MANIFEST):
+        return _verified(root, threads)
+    return scan_tree(root, threads=threads, progress=progress, cache=cache, say=say, shown=path,
+                     follow_links=follow_links)
+
+
+def _verified(root: Path, threads: int) -> Manifest:
+    """An iobench dataset read in place (`--dataset`): its manifest must match its marker and every file its
+    manifest; what differs is a one-line error (repairing is `iobench gen`'s job)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        marker = read_marker(root, dir_fd=fd)
+        assert marker is not None
+        rel, sizes = parse_manifest(root / MANIFEST, dir_fd=fd)
+        if len(rel) != marker["files"]:
+            raise UserError(f"{root / MANIFEST} lists {len(rel):,} files, its marker {marker['files']:,}: the "
+                            "manifest was changed since iobench wrote it")
+        found = inspect_files(fd, root, rel, threads)
+    finally:
+        os.close(fd)
+    bad = np.flatnonzero(found != sizes)
+    if len(bad):
+        p = marker["params"]
+        how = ""
+        if root.parent.name == DATA_ROOT:
+            how = (f"; `iobench gen --mount {root.parent.parent} --files {p['files']} --size-dist {p['size_dist']} "
+                   f"--classes {p['classes']} --seed {p['seed']}` repairs it")
+        raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
+                        + how)
+    return Manifest.of(root, rel, sizes)
