@@ -328,48 +328,42 @@ def _load_cache(root: Path, threads: int, follow: bool,
 def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None:
     """The first folder whose mtime is not the one recorded (or that is gone), None when all match: one stat per
     folder, `threads` at a time (a round trip each on a network file system)."""
-    def check(start: int) -> int | None:
-        for i in range(start, min(start + CHECK_CHUNK, len(folders))):
-            try:
-                if os.stat(folders[i]).st_mtime_ns != mtimes[i]:  # links followed, as the walk does
-                    return i
-            except OSError:
-                return i
-        return None
+    def differs(i: int) -> bool:
+        try:
+            return os.stat(folders[i]).st_mtime_ns != mtimes[i]  # links followed, as the walk does
+        except OSError:
+            return True
 
-    starts = range(0, len(folders), CHECK_CHUNK)
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts)))) as ex:
-        for i in ex.map(check, starts):
-            if i is not None:
-                return folders[i]
-    return None
+    found = _first(differs, len(folders), CHECK_CHUNK, threads)
+    return None if found is None else folders[found]
 
 
 def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> str | None:
     """The first file whose size is not the cached one (or that is gone), None when all match: each file sized
-    and its first bytes checked as the walk does (those not an image's go in `bad`), links followed as the walk
-    followed them. A file truncated or rewritten in place keeps its folder's mtime, so only its own stat tells
-    (the listing is what the cache saves). `threads` chunks at a time: 1 on a local disk, where a stat is
-    microseconds of kernel work and threads would queue for the interpreter lock."""
-    paths, sizes = manifest.paths, manifest.sizes.tolist()
+    and its first bytes checked as the walk does (those not an image's go in `bad`). `threads`: 1 on a local disk,
+    where a stat is microseconds of kernel work and threads would queue for the interpreter lock."""
+    raw, sizes = manifest.paths.raw, manifest.sizes.tolist()
 
+    def differs(i: int) -> bool:
+        try:
+            return image_size(os.fsdecode(raw(i)), bad) != sizes[i]
+        except UserError:  # gone, or no longer a file
+            return True
+
+    found = _first(differs, len(sizes), STAT_CHUNK, threads)
+    return None if found is None else manifest.paths[found]
+
+
+def _first(differs: Callable[[int], bool], n: int, chunk: int, threads: int) -> int | None:
+    """The first i < n where `differs(i)`, checked `chunk` at a time on `threads` threads; None if none does."""
     def check(start: int) -> int | None:
-        raw = paths.raw
-        for i in range(start, min(start + STAT_CHUNK, len(sizes))):
-            try:
-                if image_size(os.fsdecode(raw(i)), bad) != sizes[i]:
-                    return i
-            except UserError:  # gone, or no longer a file
-                return i
-        return None
+        return next((i for i in range(start, min(start + chunk, n)) if differs(i)), None)
 
-    starts = range(0, len(sizes), STAT_CHUNK)
+    starts = range(0, n, chunk)
     if threads <= 1:
-        found = next((i for i in map(check, starts) if i is not None), None)
-    else:
-        with ThreadPoolExecutor(max_workers=min(threads, len(starts)), thread_name_prefix="iobench-scan") as ex:
-            found = next((i for i in ex.map(check, starts) if i is not None), None)
-    return None if found is None else paths[found]
+        return next((i for i in map(check, starts) if i is not None), None)
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts))), thread_name_prefix="iobench-scan") as ex:
+        return next((i for i in ex.map(check, starts) if i is not None), None)
 
 
 def _save_cache(root: Path, walk: Walk) -> bool:
