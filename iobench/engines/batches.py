@@ -1,17 +1,10 @@
-"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that
-reads it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker
-into ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in the epoch, offset, nbytes,
-total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
-CPU time, its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the
-batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded
-(k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot, bytes used) and the
-OSError (or one-line error) that stopped the batch, if any (the rows read before it are kept). What crosses from a
-worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
-two views of that one tensor. A pooled buffer crosses once, with its first batch (torch passes a shared tensor as a
-file descriptor, over a connection of its own, and maps it); the main process keeps it, and later batches in it
-cross as small ints alone. Raw samples are read straight into it (the files reader's `read_into`).
-On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
-torch is imported on use (`import_torch`), when an engine is made."""
+"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py reads it). A worker reads
+each batch into ONE uint8 tensor in shared memory: a header, `meta`, int64 (META_ROWS, k): position, offset,
+nbytes, total_ns, open_ns, decode_ns, decode_cpu_ns (its thread's clock), throttled; then the data: the raw bytes
+concatenated (sample i at offset[i]), or with decode=True (k, 3, 224, 224) uint8 images. Beside it only small ints
+and the error that stopped the batch, if any. A pooled buffer crosses to the main process once, with its first
+batch (torch passes a shared tensor as a file descriptor and maps it); later batches in it cross as small ints.
+On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
-"""DataLoader engine: a real `torch.utils.data.DataLoader` over the same sample source as the thread
-engine, as a training job reads. torch is optional: it is imported only when an engine is made.
-
-The cut is torch's own: a map-style dataset backed by the Source (what a sample is: batches.py, the worker side
-and the one-tensor batch format it fills), a batch sampler that hands out the epoch's order (in which order), the
-DataLoader with N worker processes (how concurrently); this module is the main side, which stores each batch's
-figures where the recorder wants them and hands the batch to the training loop (`on_batch`). The sampler yields
-(first position, indices) per batch, so records land at their position even though the order changes every epoch
-and the workers persist across epochs.
+"""DataLoader engine, the main side: a real `torch.utils.data.DataLoader` over the sample source (batches.py: the
+worker side and its one-tensor batch format), with a batch sampler handing out the epoch's order as (first position,
+indices), so records land at their position though the order changes every epoch and the workers persist. Each
+batch's figures go where the recorder wants them, and the batch to the training loop (`on_batch`).
 
 With a watchdog (`io_timeout_s`) the main process waits for batches with the DataLoader's own `timeout=` set to a
-short poll: no cost while batches come; at each poll that finds none, it reads the samples the workers have finished
-(a shared counter each bumps per sample, ahead of its batch), so a slow batch that is still reading is not taken
-for a stall. No sample finished for io_timeout_s raises StorageStalled (host/stall.py's `Watch`, as every engine).
-Stopping the workers (a stall, Ctrl-C, `close()`) is bounded: they get GRACE_S to finish, then SIGKILL and
-KILL_WAIT_S; a worker still there is stuck in uninterruptible IO (FUSE waits so once a request reached the server)
-and is left behind, its pid reported in `left_behind`, and struck from multiprocessing's children, whose exit
-handler would otherwise wait for it forever.
+short poll (no cost while batches come); at each poll that finds none it reads the samples the workers finished
+(a shared counter each bumps per sample), so a slow batch still reading is not a stall. Stopping the workers is
+bounded: GRACE_S to finish, then SIGKILL and KILL_WAIT_S; a worker still there is stuck in uninterruptible IO, left
+behind (its pid in `left_behind`) and struck from multiprocessing's children, whose exit handler would wait for it.
 """
 
 from __future__ import annotations

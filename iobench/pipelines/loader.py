@@ -1,9 +1,7 @@
-"""A Feed (one GPU's pipeline) as the Loader a training lane reads through (engines.Loader), so that a pipeline's
-epoch goes through the same `read_epoch`, consumer, counters and summary as the raw reader's: each batch is counted
-(`count`) and handed to the consumer. What it cannot see it leaves unrecorded: a pipeline's reads happen inside the
-library, so no sample has a read latency (the run's latency fields are null); the recorder's byte counts are the
-manifest's sizes of as many samples of the lane's share as were delivered (the library reads each file of its epoch
-once). A user's pipeline that raises ends the epoch with UserCodeError."""
+"""A Feed (one GPU's pipeline) as the Loader a training lane reads through (engines.Loader): the same `read_epoch`,
+consumer, counters and summary as the raw reader's. The library reads inside, so no sample has a read latency; the
+byte counts are the manifest's sizes of the samples delivered (docs/pipelines.md). A user's pipeline that raises
+ends the epoch with UserCodeError."""
 
 from __future__ import annotations
 
