@@ -165,15 +165,10 @@ def _stat_chunk(node: _Node, start: int, stop: threading.Event, walk: Walk) -> _
 
 def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
     """Image files under `root` in ImageFolder's order (depth first, names sorted; links followed, never into a
-    folder that is its own ancestor, nor out of the tree unless `follow`), with up to `threads` folders listed (and
-    big folders stat-ed) at a time once listing proves slow. Every folder's listing is kept apart and the tree is put
-    together once all are in, so the order never depends on the timing; whether a link leads back up the tree
-    depends only on the path to it. Where several folders fail to list, which error is reported depends on the
-    timing.
-
-    The main thread lists alone first: where an entry costs microseconds (a local disk, a warm cache) threads only
-    contend for the GIL and one thread is fastest. Once PROBE_S of listing averaged over FAST_ENTRY_S an entry (a
-    round trip per listing or stat: NFS, sshfs, Lustre), what is left goes to the pool."""
+    folder that is its own ancestor, nor out of the tree unless `follow`). The main thread lists alone until PROBE_S
+    of listing averaged over FAST_ENTRY_S an entry (a round trip each: NFS, sshfs, Lustre); then up to `threads`
+    folders are listed (and big folders stat-ed) at a time. Each listing is kept apart and the tree put together once
+    all are in, so the order never depends on the timing (which error is reported, where several folders fail, does)."""
     top = os.stat(root)
     key = (top.st_dev, top.st_ino)
     first = _Node(str(root), top.st_mtime_ns, frozenset({key}))
@@ -404,12 +399,10 @@ def _save_cache(root: Path, walk: Walk) -> bool:
 def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress | None = None, cache: bool = True,
               say: Callable[[str], None] | None = None, shown: Path | None = None,
               follow_links: bool = False) -> Manifest:
-    """Manifest of the image tree at `root` (a resolved path), in ImageFolder's order: its cached listing when no
-    folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight, cached
-    afterwards. Links that leave the tree are skipped, or with `follow_links` followed
-    (counted either way: `Manifest.links_skipped`, `links_followed`). Every file's first bytes are checked: files
-    that are not images are one line naming them. `progress(files, folders)` is called during a walk (at most every
-    0.1 s), `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
+    """Manifest of the image tree at `root` (resolved): its cached listing where no folder changed (`cache`), else a
+    walk with `threads` listings in flight (`progress(files, folders)` at most every 0.1 s), cached afterwards. Links
+    out of the tree are skipped unless `follow_links`, counted either way; files that are not images are one line.
+    `say` gets a line on what happened, `shown` is the tree as the user named it."""
     shown = shown or root
     why = None
     if cache:
@@ -451,11 +444,8 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
 
 def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] | None = None, cache: bool = False,
          say: Callable[[str], None] | None = None, follow_links: bool = False) -> Manifest:
-    """Manifest of an existing image tree iobench did not make (e.g. an ImageFolder), sorted like one; or, for a
-    dataset iobench made, its manifest once every file is checked against it. A tree is scanned by
-    `scan_tree` (`threads` listings in flight, `progress(files, folders)`, its listing
-    cached outside the tree when `cache`, one line to `say` on what happened; links out of the tree skipped unless
-    `follow_links`). A dataset iobench made has no link: one where a file should be is refused."""
+    """Manifest of a dataset iobench made, once every file is checked against it (a link in a file's place is
+    refused), or of an image tree it did not make (`scan_tree`, which the other arguments are for)."""
     if not path.exists():
         raise UserError(f"dataset {path} does not exist")
     if not path.is_dir():

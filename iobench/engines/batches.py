@@ -74,13 +74,10 @@ class Batch:
 
 
 class SourceDataset:
-    """Map-style dataset backed by a Source. Each worker process opens its own reader on first use
-    (after fork); `__getitems__` (torch's batched fetch) reads a whole batch into one uint8 tensor.
-
-    Batch buffers are pooled: each worker keeps SLOTS shared-memory buffers and reuses one once the main
-    process has marked it free in `busy` (a small shared table, one row per worker). Fresh shared memory
-    per batch costs a page fault per 4 KiB on first touch; on a 2-core VM that alone held the raw path to
-    ~3,000 samples/s against ~22,000/s with reuse. If every slot is still held, a fresh buffer is used."""
+    """Map-style dataset backed by a Source; each worker opens its own reader after fork. Batch buffers are pooled:
+    a worker reuses one of its slots once the main process marked it free in `busy`, else takes a fresh one. Fresh
+    shared memory costs a page fault per 4 KiB: on a 2-core VM it held the raw path to ~3,000 samples/s against
+    ~22,000/s with reuse."""
 
     def __init__(self, source: Source, decode: bool, busy: torch.Tensor, depth: int = 1,
                  io_timeout_s: float | None = None, finished: torch.Tensor | None = None):
@@ -146,11 +143,9 @@ class SourceDataset:
         return -1, self._alloc(n)
 
     def __getitems__(self, item: tuple[int, np.ndarray]):
-        """Read one batch. Returns (buf, k, done, used, worker, pid, slot, error): buf[:used] is ONE uint8 tensor,
-        a header of META_ROWS x k int64 (meta) then the data: raw bytes concatenated, or done decoded
-        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch. buf is None when
-        the main process already holds the slot's buffer (sent with an earlier batch: its shared memory is
-        mapped there once, not per batch)."""
+        """Read one batch: (buf, k, done, used, worker, pid, slot, error), buf[:used] the batch's tensor; `done` < k
+        when an error (returned, not raised) stopped it. buf is None where the main process holds the slot's buffer
+        already (its shared memory is mapped there once, not per batch)."""
         reader = self._reader or self._open()
         p0, indices = item
         k = len(indices)

@@ -184,8 +184,7 @@ class DataLoaderEngine:
             if decode_cpu is None or len(decode_cpu) != len(order):
                 decode_cpu = rec.decode_cpu_ns = np.zeros(len(order), dtype=np.int64)
         done = rec.done
-        if len(done) < max(self.workers, 1):
-            done.extend([0] * (max(self.workers, 1) - len(done)))
+        done.extend([0] * (max(self.workers, 1) - len(done)))  # a slot per worker
         total, opened, nbytes, throttled = rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled
         rec.start()
         stopped = False
