@@ -75,22 +75,6 @@ class Walk:
     bad: list[tuple[str, bytes]] = field(default_factory=list)  # files that are not images: (path, first bytes)
 
 
-class _Ticker:
-    """Calls `progress` at most every PROGRESS_EVERY_S (a listing of 1,000 folders must not mean 1,000 redraws)."""
-
-    def __init__(self, progress: ScanProgress | None):
-        self.progress = progress
-        self.last = 0.0
-
-    def __call__(self, files: int, folders: int, *, force: bool = False) -> None:
-        if self.progress is None:
-            return
-        now = time.monotonic()
-        if force or now - self.last >= PROGRESS_EVERY_S:
-            self.last = now
-            self.progress(files, folders)
-
-
 def _sorted_entries(d: str) -> list[os.DirEntry]:
     try:
         with os.scandir(d) as it:
@@ -176,10 +160,15 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
     finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
     todo: deque[tuple[Callable[..., _Done], tuple]] = deque()
     stop = threading.Event()
-    tick = _Ticker(progress)
     running = files = listed = entries = 0
-    alone_s = 0.0
+    alone_s = last_tick = 0.0
     ex: ThreadPoolExecutor | None = None
+
+    def tick(force: bool = False) -> None:  # at most every PROGRESS_EVERY_S: 1,000 listings are not 1,000 redraws
+        nonlocal last_tick
+        if progress is not None and (force or time.monotonic() - last_tick >= PROGRESS_EVERY_S):
+            last_tick = time.monotonic()
+            progress(files, listed)
 
     def submit(fn: Callable[..., _Done], *args: object) -> None:
         nonlocal running
@@ -200,7 +189,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
             if node.unsized:
                 for start in range(0, len(node.unsized), STAT_CHUNK):
                     submit(_stat_chunk, node, start, stop, walk)
-        tick(files, listed)
+        tick()
 
     try:
         submit(_list_node, first, stop, walk)
@@ -220,7 +209,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
             try:
                 fut = finished.get(timeout=PROGRESS_EVERY_S)
             except queue.Empty:
-                tick(files, listed)  # a slow listing: the line still moves (its elapsed time)
+                tick()  # a slow listing: the line still moves (its elapsed time)
                 continue
             running -= 1
             done(fut.result()[0])
@@ -230,7 +219,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
     finally:
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
-    tick(files, listed, force=True)
+    tick(force=True)
     _assemble(first, walk)
     walk.parallel = ex is not None
     return walk

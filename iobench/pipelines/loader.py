@@ -29,9 +29,8 @@ class Delivered:
     def __init__(self, n: int, batch: Any):
         self.positions = np.arange(n)
         first = batch[0] if isinstance(batch, list | tuple) and batch else None
-        images = first if getattr(first, "ndim", 0) == 4 and str(getattr(first, "dtype", "")) == "torch.uint8" \
-            else None
-        self.data = images
+        uint8 = getattr(first, "ndim", 0) == 4 and str(getattr(first, "dtype", "")) == "torch.uint8"
+        self.data = first if uint8 else None
 
 
 class PipelineLoader:
@@ -46,17 +45,9 @@ class PipelineLoader:
                  first: bool = True, error: Callable[[BaseException], UserCodeError] | None = None):
         self.spec, self.feed, self.epoch_no, self.sizes, self._error = spec, feed, epoch_no, sizes, error
         self.first = first  # the Feed's first epoch
-        self._workers, self._batch_size = workers, batch_size
+        self.workers, self.batch_size = workers, batch_size
         self.concurrency = max(workers, 1)
         self._halt = False
-
-    @property
-    def workers(self) -> int:
-        return self._workers
-
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
 
     def halt(self) -> None:
         self._halt = True
