@@ -165,10 +165,8 @@ class DataLoaderEngine:
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None,
               on_batch: Callable[[Batch], None] | None = None) -> None:
-        """Read every sample of `order` once through the DataLoader; returns when done. `on_batch` (optional)
-        gets each batch in the main process, as a training loop would. An OSError in a worker is raised
-        here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read. With
-        `io_timeout_s`, no sample finished for that long raises StorageStalled, also leaving what was read."""
+        """Read every sample of `order` once, each batch to `on_batch` as a training loop gets it. A worker's OSError
+        is raised here; Ctrl-C and StorageStalled stop the workers, leaving in `rec` what was read."""
         torch = import_torch()
         self._halt = False
         self.left_behind = None
@@ -272,9 +270,8 @@ class DataLoaderEngine:
             resumed._timeout = self._poll_s
 
     def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: Watch | None):
-        """The next batch, or None at the end of the epoch. With a watchdog the loader's `timeout=` is a poll: at
-        each one without a batch, tick, and look whether the workers still finish samples (or raise
-        StorageStalled)."""
+        """The next batch, or None at the end of the epoch; at each poll without one (a watchdog), tick and judge
+        whether the workers still finish samples."""
         while True:
             try:
                 return next(it)
@@ -333,10 +330,8 @@ def _join_all(workers: list, wait_s: float) -> None:
 
 
 def _stop_workers(it, graceful: bool) -> list[int]:
-    """Stop a DataLoader iterator's worker processes in bounded time, as torch's `_shutdown_workers` does but without
-    its waits per worker: `graceful`, they are told to stop and get GRACE_S to finish their batch; then the rest are
-    killed and get KILL_WAIT_S. Returns the pids of those still there (stuck in uninterruptible IO): they are left
-    behind and struck from multiprocessing's children, so that neither torch nor Python's exit waits for them."""
+    """Stop an iterator's workers as torch's `_shutdown_workers` does, in bounded time (the module's docstring):
+    `graceful`, told to stop first. Returns the pids of those stuck in IO, left behind."""
     workers = list(getattr(it, "_workers", []))
     if getattr(it, "_shutdown", True) or not workers:  # single-process iterators have no workers
         return []
