@@ -14,8 +14,16 @@ import pytest
 from iobench.dataset import MANIFEST, parse_manifest
 from iobench.dataset import imagefolder as scanning
 from iobench.dataset import scan as dataset_scan
-from iobench.dataset.imagefolder import Walk, _is_image, _sorted_entries, _walk_parallel, cache_folder, scan_tree
-from iobench.dataset.tree_entries import Links, image_size
+from iobench.dataset.imagefolder import (
+    Links,
+    Walk,
+    _is_image,
+    _sorted_entries,
+    _walk_parallel,
+    cache_folder,
+    image_size,
+    scan_tree,
+)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
 

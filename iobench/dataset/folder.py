@@ -76,7 +76,7 @@ class Manifest:
     root: Location  # the dataset's folder, or its bucket's prefix (paths are then its objects' keys)
     paths: PathTable
     sizes: np.ndarray  # int64 bytes, from the manifest or from stat when scanned
-    links_skipped: int = 0  # a scanned tree: links out of it not followed (iobench/dataset/tree_entries.py)
+    links_skipped: int = 0  # a scanned tree: links out of it not followed (iobench/dataset/imagefolder.py)
     links_followed: int = 0  # ... and those followed (--follow-links)
 
     def __post_init__(self) -> None:

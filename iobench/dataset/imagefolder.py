@@ -2,7 +2,8 @@
 its manifest, or an image tree iobench did not make (an ImageFolder such as ImageNet's train/), scanned in
 ImageFolder's order (README.md, "At scale"). On a network file system every listing and stat is a round trip, so
 once listing proves slow a pool of threads lists folders (8-16 in flight: a many-fold speed-up on NFS or sshfs);
-on a local disk one thread is fastest.
+on a local disk one thread is fastest. Every file listed has its first bytes read in place of a stat (`image_size`,
+its cost in README.md; without POSIX_FADV_RANDOM the kernel reads ahead the rest of each file: cold 2.4 s, not 2.0).
 
 The cached listing (CACHE_PARTS under $XDG_CACHE_HOME, a folder per tree) holds `manifest.tsv` (paths relative to
 the tree) and `scan.json` (the tree's path, its folders and their mtime_ns). An entry added, removed or renamed
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import queue
+import stat
 import threading
 import time
 from collections import deque
@@ -42,9 +44,8 @@ from iobench.dataset.folder import (
     read_marker,
 )
 from iobench.dataset.paths import MANIFEST, PathTable
-from iobench.dataset.tree_entries import Links, image_size, links_words, refuse_non_images
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import open_tree, read_regular, write_json_atomic
+from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
@@ -58,8 +59,78 @@ PROGRESS_EVERY_S = 0.1
 PROBE_S = 0.05  # the parallel walk lists alone this long before it judges whether threads would help
 FAST_ENTRY_S = 20e-6  # under this per entry (a local disk: ~3 us warm, ~8 us cold) one thread is fastest
 
+MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"P6", b"P5", b"BM", b"II*\0", b"MM\0*", b"RIFF")  # JPEG, PNG, PPM, ...
+HEAD = 8  # bytes read of each file: the longest magic above
+NAMED = 3  # non-images a refusal names
 ScanProgress = Callable[[int, int], None]  # (image files found so far, folders listed so far)
 Key = tuple[int, int]  # (st_dev, st_ino) of a folder
+
+
+@dataclass
+class Links:
+    """The links a scan of the tree at `root` (resolved) met whose target is outside it: skipped, or with `follow`
+    followed; each counted. A link that stays inside the tree is followed, as ImageFolder follows it."""
+
+    root: str
+    follow: bool = False
+    skipped: int = 0
+    followed: int = 0
+    # the parallel walk counts on several threads
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def allow(self, e: os.DirEntry) -> bool:
+        """Whether the scan may go where `e` leads (a file to read, a folder to list)."""
+        if not e.is_symlink():
+            return True
+        real = os.path.realpath(e.path)
+        if real == self.root or real.startswith(os.path.join(self.root, "")):
+            return True
+        with self._lock:
+            if self.follow:
+                self.followed += 1
+            else:
+                self.skipped += 1
+        return self.follow
+
+
+def image_size(path: str, bad: list[tuple[str, bytes]]) -> int:
+    """The size of the file at `path` (links followed), its first bytes checked: a file that is not an image is
+    put in `bad` (path, first bytes), for the scan to name once all are seen. Not a regular file: one line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the dataset") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(path, st.st_mode, "an image file")
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        head = os.pread(fd, HEAD, 0)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the dataset") from exc
+    finally:
+        os.close(fd)
+    if not head.startswith(MAGIC):
+        bad.append((path, head))
+    return st.st_size
+
+
+def refuse_non_images(bad: list[tuple[str, bytes]], files: int, shown: object) -> None:
+    """One line naming the files of the tree that are not images (the first few by path), if any."""
+    if not bad:
+        return
+    named = "; ".join(f"{p} (first bytes {h[:4]!r})" for p, h in sorted(bad)[:NAMED])
+    more = f" and {len(bad) - NAMED:,} more" if len(bad) > NAMED else ""
+    are = "is not an image" if len(bad) == 1 else "are not images"
+    raise UserError(f"{len(bad):,} of the {files:,} files under {shown} {are} (their first bytes "
+                    f"checked): {named}{more}; --dataset reads an image tree (an ImageFolder)")
+
+
+def links_words(skipped: int, followed: int) -> str:
+    """What a scan did with links that leave the tree, for its line: "; 2 links out of the tree skipped (...)"."""
+    said = [f"{n:,} link{'s' if n != 1 else ''} out of the tree {how}" for n, how in (
+        (skipped, "skipped (--follow-links reads them)"), (followed, "followed")) if n]
+    return f"; {'; '.join(said)}" if said else ""
 
 
 @dataclass
