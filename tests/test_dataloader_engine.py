@@ -38,14 +38,17 @@ def children_gone(timeout: float = 10.0) -> list[psutil.Process]:
 
 
 class Collect:
-    """on_batch: the positions and a few sample bytes of every batch, as the main process got them."""
+    """on_batch: the positions and a few sample bytes of every batch, as the main process got them, and the pids of
+    the processes that delivered them."""
 
     def __init__(self):
         self.positions: list[np.ndarray] = []
         self.samples: dict[int, bytes] = {}
         self.shapes: list[tuple[int, ...]] = []
+        self.pids: set[int] = set()
 
     def __call__(self, batch) -> None:
+        self.pids.add(batch.pid)
         pos = batch.positions.copy()
         self.positions.append(pos)
         self.shapes.append(tuple(batch.data.shape))
@@ -80,10 +83,10 @@ def test_two_workers_read_every_sample_once_per_epoch_and_persist(small_dataset)
             assert (rec.total_ns > 0).all() and (rec.open_ns > 0).all() and (rec.open_ns <= rec.total_ns).all()
             assert rec.completed() == n and ticks[-1] == n and rec.timeline[-1][1] == n
             assert all(d > 0 for d in rec.done[:2])  # both workers delivered batches
-            pids.append(engine.worker_pids())
+            pids.append(seen.pids)
         assert len(pids[0]) == 2 and os.getpid() not in pids[0]
         assert pids[0] == pids[1]  # persistent workers: the same processes served both epochs
-        assert {c.pid for c in psutil.Process().children()} >= set(pids[0])
+        assert {c.pid for c in psutil.Process().children()} >= pids[0]
     assert children_gone() == []  # leaving the block closed the loader
 
 
@@ -93,8 +96,8 @@ def test_workers_zero_reads_in_the_main_process(small_dataset):
     order = epoch_order("shuffled", n, 0, 3)
     rec = EpochRecorder(n, 0)  # no worker slots: the engine makes the one it needs
     with DataLoaderEngine(workers=0, batch_size=64) as engine:
-        engine.epoch(FileSource(manifest), order, rec)
-        assert engine.worker_pids() == (os.getpid(),)
+        engine.epoch(FileSource(manifest), order, rec, on_batch=(seen := Collect()))
+        assert seen.pids == {os.getpid()}
     assert np.array_equal(rec.nbytes, file_sizes(manifest)[order])
     assert rec.completed() == n
 
@@ -158,11 +161,11 @@ def test_non_persistent_workers_are_new_each_epoch_and_gone_after(small_dataset)
         for e in (1, 2):
             order = epoch_order("shuffled", n, 2, e)
             rec = EpochRecorder(n, 2)
-            engine.epoch(source, order, rec)
+            engine.epoch(source, order, rec, on_batch=(seen := Collect()))
             assert np.array_equal(rec.nbytes, file_sizes(manifest)[order])
-            pids.append(engine.worker_pids())
+            pids.append(seen.pids)
             assert children_gone() == []  # the epoch's workers ended with it
-    assert len(pids[0]) == 2 and not set(pids[0]) & set(pids[1])
+    assert len(pids[0]) == 2 and not pids[0] & pids[1]
 
 
 def test_raw_batches_hold_every_file_byte_for_byte(small_dataset):

@@ -1,5 +1,6 @@
 """The replay core on real files: every sample once per epoch, counted bytes, honest cache states."""
 
+import mmap
 import os
 import threading
 from pathlib import Path
@@ -19,11 +20,12 @@ from iobench.ui import UI
 
 
 class CountingSource(FileSource):
-    """Real file reads, plus a tally of which samples were read (the test's independent witness)."""
+    """Real file reads, plus a tally of which samples were read (the test's independent witness), in shared memory:
+    the engine's threads read in a child process."""
 
     def __init__(self, manifest: Manifest):
         super().__init__(manifest)
-        self.counts = np.zeros(len(manifest), dtype=np.int64)
+        self.counts = np.frombuffer(mmap.mmap(-1, 8 * len(manifest)), dtype=np.int64)
         self.lock = threading.Lock()
 
     def reader(self):

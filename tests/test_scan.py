@@ -14,7 +14,16 @@ import pytest
 from iobench.dataset import MANIFEST, parse_manifest
 from iobench.dataset import imagefolder as scanning
 from iobench.dataset import scan as dataset_scan
-from iobench.dataset.imagefolder import _walk_images, _walk_parallel, cache_folder, scan_tree
+from iobench.dataset.imagefolder import (
+    Links,
+    Walk,
+    _is_image,
+    _sorted_entries,
+    _walk_parallel,
+    cache_folder,
+    image_size,
+    scan_tree,
+)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
 
@@ -67,6 +76,28 @@ def nested(root: Path) -> Path:
     return root.resolve()
 
 
+def _walk_images(root: Path) -> Walk:
+    """The oracle: the tree walked on one thread, recursively (ImageFolder's order: depth first, names sorted, links
+    followed inside the tree, never into a folder that is its own ancestor)."""
+    walk = Walk(Links(str(root)))
+
+    def enter(path: str, st: os.stat_result, ancestors: frozenset) -> None:
+        walk.folders.append(path)
+        walk.mtimes.append(st.st_mtime_ns)
+        for e in _sorted_entries(path):
+            if e.is_dir() and walk.links.allow(e):
+                sub = e.stat()
+                if (sub.st_dev, sub.st_ino) not in ancestors:
+                    enter(e.path, sub, ancestors | {(sub.st_dev, sub.st_ino)})
+            elif _is_image(e) and walk.links.allow(e):
+                walk.sizes.append(image_size(e.path, walk.bad))
+                walk.paths.append(e.path)
+
+    top = os.stat(root)
+    enter(str(root), top, frozenset({(top.st_dev, top.st_ino)}))
+    return walk
+
+
 def test_parallel_walk_gives_the_sequential_order_whatever_the_timing(tmp_path, monkeypatch):
     root = nested(tmp_path / "tree")
     want = _walk_images(root)
@@ -105,11 +136,12 @@ def test_a_link_loop_is_skipped_and_a_scan_ends(tmp_path):
 
 def test_progress_is_called_with_files_and_folders(tmp_path, monkeypatch):
     root = imagefolder(tmp_path / "tree", classes=3, per_class=4)
-    monkeypatch.setattr(scanning, "PROBE_S", 0.0)
     monkeypatch.setattr(scanning, "FAST_ENTRY_S", 0.0)
-    for walk in (_walk_images, lambda r, p: _walk_parallel(r, 4, p)):
+    for probe in (1.0, 0.0):  # listed alone, and by the pool after the first listing
+        monkeypatch.setattr(scanning, "PROBE_S", probe)
         calls: list[tuple[int, int]] = []
-        walk(root, lambda files, folders, calls=calls: calls.append((files, folders)))
+        walk = _walk_parallel(root, 4, lambda files, folders, calls=calls: calls.append((files, folders)))
+        assert walk.parallel == (probe == 0)
         assert calls and calls[-1] == (12, 4)  # the last call has the totals; the root counts as a folder
         assert all(a <= b for a, b in zip(calls, calls[1:], strict=False))
 

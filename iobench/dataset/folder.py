@@ -1,14 +1,9 @@
-"""The dataset folder as a run reads it: its marker and manifest (`Manifest`), every file checked against the
-manifest (`inspect_files`, on threads), and what `--dataset PATH` reads (`scan`).
-
-The marker `iobench-dataset.json` says iobench made the folder (nothing without it is ever deleted or overwritten)
-and whether generation finished: a half-written dataset is completed by `gen`, never trusted. Before a dataset is
-reused (or read in place) every file is stat-ed (in a thread pool) against the manifest, and the manifest is
-checked against the marker and the dataset's parameters; what differs is named.
-"""
+"""The dataset folder as a run reads it: its marker, its manifest (`Manifest`), and every file checked against the
+manifest (`inspect_files`, on threads) before it is reused or read in place; what differs is named."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -59,16 +54,10 @@ def _inside(rel: str) -> bool:
 
 
 def entry_line(manifest: bytes, index: int) -> int:
-    """The line number in manifest.tsv's bytes of its index-th entry (comment lines skipped), for an error naming
-    it."""
+    """The line number in manifest.tsv's bytes of its index-th entry (comment lines skipped), for an error."""
     lines = manifest.decode("utf-8").split("\n")
-    k = -1
-    for n, line in enumerate(lines, 1):
-        if not line.startswith("#"):
-            k += 1
-            if k == index:
-                return n
-    return len(lines)
+    entries = [n for n, line in enumerate(lines, 1) if not line.startswith("#")]
+    return entries[index] if index < len(entries) else len(lines)
 
 
 def parse_manifest(path: Path, *, dir_fd: int | None = None) -> tuple[list[str], np.ndarray]:
@@ -87,7 +76,7 @@ class Manifest:
     root: Location  # the dataset's folder, or its bucket's prefix (paths are then its objects' keys)
     paths: PathTable
     sizes: np.ndarray  # int64 bytes, from the manifest or from stat when scanned
-    links_skipped: int = 0  # a scanned tree: links out of it not followed (iobench/dataset/tree_entries.py)
+    links_skipped: int = 0  # a scanned tree: links out of it not followed (iobench/dataset/imagefolder.py)
     links_followed: int = 0  # ... and those followed (--follow-links)
 
     def __post_init__(self) -> None:
@@ -267,16 +256,12 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
 
 def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
                   stop: threading.Event | None = None, *, listing: bool | None = None) -> np.ndarray:
-    """The size on disk of every file (-1: missing), stat-ed without following links in a thread pool. A link,
-    FIFO, socket, device or folder where a file (or a folder above one) should be is a one-line error naming it.
-
-    Each thread takes a whole folder (a piece of one where there are few), opens it once and stats its files by
-    name relative to it: fewer path lookups than absolute paths (1 M files, ext4, warm: 2.1 s against 2.5 s).
-    With `listing` (default: on a network or FUSE file system) it lists the folder before the stats: a network file
-    system then answers them from what the listing brought (sshfs's attribute cache, NFS READDIRPLUS, Lustre
-    statahead) instead of a round trip each (sshfs +1 ms, 20,000 files: 0.4 s against 4.8 s); on a local disk the
-    listing only adds work (1 M files on ext4: ~25% slower). On a local disk at most LOCAL_STAT_THREADS threads: a
-    stat there is microseconds of kernel work and more threads mostly queue for the interpreter lock."""
+    """The size on disk of every file (-1: missing), stat-ed without following links on threads; a link, FIFO,
+    socket, device or folder in a file's place (or above one) is a one-line error naming it. A thread stats a
+    folder's files relative to it (1 M files, ext4, warm: 2.1 s against 2.5 s by absolute path). With `listing`
+    (default: off a local disk) each folder is listed first, so that a network file system answers the stats from
+    the listing (sshfs's attribute cache, NFS READDIRPLUS, Lustre statahead; sshfs +1 ms, 20,000 files: 0.4 s
+    against 4.8 s; on ext4 it only adds work, ~25%)."""
     found = np.full(len(rel), -1, dtype=np.int64)
     stop = stop or threading.Event()
     if not rel:
@@ -333,19 +318,14 @@ def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
 def describe_damage(root: Location, rel: list[str], sizes: np.ndarray, found: np.ndarray, bad: np.ndarray,
                     source: str = "its manifest says") -> str:
     """`a/b.JPEG has 100 B, its manifest says 8,000 B; c.JPEG is missing (and 3 more)`."""
-    said = []
-    for i in bad[:3].tolist():
-        if found[i] < 0:
-            said.append(f"{root / rel[i]} is missing")
-        else:
-            said.append(f"{root / rel[i]} has {found[i]:,} B, {source} {int(sizes[i]):,} B")
+    said = [f"{root / rel[i]} is missing" if found[i] < 0 else f"{root / rel[i]} has {found[i]:,} B, {source} "
+            f"{int(sizes[i]):,} B" for i in bad[:3].tolist()]
     more = f" (and {len(bad) - 3:,} more)" if len(bad) > 3 else ""
     return "; ".join(said) + more
 
 
 def _local(path: Path) -> bool:
     """Whether `path` is on a local file system (not network, not FUSE); False when that cannot be told."""
-
     try:
         return fs_family(mount_of(path).fstype) == "local"
     except (OSError, RuntimeError):
@@ -409,22 +389,17 @@ _END = object()  # run_bounded's word to a thread: no more items
 
 def _runs(rel: list[str], ids: Sequence[int], threads: int, least: int = CHUNK) -> list[tuple[str, int, int]]:
     """The work items of gen's writers and of the reuse check: (folder, lo, hi), files ids[lo:hi], all in that
-    folder (a folder met again later in `ids` gets items of its own). A whole folder per item where there are
-    enough folders to keep every thread busy: threads that create files in one folder queue on its lock, held for a
-    whole round trip on a network file system (sshfs +1 ms, 8 threads, 20,000 files in 16 folders: 155 files/s in
-    chunks of 64, 740 with a folder each; ext4: ~15% more files/s). Folders are cut in pieces of at least `least`
-    files only to give every thread work (~4 items each), dealt folder by folder (the first piece of every folder,
-    then the second, ...) so that the threads still work in different folders."""
+    folder (a folder met again later in `ids` gets items of its own). A whole folder per item: threads creating
+    files in one folder queue on its lock, held for a round trip on a network file system (sshfs +1 ms, 8 threads,
+    20,000 files in 16 folders: 155 files/s in chunks of 64, 740 with a folder each; ext4: ~15% more). Folders are
+    cut in pieces of at least `least` files only to give every thread work (~4 items each), dealt a piece of every
+    folder at a time, so that the threads still work in different folders."""
     folders: list[tuple[str, int, int]] = []
-    lo, cur = 0, None
-    for k, i in enumerate(ids):
-        d = rel[i].rpartition("/")[0]
-        if d != cur:
-            if cur is not None:
-                folders.append((cur, lo, k))
-            lo, cur = k, d
-    assert cur is not None
-    folders.append((cur, lo, len(ids)))
+    lo = 0
+    for d, group in itertools.groupby(ids, key=lambda i: rel[i].rpartition("/")[0]):
+        hi = lo + sum(1 for _ in group)
+        folders.append((d, lo, hi))
+        lo = hi
     piece = max(least, -(-len(ids) // (4 * threads)))
     items = []
     for r in range(max(-(-(hi - lo) // piece) for _, lo, hi in folders)):

@@ -1,11 +1,6 @@
 """`iobench gen`: the dataset a `GenSpec` names, in a Store (a folder: MOUNT/iobench-data/<its name>/), made,
-reused or completed.
-
-`plan` gives every file's path and exact size from the spec's seed; `generate` checks what is there (the marker, the
-manifest, every sample's size, through the store's `Home`) and writes only what is missing or of the wrong size, on
-the store's writer threads, the marker saying `incomplete` until every sample is on the storage. A folder is written
-by safefs.py's rules (store/folder.py).
-"""
+reused or completed. `plan` gives every file's path and exact size from the spec's seed; `generate` writes only what
+is missing or of the wrong size, the marker saying `incomplete` until every sample is on the storage."""
 
 from __future__ import annotations
 
@@ -79,11 +74,7 @@ def plan(spec: GenSpec) -> tuple[list[str], np.ndarray]:
     """Relative paths and exact sizes of every file of a spec (deterministic from its seed)."""
     sizes = spec.dist.sample(spec.files, np.random.default_rng([spec.seed, 0xDA7A]))
     per_class = -(-spec.files // spec.classes)
-    rel = []
-    for i in range(spec.files):
-        c = f"n{i // per_class:08d}"
-        rel.append(f"train/{c}/{c}_{i:08d}.JPEG")
-    return rel, sizes
+    return [f"train/n{i // per_class:08d}/n{i // per_class:08d}_{i:08d}.JPEG" for i in range(spec.files)], sizes
 
 
 def spec_of(marker: dict) -> GenSpec:
@@ -156,12 +147,10 @@ def _check_manifest(home: Home, marker: dict, rel: list[str], sizes: np.ndarray)
 
 
 def default_threads(mount: Path) -> int:
-    """gen's writer threads where --threads is not given. On a network or FUSE file system a thread mostly waits
-    for round trips, so many help (sshfs +1 ms each way, 20,000 files in 16 folders: 390 files/s at 4 threads, 740
-    at 8, 1,153 at 16, 1,290 at 32). On a local disk creating a file is the kernel's CPU work, so threads past the
-    cores only queue for the interpreter lock (ext4, 2 cores, 100,000 files of 4 KiB: 4 threads ~12% faster than
-    8): 2 per usable core, up to 8."""
-
+    """gen's writer threads where --threads is not given: many on a network or FUSE file system, where a thread
+    mostly waits for round trips; 2 per usable core (up to 8) on a local disk, where more only queue for the
+    interpreter lock (ext4, 2 cores, 100,000 files of 4 KiB: 4 threads ~12% faster than 8). docs/performance.md,
+    "(b) at scale"."""
     return min(LOCAL_THREADS, max(2, 2 * int(usable_cpus()))) if _local(mount) else NETWORK_THREADS
 
 
@@ -175,12 +164,10 @@ def _warn_stderr(msg: str) -> None:
 
 def generate(where: Store, spec: GenSpec, *, threads: int | None = None, progress: Progress | None = None,
              warn: Callable[[str], None] | None = None) -> GenReport:
-    """Make (or reuse, or complete) the dataset for `spec` in the store `where` (a folder: under MOUNT/iobench-data/).
-
-    A complete dataset is reused once every file has the size its manifest says. Files missing or of the wrong
-    size are (re)written, in a dataset iobench made only, and when its marker said complete, `warn` (default:
-    stderr) names them. `threads` writers (and checkers; default: the store's `writers()`). Ctrl-C stops the
-    writers within a file; the marker then says incomplete and the next gen completes it."""
+    """Make (or reuse, or complete) the dataset for `spec` in the store `where`: files missing or of the wrong size
+    are (re)written, in a dataset iobench made only (`warn`, default stderr, names them where its marker said
+    complete), by `threads` writers (default: the store's `writers()`). Ctrl-C stops the writers within a file;
+    the marker then says incomplete and the next gen completes it."""
     if threads is not None and (not _whole(threads) or threads < 1):
         raise UserError(f"--threads must be >= 1 (got {threads})")
     where.check(writable=False)

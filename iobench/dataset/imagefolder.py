@@ -1,20 +1,14 @@
-"""Scanning an image tree iobench did not make (`run --dataset TREE`: an ImageFolder such as ImageNet's train/).
+"""Reading a dataset where it is (`run --dataset PATH`, `scan`): one iobench made, once every file is checked against
+its manifest, or an image tree iobench did not make (an ImageFolder such as ImageNet's train/), scanned in
+ImageFolder's order (README.md, "At scale"). On a network file system every listing and stat is a round trip, so
+once listing proves slow a pool of threads lists folders (8-16 in flight: a many-fold speed-up on NFS or sshfs);
+on a local disk one thread is fastest. Every file listed has its first bytes read in place of a stat (`image_size`,
+its cost in README.md; without POSIX_FADV_RANDOM the kernel reads ahead the rest of each file: cold 2.4 s, not 2.0).
 
-The manifest is in ImageFolder's order: depth first, names sorted, following links to folders as ImageFolder does
-but never into a folder that is its own ancestor (a link loop), nor through a link that leaves the tree unless
-asked to (--follow-links; iobench/dataset/tree_entries.py: such links are counted either way). Every file listed has
-its first bytes checked to be an image's. On a network file system every listing and stat is a
-round trip, so once listing proves slow a pool of threads lists folders (8-16 in flight give a many-fold speed-up on
-NFS or sshfs); on a local disk the walk stays on one thread, which is fastest there. The listings are put back
-together in the sequential order afterwards: the order never depends on thread timing.
-
-The manifest of a scanned tree is cached outside the tree (iobench never writes into a user's tree), in
-$XDG_CACHE_HOME/iobench/scans/<hash of the tree's resolved path>/ (default ~/.cache/...): `manifest.tsv` (PATH<TAB>SIZE
-as iobench.dataset writes manifests, paths relative to the tree) and `scan.json` (the tree's path, its folders and their
-mtime_ns). Adding, removing or renaming an entry changes its folder's mtime, so the next scan stats every folder and
-uses the cache only when none changed. A file truncated or rewritten in place keeps its folder's mtime: the cached
-sizes are checked too, one stat per file (the listing, not the stats, is what the cache saves), and a file whose size
-changed makes the tree scanned again. The manifest's sizes are what dataset.bytes and fio's jobs are made of.
+The cached listing (CACHE_PARTS under $XDG_CACHE_HOME, a folder per tree) holds `manifest.tsv` (paths relative to
+the tree) and `scan.json` (the tree's path, its folders and their mtime_ns). An entry added, removed or renamed
+changes its folder's mtime; a file rewritten in place does not, so each cached size is checked too (one stat per
+file: the listing, not the stats, is what the cache saves).
 """
 
 from __future__ import annotations
@@ -24,10 +18,11 @@ import hashlib
 import json
 import os
 import queue
+import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +30,22 @@ from pathlib import Path
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset.folder import IMAGE_EXTENSIONS, Manifest, _inside, _local, _write_manifest
+from iobench.dataset.folder import (
+    DATA_ROOT,
+    IMAGE_EXTENSIONS,
+    MARKER,
+    Manifest,
+    _inside,
+    _local,
+    _write_manifest,
+    describe_damage,
+    inspect_files,
+    parse_manifest,
+    read_marker,
+)
 from iobench.dataset.paths import MANIFEST, PathTable
-from iobench.dataset.tree_entries import Links, image_size, links_words, refuse_non_images
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import open_tree, read_regular, write_json_atomic
+from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
@@ -53,8 +59,78 @@ PROGRESS_EVERY_S = 0.1
 PROBE_S = 0.05  # the parallel walk lists alone this long before it judges whether threads would help
 FAST_ENTRY_S = 20e-6  # under this per entry (a local disk: ~3 us warm, ~8 us cold) one thread is fastest
 
+MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"P6", b"P5", b"BM", b"II*\0", b"MM\0*", b"RIFF")  # JPEG, PNG, PPM, ...
+HEAD = 8  # bytes read of each file: the longest magic above
+NAMED = 3  # non-images a refusal names
 ScanProgress = Callable[[int, int], None]  # (image files found so far, folders listed so far)
 Key = tuple[int, int]  # (st_dev, st_ino) of a folder
+
+
+@dataclass
+class Links:
+    """The links a scan of the tree at `root` (resolved) met whose target is outside it: skipped, or with `follow`
+    followed; each counted. A link that stays inside the tree is followed, as ImageFolder follows it."""
+
+    root: str
+    follow: bool = False
+    skipped: int = 0
+    followed: int = 0
+    # the parallel walk counts on several threads
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def allow(self, e: os.DirEntry) -> bool:
+        """Whether the scan may go where `e` leads (a file to read, a folder to list)."""
+        if not e.is_symlink():
+            return True
+        real = os.path.realpath(e.path)
+        if real == self.root or real.startswith(os.path.join(self.root, "")):
+            return True
+        with self._lock:
+            if self.follow:
+                self.followed += 1
+            else:
+                self.skipped += 1
+        return self.follow
+
+
+def image_size(path: str, bad: list[tuple[str, bytes]]) -> int:
+    """The size of the file at `path` (links followed), its first bytes checked: a file that is not an image is
+    put in `bad` (path, first bytes), for the scan to name once all are seen. Not a regular file: one line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the dataset") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(path, st.st_mode, "an image file")
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        head = os.pread(fd, HEAD, 0)
+    except OSError as exc:
+        raise explain_oserror(exc, "cannot read the dataset") from exc
+    finally:
+        os.close(fd)
+    if not head.startswith(MAGIC):
+        bad.append((path, head))
+    return st.st_size
+
+
+def refuse_non_images(bad: list[tuple[str, bytes]], files: int, shown: object) -> None:
+    """One line naming the files of the tree that are not images (the first few by path), if any."""
+    if not bad:
+        return
+    named = "; ".join(f"{p} (first bytes {h[:4]!r})" for p, h in sorted(bad)[:NAMED])
+    more = f" and {len(bad) - NAMED:,} more" if len(bad) > NAMED else ""
+    are = "is not an image" if len(bad) == 1 else "are not images"
+    raise UserError(f"{len(bad):,} of the {files:,} files under {shown} {are} (their first bytes "
+                    f"checked): {named}{more}; --dataset reads an image tree (an ImageFolder)")
+
+
+def links_words(skipped: int, followed: int) -> str:
+    """What a scan did with links that leave the tree, for its line: "; 2 links out of the tree skipped (...)"."""
+    said = [f"{n:,} link{'s' if n != 1 else ''} out of the tree {how}" for n, how in (
+        (skipped, "skipped (--follow-links reads them)"), (followed, "followed")) if n]
+    return f"; {'; '.join(said)}" if said else ""
 
 
 @dataclass
@@ -70,22 +146,6 @@ class Walk:
     bad: list[tuple[str, bytes]] = field(default_factory=list)  # files that are not images: (path, first bytes)
 
 
-class _Ticker:
-    """Calls `progress` at most every PROGRESS_EVERY_S (a listing of 1,000 folders must not mean 1,000 redraws)."""
-
-    def __init__(self, progress: ScanProgress | None):
-        self.progress = progress
-        self.last = 0.0
-
-    def __call__(self, files: int, folders: int, *, force: bool = False) -> None:
-        if self.progress is None:
-            return
-        now = time.monotonic()
-        if force or now - self.last >= PROGRESS_EVERY_S:
-            self.last = now
-            self.progress(files, folders)
-
-
 def _sorted_entries(d: str) -> list[os.DirEntry]:
     try:
         with os.scandir(d) as it:
@@ -96,47 +156,6 @@ def _sorted_entries(d: str) -> list[os.DirEntry]:
 
 def _is_image(e: os.DirEntry) -> bool:
     return e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file()
-
-
-def _walk_images(root: Path, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
-    """Image files under `root`, depth first with names sorted (ImageFolder's order), following links to folders
-    as ImageFolder does but never into a folder that is its own ancestor, nor out of the tree unless `follow`.
-    One thread; iterative: any depth."""
-    walk = Walk(Links(str(root), follow))
-    tick = _Ticker(progress)
-    top = os.stat(root)
-    walk.folders.append(str(root))
-    walk.mtimes.append(top.st_mtime_ns)
-    stack: list[tuple[Iterator[os.DirEntry], Key]] = [(iter(_sorted_entries(str(root))), (top.st_dev, top.st_ino))]
-    ancestors = {stack[0][1]}
-    seen = 0
-    while stack:
-        e = next(stack[-1][0], None)
-        if e is None:
-            ancestors.discard(stack.pop()[1])
-            continue
-        try:
-            if e.is_dir(follow_symlinks=True):
-                if not walk.links.allow(e):
-                    continue
-                st = e.stat(follow_symlinks=True)
-                key = (st.st_dev, st.st_ino)
-                if key in ancestors:
-                    continue  # a link back up the tree: ImageFolder would loop
-                ancestors.add(key)
-                walk.folders.append(e.path)
-                walk.mtimes.append(st.st_mtime_ns)
-                stack.append((iter(_sorted_entries(e.path)), key))
-            elif _is_image(e) and walk.links.allow(e):
-                walk.sizes.append(image_size(e.path, walk.bad))
-                walk.paths.append(e.path)
-        except OSError as exc:
-            raise explain_oserror(exc, "cannot list the dataset") from exc
-        seen += 1
-        if seen % 1024 == 0:  # a time check per entry would cost more than the check is worth
-            tick(len(walk.paths), len(walk.folders))
-    tick(len(walk.paths), len(walk.folders), force=True)
-    return walk
 
 
 @dataclass(eq=False)
@@ -200,15 +219,11 @@ def _stat_chunk(node: _Node, start: int, stop: threading.Event, walk: Walk) -> _
 
 
 def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = None, follow: bool = False) -> Walk:
-    """What `_walk_images` finds, in the same order, with up to `threads` folders listed (and big folders stat-ed)
-    at a time once listing proves slow. Every folder's listing is kept apart and the tree is put together once all
-    are in, so the order is the sequential walk's whatever the timing; whether a link leads back up the tree
-    depends only on the path to it. Where several folders fail to list, which error is reported depends on the
-    timing.
-
-    The main thread lists alone first: where an entry costs microseconds (a local disk, a warm cache) threads only
-    contend for the GIL and one thread is fastest. Once PROBE_S of listing averaged over FAST_ENTRY_S an entry (a
-    round trip per listing or stat: NFS, sshfs, Lustre), what is left goes to the pool."""
+    """Image files under `root` in ImageFolder's order (depth first, names sorted; links followed, never into a
+    folder that is its own ancestor, nor out of the tree unless `follow`). The main thread lists alone until PROBE_S
+    of listing averaged over FAST_ENTRY_S an entry (a round trip each: NFS, sshfs, Lustre); then up to `threads`
+    folders are listed (and big folders stat-ed) at a time. Each listing is kept apart and the tree put together once
+    all are in, so the order never depends on the timing (which error is reported, where several folders fail, does)."""
     top = os.stat(root)
     key = (top.st_dev, top.st_ino)
     first = _Node(str(root), top.st_mtime_ns, frozenset({key}))
@@ -216,10 +231,15 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
     finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
     todo: deque[tuple[Callable[..., _Done], tuple]] = deque()
     stop = threading.Event()
-    tick = _Ticker(progress)
     running = files = listed = entries = 0
-    alone_s = 0.0
+    alone_s = last_tick = 0.0
     ex: ThreadPoolExecutor | None = None
+
+    def tick(force: bool = False) -> None:  # at most every PROGRESS_EVERY_S: 1,000 listings are not 1,000 redraws
+        nonlocal last_tick
+        if progress is not None and (force or time.monotonic() - last_tick >= PROGRESS_EVERY_S):
+            last_tick = time.monotonic()
+            progress(files, listed)
 
     def submit(fn: Callable[..., _Done], *args: object) -> None:
         nonlocal running
@@ -240,7 +260,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
             if node.unsized:
                 for start in range(0, len(node.unsized), STAT_CHUNK):
                     submit(_stat_chunk, node, start, stop, walk)
-        tick(files, listed)
+        tick()
 
     try:
         submit(_list_node, first, stop, walk)
@@ -260,7 +280,7 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
             try:
                 fut = finished.get(timeout=PROGRESS_EVERY_S)
             except queue.Empty:
-                tick(files, listed)  # a slow listing: the line still moves (its elapsed time)
+                tick()  # a slow listing: the line still moves (its elapsed time)
                 continue
             running -= 1
             done(fut.result()[0])
@@ -270,15 +290,14 @@ def _walk_parallel(root: Path, threads: int, progress: ScanProgress | None = Non
     finally:
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
-    tick(files, listed, force=True)
+    tick(force=True)
     _assemble(first, walk)
     walk.parallel = ex is not None
     return walk
 
 
 def _assemble(top: _Node, walk: Walk) -> None:
-    """The listings into `walk` in the sequential walk's order: depth first, each folder's files and sub-folders by
-    name."""
+    """The listings into `walk` in ImageFolder's order: depth first, each folder's files and sub-folders by name."""
     stack: list[tuple[_Node, int, int]] = [(top, 0, 0)]  # (folder, next file, next sub-folder)
     while stack:
         node, fi, si = stack.pop()
@@ -364,48 +383,42 @@ def _load_cache(root: Path, threads: int, follow: bool,
 def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None:
     """The first folder whose mtime is not the one recorded (or that is gone), None when all match: one stat per
     folder, `threads` at a time (a round trip each on a network file system)."""
-    def check(start: int) -> int | None:
-        for i in range(start, min(start + CHECK_CHUNK, len(folders))):
-            try:
-                if os.stat(folders[i]).st_mtime_ns != mtimes[i]:  # links followed, as the walk does
-                    return i
-            except OSError:
-                return i
-        return None
+    def differs(i: int) -> bool:
+        try:
+            return os.stat(folders[i]).st_mtime_ns != mtimes[i]  # links followed, as the walk does
+        except OSError:
+            return True
 
-    starts = range(0, len(folders), CHECK_CHUNK)
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts)))) as ex:
-        for i in ex.map(check, starts):
-            if i is not None:
-                return folders[i]
-    return None
+    found = _first(differs, len(folders), CHECK_CHUNK, threads)
+    return None if found is None else folders[found]
 
 
 def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> str | None:
     """The first file whose size is not the cached one (or that is gone), None when all match: each file sized
-    and its first bytes checked as the walk does (those not an image's go in `bad`), links followed as the walk
-    followed them. A file truncated or rewritten in place keeps its folder's mtime, so only its own stat tells
-    (the listing is what the cache saves). `threads` chunks at a time: 1 on a local disk, where a stat is
-    microseconds of kernel work and threads would queue for the interpreter lock."""
-    paths, sizes = manifest.paths, manifest.sizes.tolist()
+    and its first bytes checked as the walk does (those not an image's go in `bad`). `threads`: 1 on a local disk,
+    where a stat is microseconds of kernel work and threads would queue for the interpreter lock."""
+    raw, sizes = manifest.paths.raw, manifest.sizes.tolist()
 
+    def differs(i: int) -> bool:
+        try:
+            return image_size(os.fsdecode(raw(i)), bad) != sizes[i]
+        except UserError:  # gone, or no longer a file
+            return True
+
+    found = _first(differs, len(sizes), STAT_CHUNK, threads)
+    return None if found is None else manifest.paths[found]
+
+
+def _first(differs: Callable[[int], bool], n: int, chunk: int, threads: int) -> int | None:
+    """The first i < n where `differs(i)`, checked `chunk` at a time on `threads` threads; None if none does."""
     def check(start: int) -> int | None:
-        raw = paths.raw
-        for i in range(start, min(start + STAT_CHUNK, len(sizes))):
-            try:
-                if image_size(os.fsdecode(raw(i)), bad) != sizes[i]:
-                    return i
-            except UserError:  # gone, or no longer a file
-                return i
-        return None
+        return next((i for i in range(start, min(start + chunk, n)) if differs(i)), None)
 
-    starts = range(0, len(sizes), STAT_CHUNK)
+    starts = range(0, n, chunk)
     if threads <= 1:
-        found = next((i for i in map(check, starts) if i is not None), None)
-    else:
-        with ThreadPoolExecutor(max_workers=min(threads, len(starts)), thread_name_prefix="iobench-scan") as ex:
-            found = next((i for i in ex.map(check, starts) if i is not None), None)
-    return None if found is None else paths[found]
+        return next((i for i in map(check, starts) if i is not None), None)
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts))), thread_name_prefix="iobench-scan") as ex:
+        return next((i for i in ex.map(check, starts) if i is not None), None)
 
 
 def _save_cache(root: Path, walk: Walk) -> bool:
@@ -446,12 +459,10 @@ def _save_cache(root: Path, walk: Walk) -> bool:
 def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress | None = None, cache: bool = True,
               say: Callable[[str], None] | None = None, shown: Path | None = None,
               follow_links: bool = False) -> Manifest:
-    """Manifest of the image tree at `root` (a resolved path), in ImageFolder's order: its cached listing when no
-    folder of the tree changed since it was cached (`cache`), else a walk with `threads` listings in flight (1: the
-    sequential walk), cached afterwards. Links that leave the tree are skipped, or with `follow_links` followed
-    (counted either way: `Manifest.links_skipped`, `links_followed`). Every file's first bytes are checked: files
-    that are not images are one line naming them. `progress(files, folders)` is called during a walk (at most every
-    0.1 s), `say` gets one line saying which of the two happened, `shown` is the tree as the user named it."""
+    """Manifest of the image tree at `root` (resolved): its cached listing where no folder changed (`cache`), else a
+    walk with `threads` listings in flight (`progress(files, folders)` at most every 0.1 s), cached afterwards. Links
+    out of the tree are skipped unless `follow_links`, counted either way; files that are not images are one line.
+    `say` gets a line on what happened, `shown` is the tree as the user named it."""
     shown = shown or root
     why = None
     if cache:
@@ -467,8 +478,7 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             return manifest
     t0 = time.perf_counter()
     started_ns = time.time_ns()
-    walk = (_walk_images(root, progress, follow_links) if threads <= 1
-            else _walk_parallel(root, threads, progress, follow_links))
+    walk = _walk_parallel(root, threads, progress, follow_links)
     if not walk.paths:
         raise UserError(f"no images under {shown} (looked for {', '.join(IMAGE_EXTENSIONS)})"
                         + (f"; {walk.links.skipped:,} links out of the tree skipped (--follow-links reads them)"
@@ -491,3 +501,43 @@ def scan_tree(root: Path, *, threads: int = SCAN_THREADS, progress: ScanProgress
             f"{links_words(manifest.links_skipped, manifest.links_followed)}")
     return manifest
 
+
+def scan(path: Path, *, threads: int = 8, progress: Callable[[int, int], None] | None = None, cache: bool = False,
+         say: Callable[[str], None] | None = None, follow_links: bool = False) -> Manifest:
+    """Manifest of a dataset iobench made, once every file is checked against it (a link in a file's place is
+    refused), or of an image tree it did not make (`scan_tree`, which the other arguments are for)."""
+    if not path.exists():
+        raise UserError(f"dataset {path} does not exist")
+    if not path.is_dir():
+        raise UserError(f"dataset {path} is not a directory")
+    root = path.resolve()
+    if os.path.lexists(root / MARKER) and os.path.lexists(root / MANIFEST):
+        return _verified(root, threads)
+    return scan_tree(root, threads=threads, progress=progress, cache=cache, say=say, shown=path,
+                     follow_links=follow_links)
+
+
+def _verified(root: Path, threads: int) -> Manifest:
+    """An iobench dataset read in place (`--dataset`): its manifest must match its marker and every file its
+    manifest; what differs is a one-line error (repairing is `iobench gen`'s job)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        marker = read_marker(root, dir_fd=fd)
+        assert marker is not None
+        rel, sizes = parse_manifest(root / MANIFEST, dir_fd=fd)
+        if len(rel) != marker["files"]:
+            raise UserError(f"{root / MANIFEST} lists {len(rel):,} files, its marker {marker['files']:,}: the "
+                            "manifest was changed since iobench wrote it")
+        found = inspect_files(fd, root, rel, threads)
+    finally:
+        os.close(fd)
+    bad = np.flatnonzero(found != sizes)
+    if len(bad):
+        p = marker["params"]
+        how = ""
+        if root.parent.name == DATA_ROOT:
+            how = (f"; `iobench gen --mount {root.parent.parent} --files {p['files']} --size-dist {p['size_dist']} "
+                   f"--classes {p['classes']} --seed {p['seed']}` repairs it")
+        raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
+                        + how)
+    return Manifest.of(root, rel, sizes)

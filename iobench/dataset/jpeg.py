@@ -1,13 +1,8 @@
-"""Real, decodable JPEGs of an exact byte size, made at storage speed.
-
-Encoding every file with Pillow runs at ~50 files/s on a small VM, far below what storage takes, so
-a small pool of photo-like JPEGs is encoded once (sizes on a ~10% geometric ladder) and each file is
-the largest pool image that fits, padded to its exact size with JPEG comment (COM) segments right
-after the start-of-image marker. Decoders skip COM segments, so every file decodes like its pool
-image (decode cost stays realistic: a ~110 kB file is a ~500x375 photo-sized image, not a thumbnail).
-The padding starts with a per-file id and continues with random bytes, so no two files are equal and
-storage-side compression or deduplication cannot shrink the dataset.
-"""
+"""Real, decodable JPEGs of an exact byte size, made at storage speed. Pillow encodes ~50 files/s on a small VM, so
+a pool of photo-like JPEGs is encoded once (sizes on a ~10% ladder) and each file is the largest that fits, padded to
+its size with JPEG comment (COM) segments after the start-of-image marker, which decoders skip: a ~110 kB file
+decodes as a ~500x375 photo. The padding holds a per-file id and random bytes: no two files are equal, and storage
+compression or deduplication cannot shrink the dataset."""
 
 from __future__ import annotations
 

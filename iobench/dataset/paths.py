@@ -1,22 +1,13 @@
-"""The samples of a dataset at any size: `manifest.tsv` (for people and other tools) and `manifest.index` (for
-iobench), and the table of paths that every source reads from.
+"""The samples of a dataset at any size: `manifest.tsv` (for people and other tools), `manifest.index` (for
+iobench), and the table of paths every source reads from. A 10 M-line manifest as a list of str costs ~1 GB and
+~15 s to build, and DataLoader workers forked from it copy the pages they touch (reference counts:
+pytorch/pytorch#13246): here the paths are one block of bytes and an int64 array of offsets, no object per sample.
 
-A manifest of 10 M lines held as a Python list of str costs ~1 GB and ~15 s to build, and DataLoader workers forked
-from it copy the pages they touch (reference counts are written on every access: pytorch/pytorch#13246). Here the
-paths are one block of bytes (relative to the dataset's root) and an int64 array of offsets; the sizes an int64
-array. No per-sample Python object exists until a reader asks for a path.
-
-`manifest.index` lays those arrays out for mmap: a header (magic, counts, and the size, mtime and inode of the
-manifest.tsv it was derived from), the offsets, the sizes, the paths. Loading it maps the file: nothing is parsed,
-and forked workers share its pages with the page cache instead of copying them. When manifest.tsv changes (its
-size, mtime or inode differ from the header) the index is stale and is derived again. The header alone is not
-trusted: an index whose offsets, sizes or paths break a rule of manifest.tsv (`index_problem`, vectorised, one pass
-over its arrays and paths) is derived again as a stale one is, so no path it holds leaves the dataset.
-
-Parsing manifest.tsv is vectorised (numpy over the bytes, in chunks of lines, so memory stays bounded) and keeps
-every rule of the format: PATH<TAB>SIZE lines, '#' comment lines, UTF-8, relative paths inside the dataset,
-sizes of 1-18 digits; what breaks one is a one-line error naming its line.
-"""
+`manifest.index` lays those arrays out for mmap (HEADER: magic, counts, and the size, mtime and inode of the
+manifest.tsv it was derived from; then the offsets, the sizes, the paths), so forked workers share its pages. It is
+derived again when manifest.tsv changes, or when its arrays break a rule of manifest.tsv (`index_problem`), so no
+path it holds leaves the dataset. Parsing manifest.tsv is vectorised (numpy, in chunks of lines) and keeps every
+rule of the format; what breaks one is a one-line error naming its line."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Engines: how concurrently samples are fetched. Each engine is one module behind `Engine`:
-threads.py (a thread pool) and dataloader.py (a torch DataLoader; torch is imported only there); `make` makes the
-one a run's settings name, or the DataLoader a training loop reads through (`Loader`: each batch handed to the
-loop, and a halt from another thread).
-
-Both watch for storage that stops answering (`io_timeout_s`): the loop that consumes the readers' work notices
-when nothing was read for that long, leaves the stuck readers behind (they cannot be interrupted while the
-kernel waits on the server) and raises `StorageStalled` (iobench/host/stall.py, with how the clean-up is kept from
-being cut short by a second Ctrl-C)."""
+"""Engines: how concurrently samples are fetched, each one module behind `Engine`: threads.py (a thread pool) and
+dataloader.py (a torch DataLoader; torch is imported only there). `make` makes the one a run's settings name, or the
+`Loader` a training loop reads through. Both raise `StorageStalled` (iobench/host/stall.py) when nothing was read for
+`io_timeout_s`, leaving the stuck readers behind."""
 
 from __future__ import annotations
 

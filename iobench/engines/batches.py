@@ -1,17 +1,10 @@
-"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py is the main side that
-reads it). A map-style dataset backed by the Source (what a sample is) reads each batch the sampler hands a worker
-into ONE uint8 tensor in shared memory: a header, `meta`, int64 (8, k): position in the epoch, offset, nbytes,
-total_ns (open + read to EOF + close, as the worker's reader timed it), open_ns, decode_ns, decode_cpu_ns (decode's
-CPU time, its thread's clock), throttled (answers throttled before the sample's: objects); then the data: the
-batch's raw bytes concatenated (sample i at offset[i], nbytes[i] long), or with decode=True the decoded
-(k, 3, 224, 224) uint8 images. Beside it only small ints (k, worker id, pid, buffer slot, bytes used) and the
-OSError (or one-line error) that stopped the batch, if any (the rows read before it are kept). What crosses from a
-worker to the main process is one batch, never one object per sample: the main process sees `meta` and `data` as
-two views of that one tensor. A pooled buffer crosses once, with its first batch (torch passes a shared tensor as a
-file descriptor, over a connection of its own, and maps it); the main process keeps it, and later batches in it
-cross as small ints alone. Raw samples are read straight into it (the files reader's `read_into`).
-On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s.
-torch is imported on use (`import_torch`), when an engine is made."""
+"""The DataLoader engine's batch format and the worker side that fills it (dataloader.py reads it). A worker reads
+each batch into ONE uint8 tensor in shared memory: a header, `meta`, int64 (META_ROWS, k): position, offset,
+nbytes, total_ns, open_ns, decode_ns, decode_cpu_ns (its thread's clock), throttled; then the data: the raw bytes
+concatenated (sample i at offset[i]), or with decode=True (k, 3, 224, 224) uint8 images. Beside it only small ints
+and the error that stopped the batch, if any. A pooled buffer crosses to the main process once, with its first
+batch (torch passes a shared tensor as a file descriptor and maps it); later batches in it cross as small ints.
+On a 16-core host per-sample tensors capped raw reads at ~2,800/s; one tensor per batch reached ~20,000/s."""
 
 from __future__ import annotations
 
@@ -81,13 +74,10 @@ class Batch:
 
 
 class SourceDataset:
-    """Map-style dataset backed by a Source. Each worker process opens its own reader on first use
-    (after fork); `__getitems__` (torch's batched fetch) reads a whole batch into one uint8 tensor.
-
-    Batch buffers are pooled: each worker keeps SLOTS shared-memory buffers and reuses one once the main
-    process has marked it free in `busy` (a small shared table, one row per worker). Fresh shared memory
-    per batch costs a page fault per 4 KiB on first touch; on a 2-core VM that alone held the raw path to
-    ~3,000 samples/s against ~22,000/s with reuse. If every slot is still held, a fresh buffer is used."""
+    """Map-style dataset backed by a Source; each worker opens its own reader after fork. Batch buffers are pooled:
+    a worker reuses one of its slots once the main process marked it free in `busy`, else takes a fresh one. Fresh
+    shared memory costs a page fault per 4 KiB: on a 2-core VM it held the raw path to ~3,000 samples/s against
+    ~22,000/s with reuse."""
 
     def __init__(self, source: Source, decode: bool, busy: torch.Tensor, depth: int = 1,
                  io_timeout_s: float | None = None, finished: torch.Tensor | None = None):
@@ -153,11 +143,9 @@ class SourceDataset:
         return -1, self._alloc(n)
 
     def __getitems__(self, item: tuple[int, np.ndarray]):
-        """Read one batch. Returns (buf, k, done, used, worker, pid, slot, error): buf[:used] is ONE uint8 tensor,
-        a header of META_ROWS x k int64 (meta) then the data: raw bytes concatenated, or done decoded
-        images (3, 224, 224). `done` < k when an OSError (returned, not raised) stopped the batch. buf is None when
-        the main process already holds the slot's buffer (sent with an earlier batch: its shared memory is
-        mapped there once, not per batch)."""
+        """Read one batch: (buf, k, done, used, worker, pid, slot, error), buf[:used] the batch's tensor; `done` < k
+        when an error (returned, not raised) stopped it. buf is None where the main process holds the slot's buffer
+        already (its shared memory is mapped there once, not per batch)."""
         reader = self._reader or self._open()
         p0, indices = item
         k = len(indices)

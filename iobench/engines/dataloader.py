@@ -1,21 +1,13 @@
-"""DataLoader engine: a real `torch.utils.data.DataLoader` over the same sample source as the thread
-engine, as a training job reads. torch is optional: it is imported only when an engine is made.
-
-The cut is torch's own: a map-style dataset backed by the Source (what a sample is: batches.py, the worker side
-and the one-tensor batch format it fills), a batch sampler that hands out the epoch's order (in which order), the
-DataLoader with N worker processes (how concurrently); this module is the main side, which stores each batch's
-figures where the recorder wants them and hands the batch to the training loop (`on_batch`). The sampler yields
-(first position, indices) per batch, so records land at their position even though the order changes every epoch
-and the workers persist across epochs.
+"""DataLoader engine, the main side: a real `torch.utils.data.DataLoader` over the sample source (batches.py: the
+worker side and its one-tensor batch format), with a batch sampler handing out the epoch's order as (first position,
+indices), so records land at their position though the order changes every epoch and the workers persist. Each
+batch's figures go where the recorder wants them, and the batch to the training loop (`on_batch`).
 
 With a watchdog (`io_timeout_s`) the main process waits for batches with the DataLoader's own `timeout=` set to a
-short poll: no cost while batches come; at each poll that finds none, it reads the samples the workers have finished
-(a shared counter each bumps per sample, ahead of its batch), so a slow batch that is still reading is not taken
-for a stall. No sample finished for io_timeout_s raises StorageStalled (host/stall.py's `Watch`, as every engine).
-Stopping the workers (a stall, Ctrl-C, `close()`) is bounded: they get GRACE_S to finish, then SIGKILL and
-KILL_WAIT_S; a worker still there is stuck in uninterruptible IO (FUSE waits so once a request reached the server)
-and is left behind, its pid reported in `left_behind`, and struck from multiprocessing's children, whose exit
-handler would otherwise wait for it forever.
+short poll (no cost while batches come); at each poll that finds none it reads the samples the workers finished
+(a shared counter each bumps per sample), so a slow batch still reading is not a stall. Stopping the workers is
+bounded: GRACE_S to finish, then SIGKILL and KILL_WAIT_S; a worker still there is stuck in uninterruptible IO, left
+behind (its pid in `left_behind`) and struck from multiprocessing's children, whose exit handler would wait for it.
 """
 
 from __future__ import annotations
@@ -118,7 +110,6 @@ class DataLoaderEngine:
         self._busy: np.ndarray | None = None
         self._finished: np.ndarray | None = None  # per worker, samples it finished (shared): what the watchdog reads
         self._held: dict[tuple[int, int], Any] = {}  # (worker, slot): its batch buffer, as a worker sent it once
-        self._pids: tuple[int, ...] = ()
         # No sample finished by a worker for this long: StorageStalled (None: no watchdog). Needs workers:
         # with workers=0 the main process itself reads, and a read stuck in the kernel cannot be watched from there.
         self.io_timeout_s = io_timeout_s
@@ -132,10 +123,6 @@ class DataLoaderEngine:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def worker_pids(self) -> tuple[int, ...]:
-        """Pids of the processes that delivered batches in the last epoch (the main pid for workers=0)."""
-        return self._pids
 
     def halt(self) -> None:
         """Ask a running `epoch()` (in another thread) to stop, as Ctrl-C would, within POLL_S with a watchdog."""
@@ -178,10 +165,8 @@ class DataLoaderEngine:
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None,
               on_batch: Callable[[Batch], None] | None = None) -> None:
-        """Read every sample of `order` once through the DataLoader; returns when done. `on_batch` (optional)
-        gets each batch in the main process, as a training loop would. An OSError in a worker is raised
-        here as that OSError; Ctrl-C stops the workers and re-raises, leaving in `rec` what was read. With
-        `io_timeout_s`, no sample finished for that long raises StorageStalled, also leaving what was read."""
+        """Read every sample of `order` once, each batch to `on_batch` as a training loop gets it. A worker's OSError
+        is raised here; Ctrl-C and StorageStalled stop the workers, leaving in `rec` what was read."""
         torch = import_torch()
         self._halt = False
         self.left_behind = None
@@ -197,10 +182,8 @@ class DataLoaderEngine:
             if decode_cpu is None or len(decode_cpu) != len(order):
                 decode_cpu = rec.decode_cpu_ns = np.zeros(len(order), dtype=np.int64)
         done = rec.done
-        if len(done) < max(self.workers, 1):
-            done.extend([0] * (max(self.workers, 1) - len(done)))
+        done.extend([0] * (max(self.workers, 1) - len(done)))  # a slot per worker
         total, opened, nbytes, throttled = rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled
-        pids: set[int] = set()
         rec.start()
         stopped = False
         try:
@@ -230,7 +213,6 @@ class DataLoaderEngine:
                     decode_ns[pos] = meta[DECODE_NS]
                     decode_cpu[pos] = meta[DECODE_CPU_NS]
                 done[worker] += n
-                pids.add(pid)
                 if error is not None:
                     raise error
                 if on_batch is not None:
@@ -265,7 +247,6 @@ class DataLoaderEngine:
         finally:
             if not stopped:
                 rec.stop()
-            self._pids = tuple(sorted(pids))
             if not self.persistent_workers or self.workers == 0:
                 self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
                 if self.workers:
@@ -289,9 +270,8 @@ class DataLoaderEngine:
             resumed._timeout = self._poll_s
 
     def _next(self, it, rec: EpochRecorder, on_tick: Callable[[int], None] | None, watch: Watch | None):
-        """The next batch, or None at the end of the epoch. With a watchdog the loader's `timeout=` is a poll: at
-        each one without a batch, tick, and look whether the workers still finish samples (or raise
-        StorageStalled)."""
+        """The next batch, or None at the end of the epoch; at each poll without one (a watchdog), tick and judge
+        whether the workers still finish samples."""
         while True:
             try:
                 return next(it)
@@ -350,10 +330,8 @@ def _join_all(workers: list, wait_s: float) -> None:
 
 
 def _stop_workers(it, graceful: bool) -> list[int]:
-    """Stop a DataLoader iterator's worker processes in bounded time, as torch's `_shutdown_workers` does but without
-    its waits per worker: `graceful`, they are told to stop and get GRACE_S to finish their batch; then the rest are
-    killed and get KILL_WAIT_S. Returns the pids of those still there (stuck in uninterruptible IO): they are left
-    behind and struck from multiprocessing's children, so that neither torch nor Python's exit waits for them."""
+    """Stop an iterator's workers as torch's `_shutdown_workers` does, in bounded time (the module's docstring):
+    `graceful`, told to stop first. Returns the pids of those stuck in IO, left behind."""
     workers = list(getattr(it, "_workers", []))
     if getattr(it, "_shutdown", True) or not workers:  # single-process iterators have no workers
         return []

@@ -1,31 +1,29 @@
-"""Thread-pool engine: N threads each take the next position of the epoch's order and read it,
-prefetching ahead of the consumer as a training input pipeline does. This is the hot path: per
-sample it does the read (which times itself: three clock reads in the files reader) and four stores (three numpy,
-one count), nothing else.
+"""Thread-pool engine: N threads each take the next position of the epoch's order and read it, prefetching ahead of
+the consumer as a training input pipeline does. The hot path: per sample the read (which times itself) and four
+stores (three numpy, one count), nothing else.
 
-With a watchdog (`io_timeout_s`, as `iobench run` sets it) the threads run in a child process forked for the
-epoch, writing into the recorder moved into shared memory (EpochRecorder.share), which the calling process reads
-and watches: when no read finishes for io_timeout_s it raises StorageStalled and leaves the child behind, killed.
-A thread stuck in read() on storage that stopped answering cannot be stopped (FUSE, for one, waits uninterruptibly
-once a request reached the server), and a process is not reported as ended to whoever waits for it until its last
-thread ends: threads of iobench's own process would keep `iobench run` from exiting until the storage answers.
-Without a watchdog the threads run in the calling process."""
+The threads run in a child process forked for the epoch, writing into the recorder moved into shared memory
+(EpochRecorder.share), which the calling process reads and watches: no read finished for `io_timeout_s` (None: no
+deadline) raises StorageStalled and leaves the child behind, killed. A thread stuck in read() on storage that
+stopped answering cannot be stopped (FUSE waits uninterruptibly once a request reached the server), and a process
+is not reported as ended until its last thread ends: in iobench's own process such threads would keep
+`iobench run` from exiting until the storage answers."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import pickle
 import signal
 import threading
 from collections.abc import Callable
-from time import perf_counter
 from typing import Any
 
 import numpy as np
 
 from iobench.host.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
-from iobench.host.stall import GRACE_S, StorageStalled, Watch, deliver, left_behind_text, stop_signals_deferred
+from iobench.host.stall import StorageStalled, Watch, deliver, left_behind_text, stop_signals_deferred
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
@@ -40,7 +38,7 @@ class ThreadEngine:
     def __init__(self, concurrency: int, io_timeout_s: float | None = None, depth: int = 1):
         self.concurrency = concurrency
         self.depth = depth  # requests in flight per thread (objects: start/finish); 1: read() one at a time
-        self.io_timeout_s = io_timeout_s  # None: no watchdog, the threads run in this process
+        self.io_timeout_s = io_timeout_s  # None: no deadline
         self.left_behind: str | None = None  # after an epoch cut short: readers stuck in IO left behind
         self._stop = False
         self._error: BaseException | None = None
@@ -50,59 +48,11 @@ class ThreadEngine:
 
     def epoch(self, source: Source, order: np.ndarray, rec: EpochRecorder,
               on_tick: Callable[[int], None] | None = None) -> None:
-        """Read every sample of `order` once; returns when done. Ctrl-C stops the workers and
-        re-raises, leaving in `rec` what was read so far. With `io_timeout_s`, no read finished for that
-        long raises StorageStalled, also leaving in `rec` what was read."""
+        """Read every sample of `order` once; returns when done. Ctrl-C stops the workers and re-raises, leaving in
+        `rec` what was read so far; so does StorageStalled, no read finished for `io_timeout_s`."""
         self._stop = False
         self._error = None
         self.left_behind = None
-        if self.io_timeout_s is None:
-            self._epoch_here(source, order, rec, on_tick)
-        else:
-            self._epoch_forked(source, order, rec, on_tick, self.io_timeout_s)
-        if self._error is not None:
-            raise self._error
-
-    def _threads(self, source: Source, order: np.ndarray, arrays: tuple) -> list[threading.Thread]:
-        positions = itertools.count()
-        # a memoryview gives Python ints like a list does, without 28+8 bytes per sample (10 M samples: ~360 MB)
-        indices = np.ascontiguousarray(order, dtype=np.int64).data
-        return [threading.Thread(target=self._work, args=(w, source, indices, positions.__next__, *arrays),
-                                 name=f"iobench-reader-{w}", daemon=True)
-                for w in range(self.concurrency)]
-
-    def _epoch_here(self, source: Source, order: np.ndarray, rec: EpochRecorder,
-                    on_tick: Callable[[int], None] | None) -> None:
-        finished = [0] * self.concurrency
-        threads = self._threads(source, order, (rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled, rec.done,
-                                                finished))
-        rec.start()
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(TICK_S)
-                    done = rec.tick()
-                    if on_tick:
-                        on_tick(done)
-        except BaseException:
-            self._stop = True
-            with stop_signals_deferred(stopping=True):  # a bounded wait: a thread stuck in IO is not waited for
-                deadline = perf_counter() + GRACE_S
-                for t in threads:
-                    t.join(max(0.0, deadline - perf_counter()))
-            stuck = sum(t.is_alive() for t in threads)
-            if stuck:
-                self.left_behind = (f"{stuck} reader thread{'s' if stuck != 1 else ''} stuck in uninterruptible IO "
-                                    f"remain in process {os.getpid()}; it ends when the storage answers or the mount "
-                                    "is force-unmounted")
-            raise
-        finally:
-            rec.stop()
-
-    def _epoch_forked(self, source: Source, order: np.ndarray, rec: EpochRecorder,
-                      on_tick: Callable[[int], None] | None, timeout_s: float) -> None:
         conc = self.concurrency
         done, finished = rec.share(max(conc, len(rec.done)))  # the child writes the recorder; this process reads it
         finished[conc:] = 1
@@ -112,8 +62,7 @@ class ThreadEngine:
 
         def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
             os.close(rfd)
-            # threads made after the fork: Python marks every Thread object made before it as stopped
-            self._child(self._threads(source, order, arrays), wfd, parent)
+            self._child(source, order, arrays, wfd, parent)
 
         pid, held = fork_child(child)
         rec.start()
@@ -122,7 +71,7 @@ class ThreadEngine:
         try:
             os.close(wfd)
             deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
-            watch = Watch(timeout_s)
+            watch = Watch(math.inf if self.io_timeout_s is None else self.io_timeout_s)
             watch.check(rec.completed(), int)
             while not whole_report(report):
                 got = read_report(rfd, report)
@@ -160,11 +109,20 @@ class ThreadEngine:
             if not stopped:
                 rec.stop()
             rec.unshare()
+        if self._error is not None:
+            raise self._error
 
-    def _child(self, threads: list[threading.Thread], wfd: int, parent: int) -> None:  # pragma: no cover
+    def _child(self, source: Source, order: np.ndarray, arrays: tuple, wfd: int,
+               parent: int) -> None:  # pragma: no cover - the forked child
         """In the forked child: run the threads, then send the error (or None) to the parent."""
         child_setup(parent, b"iobench-reader")
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "_stop", True))  # the parent's stop
+        positions = itertools.count()
+        # a memoryview gives Python ints like a list does, without 28+8 bytes per sample (10 M samples: ~360 MB)
+        indices = np.ascontiguousarray(order, dtype=np.int64).data
+        # threads made after the fork: Python marks every Thread object made before it as stopped
+        threads = [threading.Thread(target=self._work, args=(w, source, indices, positions.__next__, *arrays),
+                                    name=f"iobench-reader-{w}", daemon=True) for w in range(self.concurrency)]
         for t in threads:
             t.start()
         for t in threads:

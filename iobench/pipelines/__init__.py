@@ -1,17 +1,8 @@
-"""The training runs' input pipelines (`run --pipeline`): what feeds the GPUs, each a real library called as a
-training job calls it, timed from outside by the training phase (the wait per batch and AU in the consumer, the CPU
-of the whole process tree in record.recorder.Counters).
-
-- `raw` (the default): iobench's own reader, bytes into the batch (engines/dataloader.py); what it stands for, as
-  measured, is DALI's file reader feeding a GPU decode, not a Python Dataset. It is not made here: the training phase
-  reads it through `engines.make`, so each sample's read is iobench's own record.
-- `torchvision`: torchvision's ImageNet training input (torchvision_loader.py).
-- `dali`, `dali-raw`: NVIDIA DALI, with decode + crop + normalize, or its file reader alone (dali.py).
-- `FILE.py:FUNC`, `package.module:FUNC`: the user's own (user.py).
-
-One interface: `make(spec, ...)` gives a `Feed` per GPU for a training run, whose `batches(epoch)` is that epoch's
-iterable of batches, each counted by `count`; loader.py turns a Feed into the Loader a training lane reads through.
-Parsing and the checks a command line makes (`parse`, `check`) import none of the libraries."""
+"""The training runs' input pipelines (`run --pipeline`, docs/pipelines.md): each a real library called as a
+training job calls it, timed from outside by the training phase. `raw` is not made here: the training phase reads it
+through `engines.make`, so each sample's read is iobench's own record. `make(spec, shape)` gives a `Feed` per GPU,
+whose `batches(epoch)` is that epoch's iterable of batches (each counted by `count`); loader.py turns a Feed into the
+Loader a training lane reads through. `parse` and `check` import none of the libraries."""
 
 from __future__ import annotations
 

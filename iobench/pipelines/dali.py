@@ -1,10 +1,6 @@
-"""The DALI pipelines (NVIDIA DALI, the `dali` extra: pip install 'iobench[dali]'): `fn.readers.file` on the class
-folders (file_root: the ImageFolder root, shuffled with DALI's own buffer, seeded; one GPU of several reads its shard),
-`--workers` its num_threads. `dali-raw`: the reader alone, its encoded bytes the batch (what a GPU decode takes).
-`dali`: with `fn.decoders.image` + `fn.random_resized_crop(224)` + `fn.crop_mirror_normalize` (ImageNet's mean and
-std, a random mirror, CHW float), handed to PyTorch by DALI's own DALIGenericIterator, as a DALI training loop
-takes them. It decodes on the CPU (device_id None: no GPU needed), or on a real GPU with --consumer cuda (the
-"mixed" decoder on that GPU, where a DALI job on a GPU node decodes)."""
+"""The DALI pipelines (NVIDIA DALI, the `dali` extra; docs/pipelines.md): `fn.readers.file` on the class folders,
+`--workers` its num_threads; `dali-raw` the reader alone, `dali` with decode, crop and normalize, handed to PyTorch
+by DALI's own DALIGenericIterator. It decodes on the CPU, or on a real GPU with --consumer cuda ("mixed")."""
 
 from __future__ import annotations
 

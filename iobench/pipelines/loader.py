@@ -1,9 +1,7 @@
-"""A Feed (one GPU's pipeline) as the Loader a training lane reads through (engines.Loader), so that a pipeline's
-epoch goes through the same `read_epoch`, consumer, counters and summary as the raw reader's: each batch is counted
-(`count`) and handed to the consumer. What it cannot see it leaves unrecorded: a pipeline's reads happen inside the
-library, so no sample has a read latency (the run's latency fields are null); the recorder's byte counts are the
-manifest's sizes of as many samples of the lane's share as were delivered (the library reads each file of its epoch
-once). A user's pipeline that raises ends the epoch with UserCodeError."""
+"""A Feed (one GPU's pipeline) as the Loader a training lane reads through (engines.Loader): the same `read_epoch`,
+consumer, counters and summary as the raw reader's. The library reads inside, so no sample has a read latency; the
+byte counts are the manifest's sizes of the samples delivered (docs/pipelines.md). A user's pipeline that raises
+ends the epoch with UserCodeError."""
 
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ class Delivered:
     def __init__(self, n: int, batch: Any):
         self.positions = np.arange(n)
         first = batch[0] if isinstance(batch, list | tuple) and batch else None
-        images = first if getattr(first, "ndim", 0) == 4 and str(getattr(first, "dtype", "")) == "torch.uint8" \
-            else None
-        self.data = images
+        uint8 = getattr(first, "ndim", 0) == 4 and str(getattr(first, "dtype", "")) == "torch.uint8"
+        self.data = first if uint8 else None
 
 
 class PipelineLoader:
@@ -48,17 +45,9 @@ class PipelineLoader:
                  first: bool = True, error: Callable[[BaseException], UserCodeError] | None = None):
         self.spec, self.feed, self.epoch_no, self.sizes, self._error = spec, feed, epoch_no, sizes, error
         self.first = first  # the Feed's first epoch
-        self._workers, self._batch_size = workers, batch_size
+        self.workers, self.batch_size = workers, batch_size
         self.concurrency = max(workers, 1)
         self._halt = False
-
-    @property
-    def workers(self) -> int:
-        return self._workers
-
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
 
     def halt(self) -> None:
         self._halt = True

@@ -1,10 +1,6 @@
-"""The torchvision pipeline: ImageNet training's input as pytorch/examples' imagenet/main.py makes it. A map-style
-Dataset over iobench's file list (the files an ImageFolder of the same root finds; each file's class is its folder,
-numbered as ImageFolder numbers them) loading each with torchvision's `default_loader` (Pillow, RGB), the example's
-transforms (RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet's mean and std)), the
-default collate, and a DataLoader with `workers` worker processes, not persistent (the example's: they start again
-each epoch), pinned memory only where a real GPU takes the batches. Shuffled by a generator seeded per epoch; one GPU
-of several reads its shard through a DistributedSampler (set_epoch), as the example's distributed mode does."""
+"""The torchvision pipeline: ImageNet training's input as pytorch/examples' imagenet/main.py makes it
+(docs/pipelines.md): a map-style Dataset over iobench's file list, the example's transforms, the default collate
+and a DataLoader whose workers are not persistent; pinned memory only where a real GPU takes the batches."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The user's own pipeline, `--pipeline FILE.py:FUNC` or `package.module:FUNC` (docs/pipelines.md): iobench calls
-FUNC(root=IMAGES_ROOT, batch_size=B, workers=W, seed=S) once per training run and GPU (and rank=R, world_size=N as
-well where FUNC takes them: one GPU of N reads its shard) and iterates what it returns once per epoch; each item is one
-batch. What the user's code raises is theirs: UserCodeError, with its traceback and the user's file and line."""
+"""The user's own pipeline, `--pipeline FILE.py:FUNC` or `package.module:FUNC` (the contract: docs/pipelines.md).
+What the user's code raises is theirs: UserCodeError, with its traceback and the user's file and line."""
 
 from __future__ import annotations
 
