@@ -1,4 +1,4 @@
-"""The lmdb source: samples as values of one LMDB (made by `iobench.sources.pack.pack_lmdb`), key = the sample
+"""The lmdb source: samples as values of one LMDB (made by `iobench.sources.pack_lmdb`), key = the sample
 index as 8-byte big-endian.
 
 Environments: one read-only env per process (`readonly=True, lock=False`), opened lazily by the first

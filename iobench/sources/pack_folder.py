@@ -1,6 +1,6 @@
-"""The pack's folder, shared by both formats (see pack.py): where a pack goes, its marker, the writer's lock, the
-resumable writes (made way for, then marked complete), the checks a pack is reused on, and the samples read in
-manifest order to pack."""
+"""The pack's folder, shared by both formats (docs/architecture.md, "The pack formats"): where a pack goes and
+finding a made one, its marker, the writer's lock, the resumable writes (made way for, then marked complete), the
+checks a pack is reused on, and the samples read in manifest order to pack."""
 
 from __future__ import annotations
 
@@ -78,6 +78,15 @@ def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_S
     if fmt == "tar":
         return manifest.folder / PACKED / f"tar-{shard_label(shard_size)}"
     raise ValueError(f"unknown pack format {fmt!r}")
+
+
+def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
+    """The default-place pack of `manifest` if it is complete and made from this manifest, else None."""
+    dest = default_dest(manifest, fmt, shard_size)
+    marker = read_pack_marker(dest)
+    if not marker or marker.get("status") != "complete":
+        return None
+    return dest if marker.get("params", {}).get("manifest") == fingerprint(manifest) else None
 
 
 def read_pack_marker(folder: Path, *, dir_fd: int | None = None) -> dict | None:

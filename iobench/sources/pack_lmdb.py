@@ -1,5 +1,5 @@
 """The LMDB pack (`pack_lmdb`): one environment of the dataset's samples, key = the sample index as 8-byte big-endian,
-value = the file's bytes, with `sizes.npy` beside it (the layout is pack.py's docstring)."""
+value = the file's bytes, with `sizes.npy` beside it (the layout: docs/architecture.md, "The pack formats")."""
 
 from __future__ import annotations
 

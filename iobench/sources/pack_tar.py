@@ -1,5 +1,5 @@
 """The tar pack (`pack_tar`): WebDataset-style USTAR shards of the dataset's samples, planned ahead so that each
-member's offset is known, and their offset index `index.npy` (the layout is pack.py's docstring)."""
+member's offset is known, and their offset index `index.npy` (the layout: docs/architecture.md, "The pack formats")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack.pack_tar`).
+"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack_tar`).
 
 Random access: `index.npy` gives each sample's shard, data offset and size; a read is one `os.preadv`
 of exactly those bytes into the reader's buffer. Shard files are opened once per process (on first
