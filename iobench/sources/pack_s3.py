@@ -23,8 +23,8 @@ import numpy as np
 from iobench import __version__
 from iobench.dataset import Manifest
 from iobench.errors import UserError
-from iobench.s3 import S3Location
 from iobench.s3.clients import boto3_client, explain, get_small, put_small
+from iobench.s3.url import S3Location
 from iobench.sources.pack_folder import (
     DEFAULT_SHARD_SIZE,
     PACK_MARKER,

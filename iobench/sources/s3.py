@@ -39,7 +39,6 @@ from awscrt.s3 import S3RequestType
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.s3 import S3Location
 from iobench.s3.clients import (
     READ_CONNECTIONS,
     READ_RETRIES,
@@ -51,6 +50,7 @@ from iobench.s3.clients import (
     s3torchconnector_client,
     throttled_error,
 )
+from iobench.s3.url import S3Location
 from iobench.sources.buffers import grown, page_aligned
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client

@@ -38,8 +38,8 @@ from awscrt.s3 import S3RequestType
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.record.recorder import EpochRecorder, latency_summary
-from iobench.s3 import S3Location
 from iobench.s3.clients import READ_RETRIES, CrtClient, explain
+from iobench.s3.url import S3Location
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
 from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
