@@ -1,20 +1,7 @@
-"""The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
-
-boto3 lists, heads, writes and deletes (the store). Three clients read (`--s3-client`):
-
-- `crt` (the default): the AWS CRT's own S3 client (awscrt: aws-c-s3, the native client under s3torchconnector and
-  Mountpoint, with its own connection pool and event loop in native code), asynchronous, its retries off: any
-  depth from one reader thread, and the leanest client CPU per GET. Choose it to measure what the storage gives.
-- `s3torchconnector`: the client a training job's S3MapDataset/S3IterableDataset reads with (the same CRT under a
-  blocking `get_object`): choose it to replay what such a job gets. Its GET waits for the response's headers, so
-  depth comes from readers (threads, workers), one GET each; it retries a throttled GET at least once out of
-  sight (READ_RETRIES) and has no time-out setting (the engine's watchdog, --io-timeout, bounds a GET).
-- `boto3`: the Python SDK, one attempt per GET; its calls block (a pool thread per GET in flight) and cost several
-  times the CRT's CPU each: choose it to compare with a loader built on boto3.
-
-All take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and credentials,
---profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are bounded by
---io-timeout: a server that stops answering ends a request, not the run's patience."""
+"""The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line. boto3 lists,
+heads, writes and deletes (the store); `--s3-client` picks the reading client (crt, s3torchconnector, boto3: docs/s3.md,
+"Clients"). Each takes credentials, region and profile from the standard AWS chain in the process that makes it (a
+DataLoader worker makes its own after fork); --io-timeout bounds a request."""
 
 from __future__ import annotations
 

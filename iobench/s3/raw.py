@@ -1,22 +1,11 @@
 """The raw baseline for objects, in fio's role: the AWS CRT's own S3 client (awscrt, native C: its event loop, HTTP
 and signing outside Python) GETting every key of a list, each once, whole, with N requests in flight.
 
-Run as a program in a process of its own (``python -m iobench.s3.raw --bucket B --in-flight N --keys FILE ...``,
-one key a line in FILE), so that its CPU is its own (as fio's jobs' is theirs) and a server that stops answering is
-ended by killing it (iobench/phases/raw_objects.py watches it as fio is watched). It prints one JSON document on
-stdout: the requests, bytes, seconds from the first request sent to the last body received, the latency of each GET
-(first byte and whole), its CPU seconds over that time, and the answers the server throttled; on a failed GET, one
-line on stderr and exit 1.
-
-The CRT's own retries are off: a throttled answer (503 SlowDown, 429) is counted (`throttled`) and the GET sent again
-after the server's pause (its Retry-After, else a short backoff), as iobench's readers do (sources/s3.py), so that the
-baseline, which may become the storage figure, never hides a throttling server; a key throttled for `--give-up`
-seconds ends it in one line.
-
-Python only starts requests and counts bytes in the CRT's callbacks; measured on the SeaweedFS bed it costs the same
-CPU per GET as iobench's reader through s3torchconnector (~0.7 ms) and ~2.5x less than rclone 1.75's (Go), the other
-candidate (docs/performance.md). Credentials come from the standard chain in this process (environment, profile
-files, AWS_PROFILE): nothing secret is on its command line."""
+Run as a program in a process of its own (``python -m iobench.s3.raw --bucket B --in-flight N --keys FILE ...``), so
+that its CPU is its own and a server that stops answering is ended by killing it (phases/raw_objects.py); it prints
+one JSON document, or on a failed GET one line on stderr and exit 1 (docs/s3.md, "The raw baseline"). The CRT's
+retries are off: a throttled answer is counted and the GET sent again after the server's pause, as iobench's readers
+do (sources/s3.py), so the baseline never hides a throttling server; a key throttled `--give-up` seconds ends it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Tar shards of a dataset in a bucket (`iobench pack --url`): the same shards and offset index as a folder's pack
-(pack_tar.plan_tar, USTAR members written by tarfile, `index.npy`), uploaded as objects under the dataset's prefix:
-`<dataset>/packed/tar-<size>/shard-000000.tar`, ..., `index.npy` and the marker `iobench-pack.json`.
-
-The marker follows the store's rules for a dataset: it says `incomplete` (listing every key it will write, and those
-an old pack left) before the first shard is written, and `complete` with each key's size once the last is; a PUT is
-atomic, so no rename. A complete pack with the same parameters whose listing (keys, sizes) matches its marker is
-reused; any other is overwritten, after the keys its old marker lists are deleted. `clean --url` deletes what the
-marker lists, then the marker. The samples are read with GETs, `threads` at once; each shard is built in memory
-(one shard at a time: --shard-size bounds the memory) and written with one PUT."""
+"""Tar shards of a dataset in a bucket (`iobench pack --url`): the same shards and offset index as a folder's pack,
+uploaded as objects under the dataset's prefix with the marker's rules for a dataset (docs/s3.md, "Where things
+are"); each shard is built in memory, one at a time (--shard-size bounds the memory), and written with one PUT."""
 
 from __future__ import annotations
 

@@ -1,24 +1,11 @@
-"""The objects source: one object per sample, read whole with a GET, as s3torchconnector's S3MapDataset reads it,
-with `depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader (s3dlio, a prefetching
-IterableDataset) keeps them.
+"""The objects source: one object per sample, read whole with a GET (as s3torchconnector's S3MapDataset reads it),
+`depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader keeps them. What is timed, and how a
+throttled answer is counted and retried: docs/s3.md, "What is measured, and how".
 
 A reader keeps a ring of `depth` slots, each a request and its own buffer: `start(index)` sends a sample's GET,
-`finish()` waits for the oldest (the samples are finished in the order they were started) and makes its bytes the
-reader's `buffer`; `read(index)` is the two at once. Per sample the reader times the first byte (`open_ns`: the
-answering request sent to the first bytes of its answer, the object store's counterpart of a file's open) and the
-whole (`total_ns`: the sample's first request sent to its last byte in hand, so a started-early request's time in
-flight counts and a throttled one's pauses do). With the CRT (awscrt, asynchronous) the clock is read in its
-callbacks, when the bytes arrive, not when the reader comes to them; boto3's calls block, so `depth` > 1 costs it a
-thread per request in flight. s3torchconnector (what S3MapDataset reads with) blocks until each response's headers:
-its reader is a ring of one slot, the GET made in `finish` on the reader's own thread (depth comes from readers).
-
-Neither the CRT nor boto3 retries (CRT: retries off; boto3: one attempt); s3torchconnector retries a GET once out of
-sight (the fewest it allows: READ_RETRIES), and what it surfaces after that is handled as the others' answers are.
-A throttled answer (503 SlowDown and the like) reaches the reader, which counts it (`throttled`: the last sample's
-throttled answers), waits the server's pause (its Retry-After, else a short backoff) and sends the GET again, so
-the epoch completes; a sample throttled for `give_up_s` (the run's --io-timeout, less a margin) ends the epoch in
-one line. Any other failure ends it at once. The client is the process's own (`_client`): readers threads of one
-process share it, a DataLoader worker or a forked epoch makes its own after fork."""
+`finish()` waits for the oldest and makes its bytes the reader's `buffer`; `read(index)` is the two at once. The CRT's
+clock is read in its callbacks, as the bytes arrive; boto3's calls block (a pool thread per GET in flight past one);
+s3torchconnector blocks until each response's headers, so its reader makes its one GET in `finish`."""
 
 from __future__ import annotations
 

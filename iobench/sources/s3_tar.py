@@ -1,23 +1,7 @@
-"""Tar shards in a bucket (uploaded by `iobench pack --url`: sources/pack_s3.py), read in the two ways training reads
-them from object storage:
-
-- `RangeSource`: one ranged GET per sample, of exactly its bytes at the place the offset index gives (random
-  access, as the files' tar source preads; any order: the baseline's shuffle);
-- `StreamSource`: one GET per shard, from its first member to its end, the samples taken from the stream in order,
-  as WebDataset reads shards over HTTP. Its epoch's order (`stream_order`) is WebDataset's read order: the shards
-  shuffled per epoch and dealt round-robin to the readers (threads, or DataLoader workers as split_by_worker does),
-  each reader streaming its shards one after another. WebDataset's shuffle buffer (`.shuffle(1000)`) reorders
-  samples in memory after they are read: it changes nothing the storage sees, so it is not replayed (the result's
-  note says so).
-
-Per sample `total_ns` is the time of its bytes: a range GET's whole request; from a stream, from holding the stream
-to the sample's last byte in hand (its member header and the padding before it skipped on the way); `open_ns` is the
-time to first byte of the request the sample opened (0 for a sample taken from a stream already open). Per request
-`requests()` gives the count, the time to first byte and the whole, from the epoch's recorder.
-
-The threads of one process share each shard's stream (`_Stream`, per process: a forked child or DataLoader worker
-makes its own): the engine deals positions in order, so a thread that takes a sample whose stream has not reached it
-waits (untimed) for the thread reading the sample before it."""
+"""Tar shards in a bucket (uploaded by `iobench pack --url`: sources/pack_s3.py), read as training reads them:
+`RangeSource`, one ranged GET per sample at the offset index's place; `StreamSource`, one GET per shard, the samples
+taken from it in order, as WebDataset streams shards over HTTP. Their order, timing and per-request figures:
+docs/s3.md, "Mitigations on objects"."""
 
 from __future__ import annotations
 

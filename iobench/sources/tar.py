@@ -1,14 +1,10 @@
-"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack_tar`).
+"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack_tar`), read at
+random by the offset index: one `os.preadv` of exactly a sample's bytes.
 
-Random access: `index.npy` gives each sample's shard, data offset and size; a read is one `os.preadv`
-of exactly those bytes into the reader's buffer. Shard files are opened once per process (on first
-use, by whichever reader needs one first) and shared by its threads: pread has no file position to
-share, and one descriptor per shard per thread would run into the descriptor limit (~550 shards of
-256 MiB for ImageNet, times the threads). A read that has to open its shard times that open in
-`open_ns`; all later reads have `open_ns` = 0. Descriptors are kept per `os.getpid()`, so a forked
-DataLoader worker opens its own.
-
-Streaming, as WebDataset reads: `shard_read_order` gives an epoch's read order for the engines to replay.
+Shard files are opened once per process (`os.getpid()`: a forked DataLoader worker opens its own), by whichever
+reader needs one first (which times that open in `open_ns`), and shared by its threads: pread has no file position to
+share, and a descriptor per shard per thread would run into the descriptor limit (~550 shards of 256 MiB for
+ImageNet, times the threads). `shard_read_order` gives WebDataset's streaming read order for the engines to replay.
 """
 
 from __future__ import annotations
