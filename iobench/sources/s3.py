@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from time import perf_counter_ns as _clock
@@ -84,12 +85,9 @@ class ObjectSource:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> _Reader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> ObjectReader:
         """A reader keeping up to `depth` GETs in flight (start/finish); `io_timeout_s` the run's --io-timeout."""
-        client = _client(self.loc, self.connections)
-        kind = READERS[self.loc.client]
-        give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
-        return kind(client, self.loc, self.keys, self.max_size, depth, give_up)
+        return open_reader(self.loc, self.connections, self.keys.raw, self.max_size, depth, io_timeout_s)
 
     def sample_name(self, index: int) -> str:
         return f"s3://{self.loc.bucket}/{self.keys[index]}"
@@ -109,12 +107,13 @@ class _Slot:
     """One request in flight: its sample, its buffer, its clock readings and how it ended (set by the client's
     callbacks or the pool's thread, read by the reader once `done`)."""
 
-    __slots__ = ("index", "buffer", "view", "first", "t0", "t1", "t2", "n", "status", "error", "pause", "done",
-                 "job", "callbacks")
+    __slots__ = ("index", "buffer", "view", "base", "first", "t0", "t1", "t2", "n", "status", "error", "pause",
+                 "done", "job", "callbacks")
 
     def __init__(self, size: int):
         self.index = -1
         self.buffer = self.view = page_aligned(size + 1)  # on a page: sources/buffers.py
+        self.base = 0  # the object's offset of the first byte asked for (the CRT's chunks come at the object's)
         self.first = self.t0 = self.t1 = self.t2 = self.n = self.status = 0
         self.error: BaseException | None = None
         self.pause: float | None = None  # the server's Retry-After, where a throttled answer gave one
@@ -135,6 +134,7 @@ class _Slot:
     def _body(self, chunk: bytes, offset: int, **_: Any) -> None:
         if not self.t1:
             self.t1 = _clock()
+        offset -= self.base
         end = offset + len(chunk)
         if end >= len(self.buffer):
             self.grow(end)
@@ -165,16 +165,29 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-class _Reader(ABC):
-    __slots__ = ("_client", "_loc", "_bucket", "_key", "_slots", "_depth", "_head", "_live", "_give_up_s",
+def open_reader(loc: S3Location, connections: int, key: Callable[[int], bytes], max_size: int, depth: int,
+                io_timeout_s: float | None, span: Callable[[int], tuple[int, int]] | None = None) -> ObjectReader:
+    """A reader of `loc`'s client GETting sample i's object `key(i)`, whole or (tar shards, sources/s3_tar.py) its
+    bytes [start, end) `span(i)`, up to `depth` GETs in flight; `io_timeout_s` the run's --io-timeout."""
+    give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
+    return READERS[loc.client](_client(loc, connections), loc, key, max_size, depth, give_up, span)
+
+
+def _range(span: tuple[int, int]) -> str:
+    return f"bytes={span[0]}-{span[1] - 1}"
+
+
+class ObjectReader(ABC):
+    __slots__ = ("_client", "_loc", "_bucket", "_key", "_span", "_slots", "_depth", "_head", "_live", "_give_up_s",
                  "buffer", "open_ns", "total_ns", "throttled")
 
-    def __init__(self, client: Any, loc: S3Location, keys: PathTable, max_size: int, depth: int,
-                 give_up_s: float):
+    def __init__(self, client: Any, loc: S3Location, key: Callable[[int], bytes], max_size: int, depth: int,
+                 give_up_s: float, span: Callable[[int], tuple[int, int]] | None = None):
         self._client = client
         self._loc = loc
         self._bucket = loc.bucket
-        self._key = keys.raw  # the i-th key as bytes: no str kept per sample
+        self._key = key  # the i-th key as bytes: no str kept per sample
+        self._span = span  # None: the whole object
         self._slots = [_Slot(max_size) for _ in range(depth)]
         self._depth = depth
         self._head = 0  # the oldest request's slot
@@ -239,7 +252,7 @@ class _Reader(ABC):
         return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading", status)
 
 
-class CrtReader(_Reader):
+class CrtReader(ObjectReader):
     """GETs through the AWS CRT (awscrt): `start` returns once the request is queued; the body arrives as chunks on
     the CRT's threads, each copied once into the slot's buffer."""
 
@@ -250,7 +263,12 @@ class CrtReader(_Reader):
         s.t1 = s.t2 = s.n = s.status = 0
         s.error = s.pause = None
         s.done.clear()
-        request = HttpRequest("GET", c.path + quote(self._key(s.index)), HttpHeaders([("Host", c.host)]))
+        headers = [("Host", c.host)]
+        if self._span is not None:
+            span = self._span(s.index)
+            s.base = span[0]
+            headers.append(("Range", _range(span)))
+        request = HttpRequest("GET", c.path + quote(self._key(s.index)), HttpHeaders(headers))
         on_headers, on_body, on_done = s.callbacks
         s.t0 = _clock()
         if not s.first:
@@ -265,7 +283,7 @@ class CrtReader(_Reader):
         return s.status in (503, 429) or "SLOW_DOWN" in getattr(s.error, "name", "")
 
 
-class Boto3Reader(_Reader):
+class Boto3Reader(ObjectReader):
     """GETs through boto3: get_object returns at the response's headers; the body is read into the slot's buffer.
     Its calls block: at depth 1 the reader's own thread makes them, deeper a pool of `depth` threads."""
 
@@ -294,7 +312,9 @@ class Boto3Reader(_Reader):
         s.error = s.pause = None
         s.t1 = s.status = 0
         try:
-            got = self._client.get_object(Bucket=self._bucket, Key=self._key(s.index).decode())
+            key = self._key(s.index).decode()
+            got = (self._client.get_object(Bucket=self._bucket, Key=key) if self._span is None else
+                   self._client.get_object(Bucket=self._bucket, Key=key, Range=_range(self._span(s.index))))
             s.t1 = _clock()
             length = got["ContentLength"]
             if length >= len(s.buffer):
@@ -317,7 +337,7 @@ class Boto3Reader(_Reader):
         return s.status in (503, 429) or code in THROTTLED
 
 
-class ConnectorReader(_Reader):
+class ConnectorReader(ObjectReader):
     """GETs through s3torchconnector's client, as its S3MapDataset makes them (`_get_object_stream`: the GET under
     its S3Reader, without the S3Reader's own copy into a BytesIO): the call returns at the response's headers, the
     body's chunks are copied once into the slot's buffer. One GET at a time per reader: `start` only stamps the
@@ -339,7 +359,8 @@ class ConnectorReader(_Reader):
         s.t1 = s.status = s.n = 0
         on_body = s.callbacks[1]  # as the CRT's chunks: the first one's time, each copied once at its offset
         try:
-            for chunk in self._client._get_object_stream(self._bucket, self._key(s.index).decode()):
+            span = () if self._span is None else self._span(s.index)  # its end is exclusive
+            for chunk in self._client._get_object_stream(self._bucket, self._key(s.index).decode(), *span):
                 on_body(chunk, s.n)
         except Exception as exc:  # its errors (S3Exception) carry no status: their words say it
             s.error = exc
@@ -350,4 +371,4 @@ class ConnectorReader(_Reader):
         return any(w in text for w in ("slowdown", "slow down", "throttl", "503", "429", "toomanyrequests"))
 
 
-READERS: dict[str, type[_Reader]] = {"crt": CrtReader, "boto3": Boto3Reader, "s3torchconnector": ConnectorReader}
+READERS: dict[str, type[ObjectReader]] = {"crt": CrtReader, "boto3": Boto3Reader, "s3torchconnector": ConnectorReader}
