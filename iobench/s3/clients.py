@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from iobench.errors import EnvironmentRefused, UserError
 
@@ -70,6 +71,19 @@ class CrtClient:
     path: str  # the prefix of a key's path: "/BUCKET/" (path style) or "/"
 
 
+def crt_address(endpoint: str | None, bucket: str, region: str, path_style: bool) -> tuple[str, str, bool]:
+    """(Host header, path prefix of every key, TLS) of a CRT request: path-style addressing puts the bucket in the
+    path."""
+    if endpoint is None:
+        netloc, tls = f"s3.{region}.amazonaws.com", True
+    else:
+        parts = urlsplit(endpoint)
+        netloc, tls = parts.netloc, parts.scheme == "https"
+    if path_style:
+        return netloc, f"/{bucket}/", tls
+    return f"{bucket}.{netloc}", "/", tls
+
+
 CRT_TARGET_GBPS = 1000.0  # the CRT sizes its connections by its throughput target: 10 Gbps (its default) holds ~26
 
 
@@ -79,7 +93,7 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
     sight, so the target is set high and the connections capped instead."""
     from awscrt import auth, io, s3
 
-    endpoint = urlparse(loc.endpoint or f"https://s3.{region(loc)}.amazonaws.com")
+    host, path, tls = crt_address(loc.endpoint, loc.bucket, region(loc), loc.path_style)
     try:
         bootstrap = io.ClientBootstrap(elg := io.EventLoopGroup(), io.DefaultHostResolver(elg))
         creds = (auth.AwsCredentialsProvider.new_profile(bootstrap, profile_name=loc.profile) if loc.profile else
@@ -89,15 +103,13 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
             service="s3", region=region(loc), credentials_provider=creds,
             signed_body_header_type=auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
             signed_body_value=auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD)
-        tls = s3.S3RequestTlsMode.DISABLED if endpoint.scheme == "http" else s3.S3RequestTlsMode.ENABLED
-        client = s3.S3Client(bootstrap=bootstrap, region=region(loc), tls_mode=tls, signing_config=signing,
+        client = s3.S3Client(bootstrap=bootstrap, region=region(loc), signing_config=signing,
+                             tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
                              throughput_target_gbps=CRT_TARGET_GBPS, max_active_connections_override=connections,
                              retry_config=s3.S3RetryConfig(retry_mode=s3.S3RetryMode.NONE))
     except Exception as exc:
         raise explain(exc, loc, "making an S3 client") from None
-    if loc.path_style:
-        return CrtClient(client, endpoint.netloc, f"/{loc.bucket}/")
-    return CrtClient(client, f"{loc.bucket}.{endpoint.netloc}", "/")
+    return CrtClient(client, host, path)
 
 
 def s3torchconnector_client(loc: S3Location, *, attempts: int = S3TC_ATTEMPTS) -> Any:
@@ -185,6 +197,28 @@ def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:
 def throttled_error(loc: S3Location, doing: str, answer: str) -> EnvironmentRefused:
     """A GET throttled past iobench's patience (sources/s3.py) as one line, as `explain` says a throttled answer."""
     return _throttled(doing, f"{loc} at {loc.endpoint or 'AWS S3'}", answer)
+
+
+PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
+
+
+def retry_after(headers: Any) -> float | None:
+    """The seconds a throttled answer's Retry-After asks for, if it has one in seconds."""
+    for name, value in headers or ():
+        if name.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return None
+    return None
+
+
+def pause(asked: float | None, attempt: int) -> float:
+    """Seconds before the `attempt`-th throttled GET of an object is sent again: the server's Retry-After (`asked`),
+    else the backoff, jittered."""
+    if asked is not None:
+        return asked
+    return min(PAUSE_S[1], PAUSE_S[0] * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import threading
 import time
 import urllib.parse
 from importlib import metadata
 from typing import Any
+
+from iobench.s3.clients import crt_address, pause, retry_after
 
 NAME = "awscrt"
 
@@ -29,18 +30,6 @@ def version() -> str | None:
         return metadata.version("awscrt")
     except metadata.PackageNotFoundError:
         return None
-
-
-def _where(endpoint: str | None, bucket: str, region: str, path_style: bool) -> tuple[str, str, bool]:
-    """(Host header, path prefix of every key, TLS): path-style addressing puts the bucket in the path."""
-    if endpoint is None:
-        netloc, tls = f"s3.{region}.amazonaws.com", True
-    else:
-        parts = urllib.parse.urlsplit(endpoint)
-        netloc, tls = parts.netloc, parts.scheme == "https"
-    if path_style:
-        return netloc, f"/{bucket}/", tls
-    return f"{bucket}.{netloc}", "/", tls
 
 
 def _percentiles(ns: list[int]) -> dict[str, float]:
@@ -54,7 +43,6 @@ def _percentiles(ns: list[int]) -> dict[str, float]:
 
 
 PROGRESS_S = 0.2  # how often the bytes received so far are written to --progress
-PAUSE_S = (0.02, 1.0)  # a throttled GET without Retry-After is sent again after 20 ms, doubling, at most 1 s
 THROTTLED = (503, 429)
 
 
@@ -69,17 +57,6 @@ def _report(path: str, got: list[int], stop: threading.Event) -> None:
         os.close(fd)
 
 
-def _pause(headers: Any, attempt: int) -> float:
-    """Seconds before a throttled GET is sent again: the answer's Retry-After, else the backoff with jitter."""
-    for name, value in headers or ():
-        if name.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                break
-    return min(PAUSE_S[1], PAUSE_S[0] * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-
-
 def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | None, region: str,
              path_style: bool, progress: str | None = None, give_up_s: float = 45.0) -> dict[str, Any]:
     """GET every key once with `in_flight` requests at a time; what it measured (see the module's docstring).
@@ -87,7 +64,7 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
     long ends it."""
     from awscrt import auth, http, io, s3
 
-    host, base, tls = _where(endpoint, bucket, region, path_style)
+    host, base, tls = crt_address(endpoint, bucket, region, path_style)
     elg = io.EventLoopGroup()
     boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
     signing = s3.create_default_s3_signing_config(
@@ -133,7 +110,7 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
                 if throttled and (now - started[i]) / 1e9 < give_up_s and state["error"] is None:
                     throttles[i] += 1  # counted, and the GET sent again after the server's pause
                     got[i] = 0
-                    timer = threading.Timer(_pause(error_headers, throttles[i]), send, (i,))
+                    timer = threading.Timer(pause(retry_after(error_headers), throttles[i]), send, (i,))
                     timer.daemon = True
                     timer.start()
                     return

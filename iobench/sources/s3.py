@@ -10,7 +10,6 @@ s3torchconnector blocks until each response's headers, so its reader makes its o
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +34,8 @@ from iobench.s3.clients import (
     boto3_client,
     crt_client,
     explain,
+    pause,
+    retry_after,
     s3torchconnector_client,
     throttled_error,
 )
@@ -43,7 +44,6 @@ from iobench.sources.buffers import grown, page_aligned
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
-PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
 GIVE_UP = 0.75  # a sample throttled this share of --io-timeout ends the epoch (before the watchdog calls it a stall)
 
 
@@ -149,20 +149,9 @@ class _Slot:
         if status_code:
             self.status = status_code
         if error is not None:
-            self.pause = _retry_after(error_headers)
+            self.pause = retry_after(error_headers)
         self.job = None
         self.done.set()
-
-
-def _retry_after(headers: Any) -> float | None:
-    """The seconds a throttled answer's Retry-After asks for, if it has one in seconds."""
-    for name, value in headers or ():
-        if name.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return None
-    return None
 
 
 def open_reader(loc: S3Location, connections: int, key: Callable[[int], bytes], max_size: int, depth: int,
@@ -226,8 +215,7 @@ class ObjectReader(ABC):
                                       f"{s.status or 503} to each of {throttled + 1} GETs of one object over "
                                       f"{waited:.1f} s")
             throttled += 1
-            pause = s.pause if s.pause is not None else min(PAUSE_S[1], PAUSE_S[0] * 2 ** (throttled - 1))
-            time.sleep(pause * (0.5 + random.random() / 2) if s.pause is None else pause)
+            time.sleep(pause(s.pause, throttled))
             self._send(s)
             self._wait(s)
         self.throttled = throttled
@@ -329,7 +317,7 @@ class Boto3Reader(ObjectReader):
             s.error = exc
             meta = getattr(exc, "response", {}).get("ResponseMetadata", {})
             s.status = meta.get("HTTPStatusCode") or 0
-            s.pause = _retry_after((meta.get("HTTPHeaders") or {}).items())
+            s.pause = retry_after((meta.get("HTTPHeaders") or {}).items())
         s.t2 = _clock()
 
     def _is_throttled(self, s: _Slot) -> bool:

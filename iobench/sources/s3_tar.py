@@ -26,7 +26,7 @@ from iobench.s3.clients import READ_RETRIES, CrtClient, explain
 from iobench.s3.url import S3Location
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
-from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
+from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX, index_columns
 from iobench.sources.s3 import ObjectReader, _client, open_reader, preload
 from iobench.sources.tar import shard_read_order
 
@@ -53,17 +53,10 @@ class _Shards:
         self.marker = marker
         self.shard_keys = [self.loc.key(n) for n in marker.get("shards", [])]
         self._raw_keys = [key.encode() for key in self.shard_keys]  # as the objects readers take keys
-        shard_of = index[:, 0]
-        nshards = int(shard_of.max()) + 1 if len(index) else 0
-        if len(self.shard_keys) < nshards:
-            raise UserError(f"{pack.loc}: the index names {nshards} shards, the marker {len(self.shard_keys)}")
-        self.max_size = int(index[:, 2].max()) if len(index) else 0
+        nshards, self.max_size, self._shard, self._offset, self._size = index_columns(
+            index, len(self.shard_keys), pack.loc)
         self.connections = connections
-        # array('q') columns: the hot path indexes them as Python ints at 8 bytes a sample
-        self._shard = array("q", shard_of.tobytes())
-        self._offset = array("q", index[:, 1].tobytes())
-        self._size = array("q", index[:, 2].tobytes())
-        starts = np.searchsorted(shard_of, np.arange(nshards))  # members of a shard are consecutive (plan_tar)
+        starts = np.searchsorted(index[:, 0], np.arange(nshards))  # members of a shard are consecutive (plan_tar)
         self._first = array("q", starts.astype(np.int64).tobytes())
         self._last = array("q", (np.append(starts[1:], len(index)) - 1).astype(np.int64).tobytes())
         preload(self.loc.client)  # imported once here, not inside a forked epoch

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from array import array
 from pathlib import Path
 from time import perf_counter_ns as _clock
 
@@ -21,7 +20,7 @@ import numpy as np
 from iobench.errors import UserError, explain_oserror
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_folder import read_pack_marker
-from iobench.sources.pack_tar import TAR_INDEX, shard_name
+from iobench.sources.pack_tar import TAR_INDEX, index_columns, shard_name
 
 _open_lock = threading.Lock()  # serialises first opens of shards (module-level: reset in a forked child)
 
@@ -53,18 +52,11 @@ class TarSource:
             raise UserError(f"{self.path / TAR_INDEX}: expected (samples, 3) rows, found shape {index.shape}")
         self.index = index.astype(np.int64, copy=False)
         self.marker = read_pack_marker(self.path) or {}
-        nshards = int(self.index[:, 0].max()) + 1 if len(self.index) else 0
-        self.shard_files = [str(self.path / name) for name in self.marker.get("shards", [])] or \
-            [str(self.path / shard_name(s)) for s in range(nshards)]
-        if len(self.shard_files) < nshards:
-            raise UserError(f"{self.path}: the index names {nshards} shards, the marker {len(self.shard_files)}")
-        self.sizes = self.index[:, 2].copy()
-        self.max_size = int(self.sizes.max()) if len(self.sizes) else 0
-        # array('q') columns: the hot path indexes them as Python ints, at 8 bytes a sample (a list
-        # would take ~36), which matters at ImageNet's 1.28 M samples times forked workers.
-        self._shard = array("q", self.index[:, 0].tobytes())
-        self._offset = array("q", self.index[:, 1].tobytes())
-        self._size = array("q", self.sizes.tobytes())
+        names = self.marker.get("shards", [])
+        nshards, self.max_size, self._shard, self._offset, self._size = index_columns(
+            self.index, len(names) or None, self.path)
+        self.shard_files = [str(self.path / name) for name in names or map(shard_name, range(nshards))]
+        self.sizes = self.index[:, 2]
         self._fds: dict[int, list[int]] = {}  # pid -> one descriptor per shard (-1: not open yet)
 
     def __len__(self) -> int:
