@@ -312,7 +312,12 @@ class StreamReader:
                     if not k:
                         raise UserError(f"{self._src.sample_name(index)}: the object ends before the sample")
                     st.pos += k
-                n = self._fill(st.body, size, index)
+                n = 0
+                while n < size:
+                    if not (k := st.body.readinto(self._view[n:size])):
+                        raise UserError(f"{self._src.sample_name(index)}: the object ends inside the sample (a "
+                                        "truncated shard?)")
+                    n += k
                 st.pos += n
                 if index == self._last[s]:
                     self._drop(st, self._first[s])
@@ -344,17 +349,6 @@ class StreamReader:
             return body, body.first()
         body = self._client.get_object(Bucket=self._bucket, Key=key, Range=f"bytes={start}-")["Body"]
         return body, _clock()  # get_object returns at the response's headers: the body's bytes follow them
-
-    def _fill(self, body: Any, size: int, index: int) -> int:
-        n = 0
-        view = self._view
-        while n < size:
-            k = body.readinto(view[n:size])
-            if not k:
-                raise UserError(f"{self._src.sample_name(index)}: the object ends inside the sample (a truncated "
-                                "shard?)")
-            n += k
-        return n
 
     def _failed(self, exc: Exception, index: int, body: Any = None) -> Exception:
         if isinstance(exc, UserError):

@@ -156,13 +156,6 @@ class TarReader:
 
 # ---- WebDataset-style streaming order ------------------------------------------------------------
 
-def _shard_column(index) -> np.ndarray:
-    if isinstance(index, TarSource):
-        return index.index[:, 0]
-    index = np.asarray(index)
-    return index[:, 0] if index.ndim == 2 else index
-
-
 def _worker_streams(shard_of: np.ndarray, seed: int, epoch: int, workers: int) -> list[np.ndarray]:
     """Each worker's read stream: its shards (dealt round-robin from a per-epoch shuffle of all shards,
     as WebDataset's split_by_worker does), each read from first member to last."""
@@ -196,11 +189,9 @@ def _interleave(streams: list[np.ndarray], batch: int) -> np.ndarray:
 
 
 def shard_read_order(index, seed: int, epoch: int, *, workers: int = 1, batch: int = 1) -> np.ndarray:
-    """The order in which a WebDataset pipeline *reads* samples from storage in an epoch: shards in a fresh
-    per-(seed, epoch) shuffle, each streamed from its first member to its last; with `workers` > 1 the shards are
-    dealt round-robin to workers and their streams interleaved a `batch` at a time, as a DataLoader does. Its
-    shuffle buffer reorders samples in memory after they are read, so it is not replayed: this is the IO pattern.
-
-    `index` is a tar pack's (samples, 3) index, its shard column, or a TarSource."""
-    streams = _worker_streams(np.asarray(_shard_column(index)), seed, epoch, max(1, workers))
+    """The order in which a WebDataset pipeline reads samples from storage in an epoch, `workers` streams interleaved
+    a `batch` at a time (docs/s3.md, "The stream's order"); `index` is a tar pack's (samples, 3) index or a
+    TarSource."""
+    shard_of = (index.index if isinstance(index, TarSource) else np.asarray(index))[:, 0]
+    streams = _worker_streams(shard_of, seed, epoch, max(1, workers))
     return _interleave(streams, max(1, batch))
