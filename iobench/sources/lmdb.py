@@ -27,7 +27,7 @@ import numpy as np
 from iobench.errors import UserError
 from iobench.sources.buffers import grown, page_aligned
 from iobench.sources.pack_folder import read_pack_marker
-from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES
+from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES, import_lmdb
 
 if TYPE_CHECKING:
     import lmdb
@@ -47,14 +47,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _import_lmdb():
-    try:
-        import lmdb
-    except ImportError as exc:
-        raise UserError("the lmdb source needs py-lmdb, a dependency of iobench: pip install lmdb") from exc
-    return lmdb
-
-
 def open_env(path: Path, readahead: bool):
     """This process's read-only env of the LMDB at `path` (opened, or reopened after a fork)."""
     key = str(path)
@@ -69,7 +61,7 @@ def open_env(path: Path, readahead: bool):
             # setting: py-lmdb would refuse to open the same files again while this one is open.
             del _envs[key]
             env.close()
-        lmdb = _import_lmdb()
+        lmdb = import_lmdb()
         try:
             env = lmdb.open(key, subdir=True, readonly=True, lock=False, readahead=readahead,
                             max_readers=MAX_READERS, max_spare_txns=0)

@@ -263,14 +263,11 @@ def finish(dfd: int, dest: Path, fmt: str, params: dict, made: list[str], files:
         write_json_atomic(dfd, PACK_MARKER, marker, dest / PACK_MARKER)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
-    return _report(dest, marker, reused=False)
+    return pack_report(dest, marker, reused=False)
 
 
-def reused(dest: Path, marker: dict) -> PackReport:
-    return _report(dest, marker, reused=True)
-
-
-def _report(dest: Path, marker: dict, reused: bool) -> PackReport:
+def pack_report(dest: Location, marker: dict, reused: bool) -> PackReport:
+    """What a complete pack's marker says of it (a folder's, or a bucket's: pack_s3.py)."""
     p = marker["params"]
     return PackReport(path=dest, format=marker["format"], samples=int(p["samples"]),
                       data_bytes=int(p["data_bytes"]), bytes=int(marker["bytes"]), files=len(marker["files"]),

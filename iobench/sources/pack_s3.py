@@ -25,6 +25,7 @@ from iobench.sources.pack_folder import (
     PROGRESS_EVERY,
     PackReport,
     Progress,
+    pack_report,
     read_samples,
     shard_label,
 )
@@ -136,7 +137,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
     pack = open_pack(manifest.root, shard_size)
     marker = pack.complete(params)
     if marker is not None:
-        return _report(pack, marker, reused=True)
+        return pack_report(pack.loc, marker, reused=True)
     plan = plan_tar(sizes, shard_size)
     shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
     made = [*shards, TAR_INDEX]
@@ -163,7 +164,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
     pack.put(PACK_MARKER, json.dumps(marker, indent=1).encode())
     if progress:
         progress(len(manifest), done)
-    return _report(pack, marker, reused=False)
+    return pack_report(pack.loc, marker, reused=False)
 
 
 def _upload(manifest: Manifest, pack: S3Pack, plan: Any, shards: list[str], threads: int,
@@ -212,10 +213,3 @@ def _put_shard(pack: S3Pack, tf: tarfile.TarFile, buf: io.BytesIO, name: str, pl
     if len(body) != planned:
         raise RuntimeError(f"{pack.loc}/{name}: {len(body)} bytes made, {planned} planned")
     pack.put(name, body)
-
-
-def _report(pack: S3Pack, marker: dict, reused: bool) -> PackReport:
-    p = marker["params"]
-    return PackReport(path=pack.loc, format="tar", samples=int(p["samples"]),
-                      data_bytes=int(p["data_bytes"]), bytes=int(marker["bytes"]), files=len(marker["files"]),
-                      seconds=float(marker["seconds"]), reused=reused, shards=len(marker.get("shards", [])))

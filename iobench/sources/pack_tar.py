@@ -26,8 +26,8 @@ from iobench.sources.pack_folder import (
     fingerprint,
     finish,
     new_file,
+    pack_report,
     read_samples,
-    reused,
     round_up,
     round_up_arr,
     save_npy,
@@ -127,7 +127,7 @@ def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEF
     index_bytes = 128 + 24 * len(manifest)
     got = begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, stat_check, manifest.folder)
     if isinstance(got, dict):
-        return reused(dest, got)
+        return pack_report(dest, got, reused=True)
     with got as dfd:
         return _write_tar(manifest, dest, dfd, sizes, plan, shards, shard_size, params, made, progress, threads)
 
