@@ -240,11 +240,9 @@ def get_small(client: Any, loc: S3Location, rel: str, limit: int | None = None,
 
     try:
         got = client.get_object(Bucket=loc.bucket, Key=loc.key(rel))
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None
-        raise explain(exc, loc, f"reading {rel} of") from None
     except Exception as exc:
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
         raise explain(exc, loc, f"reading {rel} of") from None
     if limit is not None and got["ContentLength"] > limit:
         raise UserError(f"{loc}/{rel} is {got['ContentLength']:,} bytes: not {what}; move it away")

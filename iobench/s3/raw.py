@@ -16,20 +16,16 @@ import sys
 import threading
 import time
 import urllib.parse
-from importlib import metadata
 from typing import Any
 
-from iobench.s3.clients import crt_address, pause, retry_after
+from iobench.s3.clients import crt_address, pause, retry_after, versions
 
 NAME = "awscrt"
 
 
 def version() -> str | None:
     """awscrt's version, or None where it is not installed (its package's metadata: the library is not loaded)."""
-    try:
-        return metadata.version("awscrt")
-    except metadata.PackageNotFoundError:
-        return None
+    return versions().get(NAME)
 
 
 def _percentiles(ns: list[int]) -> dict[str, float]:
