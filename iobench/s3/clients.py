@@ -62,9 +62,7 @@ READ_RETRIES = {"crt": 0, "boto3": 0, "s3torchconnector": S3TC_ATTEMPTS - 1}
 
 @dataclass(frozen=True)
 class CrtClient:
-    """The AWS CRT's S3 client (awscrt: aws-c-s3, the native client s3torchconnector also wraps) with what a GET
-    needs: its requests are asynchronous (callbacks on the CRT's event-loop threads), so one reader thread keeps
-    many in flight; its retries are off (`S3RetryMode.NONE`): a throttled answer reaches iobench, which counts it."""
+    """The AWS CRT's S3 client (asynchronous, retries off: docs/s3.md, "Clients") with what a GET needs."""
 
     client: Any
     host: str  # the Host header: the endpoint's, or the bucket's virtual host
@@ -84,13 +82,14 @@ def crt_address(endpoint: str | None, bucket: str, region: str, path_style: bool
     return f"{bucket}.{netloc}", "/", tls
 
 
-CRT_TARGET_GBPS = 1000.0  # the CRT sizes its connections by its throughput target: 10 Gbps (its default) holds ~26
+# the CRT sizes its connections by its throughput target: at 10 Gbps (its default) it opens ~26 and queues the other
+# GETs inside the client, out of sight; so the target is set high and the connections capped instead
+CRT_TARGET_GBPS = 1000.0
 
 
 def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtClient:
-    """An awscrt S3 client for the location, opening up to `connections` at once; one per process (made after fork:
-    the CRT's threads are not forked). Its own default target would queue GETs past ~26 inside the client, out of
-    sight, so the target is set high and the connections capped instead."""
+    """An awscrt S3 client for the location, opening up to `connections` at once (its throughput target set high:
+    see CRT_TARGET_GBPS); one per process, made after fork (the CRT's threads are not forked)."""
     from awscrt import auth, io, s3
 
     host, path, tls = crt_address(loc.endpoint, loc.bucket, region(loc), loc.path_style)
@@ -114,8 +113,7 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
 
 def s3torchconnector_client(loc: S3Location, *, attempts: int = S3TC_ATTEMPTS) -> Any:
     """An s3torchconnector S3Client for the location, as S3MapDataset makes one; one per process (its native client
-    is made on first use, in the process that uses it). It has no time-out setting: a GET to a server that stops
-    answering is ended by the engine's watchdog (--io-timeout)."""
+    is made on first use, in the process that uses it). No time-out setting: --io-timeout's watchdog ends a GET."""
     from s3torchconnector._s3client import S3Client, S3ClientConfig
 
     config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)

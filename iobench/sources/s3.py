@@ -326,10 +326,8 @@ class Boto3Reader(ObjectReader):
 
 
 class ConnectorReader(ObjectReader):
-    """GETs through s3torchconnector's client, as its S3MapDataset makes them (`_get_object_stream`: the GET under
-    its S3Reader, without the S3Reader's own copy into a BytesIO): the call returns at the response's headers, the
-    body's chunks are copied once into the slot's buffer. One GET at a time per reader: `start` only stamps the
-    clock, `finish` makes the GET on the reader's thread (depth 1: cli/refusals.py refuses --in-flight > 1)."""
+    """GETs through s3torchconnector's client as its S3MapDataset makes them (`_get_object_stream`, without its
+    S3Reader's own copy), each chunk copied once into the slot's buffer; one GET at a time, made in `finish`."""
 
     __slots__ = ()
 
