@@ -1,4 +1,4 @@
-"""Safe file-system access: how iobench reads and writes the folders it owns (datasets, packs in pack.py, `clean`
+"""Safe file-system access: how iobench reads and writes the folders it owns (datasets, packs in pack_folder.py, `clean`
 in clean.py) and every file it writes elsewhere (results, reports, CSV, fio's files, the settings journal: all
 through `write_file`), so that a link or special file planted there is never followed, opened or removed.
 

@@ -49,7 +49,6 @@ from iobench.phases.mitigations import restore_left_settings
 from iobench.phases.pipeline import execute, now_iso
 from iobench.report import write_reports
 from iobench.result import Dataset, Host, Mount, Result, Settings
-from iobench.sources import pack as packing
 from iobench.store import Location, lock
 from iobench.ui import UI
 
@@ -201,7 +200,7 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
             with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
                 rep = where.pack(manifest, fmt, shard_size=shard_bytes, progress=progress)
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
-            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} "
+            ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {fmt_bytes(rep.bytes)} "
                          f"in {where.items}, {how})", highlight=False)
 
 

@@ -21,11 +21,12 @@ from iobench.errors import UserError
 from iobench.record.order import epoch_order
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import lmdb as lmdb_source
-from iobench.sources import pack, pack_folder
+from iobench.sources import pack_folder
 from iobench.sources import pack_lmdb as pack_lmdb_module
 from iobench.sources.lmdb import LmdbSource
-from iobench.sources.pack import PACK_MARKER, pack_lmdb, pack_tar
-from iobench.sources.pack_tar import plan_tar
+from iobench.sources.pack_folder import PACK_MARKER
+from iobench.sources.pack_lmdb import pack_lmdb
+from iobench.sources.pack_tar import pack_tar, plan_tar
 from iobench.sources.tar import (
     TarSource,
     shard_read_order,
@@ -252,7 +253,7 @@ def test_packs_go_beside_the_dataset_and_are_reused(own_dataset):
     a = pack_lmdb(own_dataset)
     b = pack_tar(own_dataset)
     assert a.path == root / "packed" / "lmdb" and b.path == root / "packed" / "tar-256MiB"
-    assert b.shards == 1 and pack.find_pack(own_dataset, "lmdb") == a.path
+    assert b.shards == 1 and pack_folder.find_pack(own_dataset, "lmdb") == a.path
     before = {p: mtimes(p) for p in (a.path, b.path)}
     a2, b2 = pack_lmdb(own_dataset), pack_tar(own_dataset)
     assert a2.reused and b2.reused and a2.bytes == a.bytes and b2.seconds == b.seconds

@@ -22,7 +22,7 @@ from conftest import first_epoch_kept, iobench
 
 from iobench import store
 from iobench.result import Result
-from iobench.s3 import parse_url
+from iobench.s3.url import parse_url
 from iobench.sources.s3 import ObjectSource
 
 pytestmark = pytest.mark.testbed

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import UserError
-from iobench.s3 import S3Location, parse_url
+from iobench.s3.url import S3Location, parse_url
 from iobench.store import S3Store
 from iobench.store import at as place
 from iobench.store import open as open_store

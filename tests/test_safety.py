@@ -20,7 +20,7 @@ from iobench import dataset, store
 from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
-from iobench.sources import pack, pack_folder
+from iobench.sources import pack_folder, pack_lmdb, pack_tar
 from iobench.store.metadata import metadata_phase
 
 SPEC = GenSpec(30, parse_dist("fixed:8kB"), 2, 0)
@@ -125,19 +125,19 @@ def test_pack_writes_follow_no_link(tmp_path):
     outside.mkdir()
     (m.root / "packed").symlink_to(outside)  # packed/ leads out of the dataset
     with pytest.raises(UserError, match="packed is a symbolic link"):
-        pack.pack_lmdb(m)
+        pack_lmdb.pack_lmdb(m)
     assert list(outside.iterdir()) == []
 
     dest = tmp_path / "tar"
-    pack.pack_tar(m, dest, shard_size=64 * 1024)
-    marker = json.loads((dest / pack.PACK_MARKER).read_text())
-    (dest / pack.PACK_MARKER).write_text(json.dumps({**marker, "status": "incomplete"}))
+    pack_tar.pack_tar(m, dest, shard_size=64 * 1024)
+    marker = json.loads((dest / pack_folder.PACK_MARKER).read_text())
+    (dest / pack_folder.PACK_MARKER).write_text(json.dumps({**marker, "status": "incomplete"}))
     precious = tmp_path / "precious.tar"
     precious.write_bytes(b"mine")
     (dest / "shard-000000.tar").unlink()
     (dest / "shard-000000.tar").symlink_to(precious)
     with pytest.raises(UserError, match="shard-000000.tar is a symbolic link"):
-        pack.pack_tar(m, dest, shard_size=64 * 1024)
+        pack_tar.pack_tar(m, dest, shard_size=64 * 1024)
     assert precious.read_bytes() == b"mine" and (dest / "shard-000000.tar").is_symlink()
 
 
@@ -147,7 +147,7 @@ def test_clean_removes_only_marked_folders_and_follows_no_link(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     m = made(mnt)
-    pack.pack_lmdb(m)
+    pack_lmdb.pack_lmdb(m)
     data = mnt / dataset.DATA_ROOT
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -297,7 +297,7 @@ def test_metadata_and_pack_never_open_a_fifo(tmp_path):
     os.mkfifo(fifo)
     exc = _no_block(lambda: metadata_phase(m, "warm", scale_files=1000), fifo)
     assert isinstance(exc, UserError) and "FIFO" in str(exc) and str(fifo) in str(exc)
-    exc = _no_block(lambda: pack.pack_tar(m, tmp_path / "tar"), fifo)
+    exc = _no_block(lambda: pack_tar.pack_tar(m, tmp_path / "tar"), fifo)
     assert isinstance(exc, UserError) and "FIFO" in str(exc)
 
 
@@ -440,7 +440,7 @@ def test_a_second_writer_is_told_who_is_writing(tmp_path):
             dfd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 with dataset.writer_lock(dfd, dest), pytest.raises(EnvironmentRefused, match="is writing"):
-                    pack.pack_lmdb(Manifest.load(m.root), dest)
+                    pack_lmdb.pack_lmdb(Manifest.load(m.root), dest)
             finally:
                 os.close(dfd)
     finally:
@@ -477,7 +477,7 @@ def test_space_messages_show_a_unit_that_shows_the_size(tmp_path, monkeypatch):
     m = make_dataset(tmp_path, 10, "fixed:2kB", classes=1)
     monkeypatch.setattr(pack_folder.shutil, "disk_usage", lambda p: SimpleNamespace(free=1000))
     with pytest.raises(UserError, match=r"needs \d+\.\d\d [kM]B, 1.00 kB free"):
-        pack.pack_tar(m, tmp_path / "tar")
+        pack_tar.pack_tar(m, tmp_path / "tar")
 
 
 def test_flock_is_what_keeps_writers_apart(tmp_path):

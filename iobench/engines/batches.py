@@ -115,7 +115,7 @@ class SourceDataset:
             self._count = self.finished.numpy()[self._worker:self._worker + 1].data
         self._reader = (self.source.reader(self.depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects
                         if self.depth > 1 else self.source.reader())
-        # read_into is optional (sources/__init__.py's IntoReader): looked up once per worker, not per sample
+        # read_into is optional (sources/__init__.py's Reader): looked up once per worker, not per sample
         self._into = getattr(self._reader, "read_into", None)
         return self._reader
 

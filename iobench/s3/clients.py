@@ -1,29 +1,17 @@
-"""The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line.
-
-boto3 lists, heads, writes and deletes (the store). Three clients read (`--s3-client`):
-
-- `crt` (the default): the AWS CRT's own S3 client (awscrt: aws-c-s3, the native client under s3torchconnector and
-  Mountpoint, with its own connection pool and event loop in native code), asynchronous, its retries off: any
-  depth from one reader thread, and the leanest client CPU per GET. Choose it to measure what the storage gives.
-- `s3torchconnector`: the client a training job's S3MapDataset/S3IterableDataset reads with (the same CRT under a
-  blocking `get_object`): choose it to replay what such a job gets. Its GET waits for the response's headers, so
-  depth comes from readers (threads, workers), one GET each; it retries a throttled GET at least once out of
-  sight (READ_RETRIES) and has no time-out setting (the engine's watchdog, --io-timeout, bounds a GET).
-- `boto3`: the Python SDK, one attempt per GET; its calls block (a pool thread per GET in flight) and cost several
-  times the CRT's CPU each: choose it to compare with a loader built on boto3.
-
-All take credentials, region and profile from the standard AWS chain (environment, ~/.aws/config and credentials,
---profile) in the process that makes them: a DataLoader worker makes its own after fork. Time-outs are bounded by
---io-timeout: a server that stops answering ends a request, not the run's patience."""
+"""The S3 clients iobench uses, made the same way everywhere, and what their failures mean in one line. boto3 lists,
+heads, writes and deletes (the store); `--s3-client` picks the reading client (crt, s3torchconnector, boto3: docs/s3.md,
+"Clients"). Each takes credentials, region and profile from the standard AWS chain in the process that makes it (a
+DataLoader worker makes its own after fork); --io-timeout bounds a request."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from iobench.errors import EnvironmentRefused, UserError
 
@@ -74,25 +62,37 @@ READ_RETRIES = {"crt": 0, "boto3": 0, "s3torchconnector": S3TC_ATTEMPTS - 1}
 
 @dataclass(frozen=True)
 class CrtClient:
-    """The AWS CRT's S3 client (awscrt: aws-c-s3, the native client s3torchconnector also wraps) with what a GET
-    needs: its requests are asynchronous (callbacks on the CRT's event-loop threads), so one reader thread keeps
-    many in flight; its retries are off (`S3RetryMode.NONE`): a throttled answer reaches iobench, which counts it."""
+    """The AWS CRT's S3 client (asynchronous, retries off: docs/s3.md, "Clients") with what a GET needs."""
 
     client: Any
     host: str  # the Host header: the endpoint's, or the bucket's virtual host
     path: str  # the prefix of a key's path: "/BUCKET/" (path style) or "/"
 
 
-CRT_TARGET_GBPS = 1000.0  # the CRT sizes its connections by its throughput target: 10 Gbps (its default) holds ~26
+def crt_address(endpoint: str | None, bucket: str, region: str, path_style: bool) -> tuple[str, str, bool]:
+    """(Host header, path prefix of every key, TLS) of a CRT request: path-style addressing puts the bucket in the
+    path."""
+    if endpoint is None:
+        netloc, tls = f"s3.{region}.amazonaws.com", True
+    else:
+        parts = urlsplit(endpoint)
+        netloc, tls = parts.netloc, parts.scheme == "https"
+    if path_style:
+        return netloc, f"/{bucket}/", tls
+    return f"{bucket}.{netloc}", "/", tls
+
+
+# the CRT sizes its connections by its throughput target: at 10 Gbps (its default) it opens ~26 and queues the other
+# GETs inside the client, out of sight; so the target is set high and the connections capped instead
+CRT_TARGET_GBPS = 1000.0
 
 
 def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtClient:
-    """An awscrt S3 client for the location, opening up to `connections` at once; one per process (made after fork:
-    the CRT's threads are not forked). Its own default target would queue GETs past ~26 inside the client, out of
-    sight, so the target is set high and the connections capped instead."""
+    """An awscrt S3 client for the location, opening up to `connections` at once (its throughput target set high:
+    see CRT_TARGET_GBPS); one per process, made after fork (the CRT's threads are not forked)."""
     from awscrt import auth, io, s3
 
-    endpoint = urlparse(loc.endpoint or f"https://s3.{region(loc)}.amazonaws.com")
+    host, path, tls = crt_address(loc.endpoint, loc.bucket, region(loc), loc.path_style)
     try:
         bootstrap = io.ClientBootstrap(elg := io.EventLoopGroup(), io.DefaultHostResolver(elg))
         creds = (auth.AwsCredentialsProvider.new_profile(bootstrap, profile_name=loc.profile) if loc.profile else
@@ -102,21 +102,18 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
             service="s3", region=region(loc), credentials_provider=creds,
             signed_body_header_type=auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
             signed_body_value=auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD)
-        tls = s3.S3RequestTlsMode.DISABLED if endpoint.scheme == "http" else s3.S3RequestTlsMode.ENABLED
-        client = s3.S3Client(bootstrap=bootstrap, region=region(loc), tls_mode=tls, signing_config=signing,
+        client = s3.S3Client(bootstrap=bootstrap, region=region(loc), signing_config=signing,
+                             tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
                              throughput_target_gbps=CRT_TARGET_GBPS, max_active_connections_override=connections,
                              retry_config=s3.S3RetryConfig(retry_mode=s3.S3RetryMode.NONE))
     except Exception as exc:
         raise explain(exc, loc, "making an S3 client") from None
-    if loc.path_style:
-        return CrtClient(client, endpoint.netloc, f"/{loc.bucket}/")
-    return CrtClient(client, f"{loc.bucket}.{endpoint.netloc}", "/")
+    return CrtClient(client, host, path)
 
 
 def s3torchconnector_client(loc: S3Location, *, attempts: int = S3TC_ATTEMPTS) -> Any:
     """An s3torchconnector S3Client for the location, as S3MapDataset makes one; one per process (its native client
-    is made on first use, in the process that uses it). It has no time-out setting: a GET to a server that stops
-    answering is ended by the engine's watchdog (--io-timeout)."""
+    is made on first use, in the process that uses it). No time-out setting: --io-timeout's watchdog ends a GET."""
     from s3torchconnector._s3client import S3Client, S3ClientConfig
 
     config = S3ClientConfig(force_path_style=loc.path_style, max_attempts=attempts, profile=loc.profile)
@@ -200,6 +197,28 @@ def throttled_error(loc: S3Location, doing: str, answer: str) -> EnvironmentRefu
     return _throttled(doing, f"{loc} at {loc.endpoint or 'AWS S3'}", answer)
 
 
+PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
+
+
+def retry_after(headers: Any) -> float | None:
+    """The seconds a throttled answer's Retry-After asks for, if it has one in seconds."""
+    for name, value in headers or ():
+        if name.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return None
+    return None
+
+
+def pause(asked: float | None, attempt: int) -> float:
+    """Seconds before the `attempt`-th throttled GET of an object is sent again: the server's Retry-After (`asked`),
+    else the backoff, jittered."""
+    if asked is not None:
+        return asked
+    return min(PAUSE_S[1], PAUSE_S[0] * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -219,11 +238,9 @@ def get_small(client: Any, loc: S3Location, rel: str, limit: int | None = None,
 
     try:
         got = client.get_object(Bucket=loc.bucket, Key=loc.key(rel))
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None
-        raise explain(exc, loc, f"reading {rel} of") from None
     except Exception as exc:
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
         raise explain(exc, loc, f"reading {rel} of") from None
     if limit is not None and got["ContentLength"] > limit:
         raise UserError(f"{loc}/{rel} is {got['ContentLength']:,} bytes: not {what}; move it away")

@@ -1,57 +1,31 @@
 """The raw baseline for objects, in fio's role: the AWS CRT's own S3 client (awscrt, native C: its event loop, HTTP
 and signing outside Python) GETting every key of a list, each once, whole, with N requests in flight.
 
-Run as a program in a process of its own (``python -m iobench.s3.raw --bucket B --in-flight N --keys FILE ...``,
-one key a line in FILE), so that its CPU is its own (as fio's jobs' is theirs) and a server that stops answering is
-ended by killing it (iobench/phases/raw_objects.py watches it as fio is watched). It prints one JSON document on
-stdout: the requests, bytes, seconds from the first request sent to the last body received, the latency of each GET
-(first byte and whole), its CPU seconds over that time, and the answers the server throttled; on a failed GET, one
-line on stderr and exit 1.
-
-The CRT's own retries are off: a throttled answer (503 SlowDown, 429) is counted (`throttled`) and the GET sent again
-after the server's pause (its Retry-After, else a short backoff), as iobench's readers do (sources/s3.py), so that the
-baseline, which may become the storage figure, never hides a throttling server; a key throttled for `--give-up`
-seconds ends it in one line.
-
-Python only starts requests and counts bytes in the CRT's callbacks; measured on the SeaweedFS bed it costs the same
-CPU per GET as iobench's reader through s3torchconnector (~0.7 ms) and ~2.5x less than rclone 1.75's (Go), the other
-candidate (docs/performance.md). Credentials come from the standard chain in this process (environment, profile
-files, AWS_PROFILE): nothing secret is on its command line."""
+Run as a program in a process of its own (``python -m iobench.s3.raw --bucket B --in-flight N --keys FILE ...``), so
+that its CPU is its own and a server that stops answering is ended by killing it (phases/raw_objects.py); it prints
+one JSON document, or on a failed GET one line on stderr and exit 1 (docs/s3.md, "The raw baseline"). The CRT's
+retries are off: a throttled answer is counted and the GET sent again after the server's pause, as iobench's readers
+do (sources/s3.py), so the baseline never hides a throttling server; a key throttled `--give-up` seconds ends it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import random
 import sys
 import threading
 import time
 import urllib.parse
-from importlib import metadata
 from typing import Any
+
+from iobench.s3.clients import crt_address, pause, retry_after, versions
 
 NAME = "awscrt"
 
 
 def version() -> str | None:
     """awscrt's version, or None where it is not installed (its package's metadata: the library is not loaded)."""
-    try:
-        return metadata.version("awscrt")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _where(endpoint: str | None, bucket: str, region: str, path_style: bool) -> tuple[str, str, bool]:
-    """(Host header, path prefix of every key, TLS): path-style addressing puts the bucket in the path."""
-    if endpoint is None:
-        netloc, tls = f"s3.{region}.amazonaws.com", True
-    else:
-        parts = urllib.parse.urlsplit(endpoint)
-        netloc, tls = parts.netloc, parts.scheme == "https"
-    if path_style:
-        return netloc, f"/{bucket}/", tls
-    return f"{bucket}.{netloc}", "/", tls
+    return versions().get(NAME)
 
 
 def _percentiles(ns: list[int]) -> dict[str, float]:
@@ -65,7 +39,6 @@ def _percentiles(ns: list[int]) -> dict[str, float]:
 
 
 PROGRESS_S = 0.2  # how often the bytes received so far are written to --progress
-PAUSE_S = (0.02, 1.0)  # a throttled GET without Retry-After is sent again after 20 ms, doubling, at most 1 s
 THROTTLED = (503, 429)
 
 
@@ -80,17 +53,6 @@ def _report(path: str, got: list[int], stop: threading.Event) -> None:
         os.close(fd)
 
 
-def _pause(headers: Any, attempt: int) -> float:
-    """Seconds before a throttled GET is sent again: the answer's Retry-After, else the backoff with jitter."""
-    for name, value in headers or ():
-        if name.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                break
-    return min(PAUSE_S[1], PAUSE_S[0] * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-
-
 def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | None, region: str,
              path_style: bool, progress: str | None = None, give_up_s: float = 45.0) -> dict[str, Any]:
     """GET every key once with `in_flight` requests at a time; what it measured (see the module's docstring).
@@ -98,7 +60,7 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
     long ends it."""
     from awscrt import auth, http, io, s3
 
-    host, base, tls = _where(endpoint, bucket, region, path_style)
+    host, base, tls = crt_address(endpoint, bucket, region, path_style)
     elg = io.EventLoopGroup()
     boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
     signing = s3.create_default_s3_signing_config(
@@ -144,7 +106,7 @@ def read_all(keys: list[str], in_flight: int, *, bucket: str, endpoint: str | No
                 if throttled and (now - started[i]) / 1e9 < give_up_s and state["error"] is None:
                     throttles[i] += 1  # counted, and the GET sent again after the server's pause
                     got[i] = 0
-                    timer = threading.Timer(_pause(error_headers, throttles[i]), send, (i,))
+                    timer = threading.Timer(pause(retry_after(error_headers), throttles[i]), send, (i,))
                     timer.daemon = True
                     timer.start()
                     return

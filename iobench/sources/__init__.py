@@ -1,15 +1,6 @@
-"""Sample sources: where a sample's bytes come from. Every pattern runs on every source.
-
-Each source is one module here (files.py, ...) behind the two small protocols below; `open` makes one by name.
-
-A source hands each worker thread or process its own `Reader`; `Reader.read(index)` reads sample
-`index` whole into the reader's reusable buffer, times it (the per-sample contract: the reader times, an engine
-only schedules reads and stores `total_ns`, `open_ns` and the length where the recorder wants them) and returns its
-length. One reader per worker keeps the hot path free of locks and allocations; sources that need per-process
-state (an LMDB env after fork) open it in `reader()`. A reader may also have `read_into(index, out)` (`IntoReader`:
-files), which reads straight into the caller's memory, timed the same way: the DataLoader's raw batches are filled
-so, one copy (the kernel's) instead of two; the engines use `read` where a reader has no `read_into`.
-"""
+"""Sample sources: where a sample's bytes come from, one module each behind the two protocols below; `open` makes
+one by name. The per-sample contract (a reader reads and times, an engine schedules and stores) is
+docs/architecture.md's "Read" and "Timed"."""
 
 from __future__ import annotations
 
@@ -36,13 +27,7 @@ class Reader(Protocol):
     throttled: int
 
     def read(self, index: int) -> int: ...
-
-
-class IntoReader(Reader, Protocol):
-    def read_into(self, index: int, out: memoryview) -> int:
-        """Read sample `index` into `out` and return its length n: its bytes are out[:n] when n <= len(out), else
-        (a sample longer than `out`) buffer[:n]. Timed as `read` is."""
-        ...
+    # optional: read_into(index, out), straight into the caller's memory (files: sources/files.py)
 
 
 class Source(Protocol):
@@ -82,11 +67,13 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
         return FileSource(manifest, advice=advice)
     if name not in NAMES:
         raise UserError(f"unknown source {name!r}: {', '.join(NAMES)}")
-    from iobench.sources import pack
+    from iobench.sources.pack_folder import find_pack
+    from iobench.sources.pack_lmdb import pack_lmdb
+    from iobench.sources.pack_tar import pack_tar
 
-    found = pack.find_pack(manifest, name)
+    found = find_pack(manifest, name)
     if found is None:
-        make = pack.pack_lmdb if name == "lmdb" else pack.pack_tar
+        make = pack_lmdb if name == "lmdb" else pack_tar
         with (ui.gen_progress(len(manifest), f"pack {name}") if ui else nullcontext()) as progress:
             rep = make(manifest, progress=progress)
         if ui:

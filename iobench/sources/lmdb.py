@@ -1,30 +1,18 @@
-"""The lmdb source: samples as values of one LMDB (made by `iobench.sources.pack.pack_lmdb`), key = the sample
-index as 8-byte big-endian.
+"""The lmdb source: samples as values of one LMDB (made by `iobench.sources.pack_lmdb`), key = the sample index as
+8-byte big-endian.
 
-Environments: one read-only env per process (`readonly=True, lock=False`), opened lazily by the first
-reader made in that process and shared by its threads. An env must not be used across fork, so envs
-are kept per `os.getpid()`: a DataLoader worker forked from a process that had the env open opens its
-own. py-lmdb (3.x) refuses to open files that are already open in the same process, and a forked child
-inherits that bookkeeping, so the child first closes the env object it inherited (its own copy of the
-mapping; the parent's is untouched) and then opens its own. For the same reason a process holds one
-env per LMDB: asking for the other `readahead` setting closes the first env (its readers stop working;
-sources are run one after another).
+One read-only env per process (`readonly=True, lock=False`), opened by its first reader and shared by its threads,
+kept per `os.getpid()`: LMDB forbids using an env across fork, and py-lmdb (3.x) refuses to open files already open
+in the process, bookkeeping a forked child inherits, so the child first closes the env it inherited (its own copy
+of the mapping), then opens its own. For the same reason a process holds one env per LMDB: the other `readahead`
+setting closes the first (its readers stop working; sources run one after another). Each reader keeps one read
+transaction for its life (nothing writes while a benchmark reads) and copies values out of the map
+(`buffers=True`).
 
-Readers: each keeps one read transaction for its lifetime (safe: the env is read-only and nothing
-writes while a benchmark reads, so the snapshot never goes stale) and gets values as zero-copy
-buffers into the map (`buffers=True`), copied into the reader's reusable buffer.
-
-Where the time goes: py-lmdb's `get` touches every page of the value before it returns ("preload",
-done with the GIL released), so the B-tree lookup *and* the value's page faults, i.e. all the IO,
-happen inside `txn.get`, and threads fault in parallel; the copy that follows is from memory
-(~10 us for 110 KiB). The lookup cannot be timed apart from the data, so `open_ns` is 0: LMDB has no
-per-sample open (the env and the transaction are opened once per reader, in `reader()`, outside the
-timed reads).
-
-`readahead=False` makes LMDB madvise(MADV_RANDOM) the map: each 4 KiB page of a value is then its
-own read from storage (28 reads for 110 KiB, cold); right for data much larger than RAM on local
-disks, usually wrong on network file systems. Measure both.
-"""
+Timing: py-lmdb's `get` touches every page of the value before it returns (its "preload", GIL released), so the
+lookup and all the IO happen inside `txn.get` and cannot be timed apart: `open_ns` is 0; the copy after is from
+memory (~10 us for 110 KiB). `readahead=False` makes LMDB madvise(MADV_RANDOM) the map: each 4 KiB page of a value
+is then its own read (5-10x slower on the beds of docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -39,7 +27,7 @@ import numpy as np
 from iobench.errors import UserError
 from iobench.sources.buffers import grown, page_aligned
 from iobench.sources.pack_folder import read_pack_marker
-from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES
+from iobench.sources.pack_lmdb import LMDB_DATA, LMDB_SIZES, import_lmdb
 
 if TYPE_CHECKING:
     import lmdb
@@ -59,14 +47,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _import_lmdb():
-    try:
-        import lmdb
-    except ImportError as exc:
-        raise UserError("the lmdb source needs py-lmdb, a dependency of iobench: pip install lmdb") from exc
-    return lmdb
-
-
 def open_env(path: Path, readahead: bool):
     """This process's read-only env of the LMDB at `path` (opened, or reopened after a fork)."""
     key = str(path)
@@ -81,7 +61,7 @@ def open_env(path: Path, readahead: bool):
             # setting: py-lmdb would refuse to open the same files again while this one is open.
             del _envs[key]
             env.close()
-        lmdb = _import_lmdb()
+        lmdb = import_lmdb()
         try:
             env = lmdb.open(key, subdir=True, readonly=True, lock=False, readahead=readahead,
                             max_readers=MAX_READERS, max_spare_txns=0)

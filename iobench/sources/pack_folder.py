@@ -1,6 +1,6 @@
-"""The pack's folder, shared by both formats (see pack.py): where a pack goes, its marker, the writer's lock, the
-resumable writes (made way for, then marked complete), the checks a pack is reused on, and the samples read in
-manifest order to pack."""
+"""The pack's folder, shared by both formats (docs/architecture.md, "The pack formats"): where a pack goes and
+finding a made one, its marker, the writer's lock, the resumable writes (made way for, then marked complete), the
+checks a pack is reused on, and the samples read in manifest order to pack."""
 
 from __future__ import annotations
 
@@ -78,6 +78,15 @@ def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_S
     if fmt == "tar":
         return manifest.folder / PACKED / f"tar-{shard_label(shard_size)}"
     raise ValueError(f"unknown pack format {fmt!r}")
+
+
+def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
+    """The default-place pack of `manifest` if it is complete and made from this manifest, else None."""
+    dest = default_dest(manifest, fmt, shard_size)
+    marker = read_pack_marker(dest)
+    if not marker or marker.get("status") != "complete":
+        return None
+    return dest if marker.get("params", {}).get("manifest") == fingerprint(manifest) else None
 
 
 def read_pack_marker(folder: Path, *, dir_fd: int | None = None) -> dict | None:
@@ -254,14 +263,11 @@ def finish(dfd: int, dest: Path, fmt: str, params: dict, made: list[str], files:
         write_json_atomic(dfd, PACK_MARKER, marker, dest / PACK_MARKER)
     except OSError as exc:
         raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
-    return _report(dest, marker, reused=False)
+    return pack_report(dest, marker, reused=False)
 
 
-def reused(dest: Path, marker: dict) -> PackReport:
-    return _report(dest, marker, reused=True)
-
-
-def _report(dest: Path, marker: dict, reused: bool) -> PackReport:
+def pack_report(dest: Location, marker: dict, reused: bool) -> PackReport:
+    """What a complete pack's marker says of it (a folder's, or a bucket's: pack_s3.py)."""
     p = marker["params"]
     return PackReport(path=dest, format=marker["format"], samples=int(p["samples"]),
                       data_bytes=int(p["data_bytes"]), bytes=int(marker["bytes"]), files=len(marker["files"]),

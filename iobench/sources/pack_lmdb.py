@@ -1,5 +1,5 @@
 """The LMDB pack (`pack_lmdb`): one environment of the dataset's samples, key = the sample index as 8-byte big-endian,
-value = the file's bytes, with `sizes.npy` beside it (the layout is pack.py's docstring)."""
+value = the file's bytes, with `sizes.npy` beside it (the layout: docs/architecture.md, "The pack formats")."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from iobench.sources.pack_folder import (
     fingerprint,
     finish,
     new_file,
+    pack_report,
     read_samples,
-    reused,
     round_up,
     save_npy,
     stat_check,
@@ -32,6 +32,14 @@ from iobench.sources.pack_folder import (
 COMMIT_BYTES = 64 * 2**20  # LMDB: one write transaction per ~64 MB
 LMDB_DATA = "data.mdb"
 LMDB_SIZES = "sizes.npy"
+
+
+def import_lmdb():
+    try:
+        import lmdb
+    except ImportError as exc:
+        raise UserError("the lmdb source and pack need py-lmdb, a dependency of iobench: pip install lmdb") from exc
+    return lmdb
 
 
 def lmdb_map_size(sizes: np.ndarray, page: int = mmap.PAGESIZE) -> int:
@@ -53,10 +61,7 @@ def _lmdb_estimate(sizes: np.ndarray, page: int) -> int:
 def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress | None = None, *,
               threads: int = 8) -> PackReport:
     """Write (or reuse) an LMDB of `manifest`: key = index as 8-byte big-endian, value = file bytes."""
-    try:
-        import lmdb
-    except ImportError as exc:
-        raise UserError("the lmdb pack needs py-lmdb, a dependency of iobench: pip install lmdb") from exc
+    lmdb = import_lmdb()
     dest = Path(dest) if dest is not None else default_dest(manifest, "lmdb")
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
     page = mmap.PAGESIZE
@@ -65,7 +70,7 @@ def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress |
     made = [LMDB_DATA, "lock.mdb", LMDB_SIZES]
     got = begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), stat_check, manifest.folder)
     if isinstance(got, dict):
-        return reused(dest, got)
+        return pack_report(dest, got, reused=True)
     with got as dfd:
         return _write_lmdb(lmdb, manifest, dest, dfd, sizes, params, made, progress, threads)
 

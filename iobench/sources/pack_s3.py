@@ -1,13 +1,6 @@
-"""Tar shards of a dataset in a bucket (`iobench pack --url`): the same shards and offset index as a folder's pack
-(pack_tar.plan_tar, USTAR members written by tarfile, `index.npy`), uploaded as objects under the dataset's prefix:
-`<dataset>/packed/tar-<size>/shard-000000.tar`, ..., `index.npy` and the marker `iobench-pack.json`.
-
-The marker follows the store's rules for a dataset: it says `incomplete` (listing every key it will write, and those
-an old pack left) before the first shard is written, and `complete` with each key's size once the last is; a PUT is
-atomic, so no rename. A complete pack with the same parameters whose listing (keys, sizes) matches its marker is
-reused; any other is overwritten, after the keys its old marker lists are deleted. `clean --url` deletes what the
-marker lists, then the marker. The samples are read with GETs, `threads` at once; each shard is built in memory
-(one shard at a time: --shard-size bounds the memory) and written with one PUT."""
+"""Tar shards of a dataset in a bucket (`iobench pack --url`): the same shards and offset index as a folder's pack,
+uploaded as objects under the dataset's prefix with the marker's rules for a dataset (docs/s3.md, "Where things
+are"); each shard is built in memory, one at a time (--shard-size bounds the memory), and written with one PUT."""
 
 from __future__ import annotations
 
@@ -23,8 +16,8 @@ import numpy as np
 from iobench import __version__
 from iobench.dataset import Manifest
 from iobench.errors import UserError
-from iobench.s3 import S3Location
 from iobench.s3.clients import boto3_client, explain, get_small, put_small
+from iobench.s3.url import S3Location
 from iobench.sources.pack_folder import (
     DEFAULT_SHARD_SIZE,
     PACK_MARKER,
@@ -32,6 +25,7 @@ from iobench.sources.pack_folder import (
     PROGRESS_EVERY,
     PackReport,
     Progress,
+    pack_report,
     read_samples,
     shard_label,
 )
@@ -143,7 +137,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
     pack = open_pack(manifest.root, shard_size)
     marker = pack.complete(params)
     if marker is not None:
-        return _report(pack, marker, reused=True)
+        return pack_report(pack.loc, marker, reused=True)
     plan = plan_tar(sizes, shard_size)
     shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
     made = [*shards, TAR_INDEX]
@@ -170,7 +164,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
     pack.put(PACK_MARKER, json.dumps(marker, indent=1).encode())
     if progress:
         progress(len(manifest), done)
-    return _report(pack, marker, reused=False)
+    return pack_report(pack.loc, marker, reused=False)
 
 
 def _upload(manifest: Manifest, pack: S3Pack, plan: Any, shards: list[str], threads: int,
@@ -219,10 +213,3 @@ def _put_shard(pack: S3Pack, tf: tarfile.TarFile, buf: io.BytesIO, name: str, pl
     if len(body) != planned:
         raise RuntimeError(f"{pack.loc}/{name}: {len(body)} bytes made, {planned} planned")
     pack.put(name, body)
-
-
-def _report(pack: S3Pack, marker: dict, reused: bool) -> PackReport:
-    p = marker["params"]
-    return PackReport(path=pack.loc, format="tar", samples=int(p["samples"]),
-                      data_bytes=int(p["data_bytes"]), bytes=int(marker["bytes"]), files=len(marker["files"]),
-                      seconds=float(marker["seconds"]), reused=reused, shards=len(marker.get("shards", [])))

@@ -1,32 +1,19 @@
-"""The objects source: one object per sample, read whole with a GET, as s3torchconnector's S3MapDataset reads it,
-with `depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader (s3dlio, a prefetching
-IterableDataset) keeps them.
+"""The objects source: one object per sample, read whole with a GET (as s3torchconnector's S3MapDataset reads it),
+`depth` GETs in flight per reader (`--in-flight`) as an asynchronous loader keeps them. What is timed, and how a
+throttled answer is counted and retried: docs/s3.md, "What is measured, and how".
 
 A reader keeps a ring of `depth` slots, each a request and its own buffer: `start(index)` sends a sample's GET,
-`finish()` waits for the oldest (the samples are finished in the order they were started) and makes its bytes the
-reader's `buffer`; `read(index)` is the two at once. Per sample the reader times the first byte (`open_ns`: the
-answering request sent to the first bytes of its answer, the object store's counterpart of a file's open) and the
-whole (`total_ns`: the sample's first request sent to its last byte in hand, so a started-early request's time in
-flight counts and a throttled one's pauses do). With the CRT (awscrt, asynchronous) the clock is read in its
-callbacks, when the bytes arrive, not when the reader comes to them; boto3's calls block, so `depth` > 1 costs it a
-thread per request in flight. s3torchconnector (what S3MapDataset reads with) blocks until each response's headers:
-its reader is a ring of one slot, the GET made in `finish` on the reader's own thread (depth comes from readers).
-
-Neither the CRT nor boto3 retries (CRT: retries off; boto3: one attempt); s3torchconnector retries a GET once out of
-sight (the fewest it allows: READ_RETRIES), and what it surfaces after that is handled as the others' answers are.
-A throttled answer (503 SlowDown and the like) reaches the reader, which counts it (`throttled`: the last sample's
-throttled answers), waits the server's pause (its Retry-After, else a short backoff) and sends the GET again, so
-the epoch completes; a sample throttled for `give_up_s` (the run's --io-timeout, less a margin) ends the epoch in
-one line. Any other failure ends it at once. The client is the process's own (`_client`): readers threads of one
-process share it, a DataLoader worker or a forked epoch makes its own after fork."""
+`finish()` waits for the oldest and makes its bytes the reader's `buffer`; `read(index)` is the two at once. The CRT's
+clock is read in its callbacks, as the bytes arrive; boto3's calls block (a pool thread per GET in flight past one);
+s3torchconnector blocks until each response's headers, so its reader makes its one GET in `finish`."""
 
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from time import perf_counter_ns as _clock
@@ -39,7 +26,6 @@ from awscrt.s3 import S3RequestType
 from iobench.dataset import Manifest
 from iobench.dataset.paths import PathTable
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.s3 import S3Location
 from iobench.s3.clients import (
     READ_CONNECTIONS,
     READ_RETRIES,
@@ -48,14 +34,16 @@ from iobench.s3.clients import (
     boto3_client,
     crt_client,
     explain,
+    pause,
+    retry_after,
     s3torchconnector_client,
     throttled_error,
 )
+from iobench.s3.url import S3Location
 from iobench.sources.buffers import grown, page_aligned
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
-PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
 GIVE_UP = 0.75  # a sample throttled this share of --io-timeout ends the epoch (before the watchdog calls it a stall)
 
 
@@ -97,12 +85,9 @@ class ObjectSource:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> _Reader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> ObjectReader:
         """A reader keeping up to `depth` GETs in flight (start/finish); `io_timeout_s` the run's --io-timeout."""
-        client = _client(self.loc, self.connections)
-        kind = READERS[self.loc.client]
-        give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
-        return kind(client, self.loc, self.keys, self.max_size, depth, give_up)
+        return open_reader(self.loc, self.connections, self.keys.raw, self.max_size, depth, io_timeout_s)
 
     def sample_name(self, index: int) -> str:
         return f"s3://{self.loc.bucket}/{self.keys[index]}"
@@ -122,12 +107,13 @@ class _Slot:
     """One request in flight: its sample, its buffer, its clock readings and how it ended (set by the client's
     callbacks or the pool's thread, read by the reader once `done`)."""
 
-    __slots__ = ("index", "buffer", "view", "first", "t0", "t1", "t2", "n", "status", "error", "pause", "done",
-                 "job", "callbacks")
+    __slots__ = ("index", "buffer", "view", "base", "first", "t0", "t1", "t2", "n", "status", "error", "pause",
+                 "done", "job", "callbacks")
 
     def __init__(self, size: int):
         self.index = -1
         self.buffer = self.view = page_aligned(size + 1)  # on a page: sources/buffers.py
+        self.base = 0  # the object's offset of the first byte asked for (the CRT's chunks come at the object's)
         self.first = self.t0 = self.t1 = self.t2 = self.n = self.status = 0
         self.error: BaseException | None = None
         self.pause: float | None = None  # the server's Retry-After, where a throttled answer gave one
@@ -148,6 +134,7 @@ class _Slot:
     def _body(self, chunk: bytes, offset: int, **_: Any) -> None:
         if not self.t1:
             self.t1 = _clock()
+        offset -= self.base
         end = offset + len(chunk)
         if end >= len(self.buffer):
             self.grow(end)
@@ -162,32 +149,34 @@ class _Slot:
         if status_code:
             self.status = status_code
         if error is not None:
-            self.pause = _retry_after(error_headers)
+            self.pause = retry_after(error_headers)
         self.job = None
         self.done.set()
 
 
-def _retry_after(headers: Any) -> float | None:
-    """The seconds a throttled answer's Retry-After asks for, if it has one in seconds."""
-    for name, value in headers or ():
-        if name.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return None
-    return None
+def open_reader(loc: S3Location, connections: int, key: Callable[[int], bytes], max_size: int, depth: int,
+                io_timeout_s: float | None, span: Callable[[int], tuple[int, int]] | None = None) -> ObjectReader:
+    """A reader of `loc`'s client GETting sample i's object `key(i)`, whole or (tar shards, sources/s3_tar.py) its
+    bytes [start, end) `span(i)`, up to `depth` GETs in flight; `io_timeout_s` the run's --io-timeout."""
+    give_up = GIVE_UP * (DEFAULT_IO_TIMEOUT_S if io_timeout_s is None else io_timeout_s)
+    return READERS[loc.client](_client(loc, connections), loc, key, max_size, depth, give_up, span)
 
 
-class _Reader(ABC):
-    __slots__ = ("_client", "_loc", "_bucket", "_key", "_slots", "_depth", "_head", "_live", "_give_up_s",
+def _range(span: tuple[int, int]) -> str:
+    return f"bytes={span[0]}-{span[1] - 1}"
+
+
+class ObjectReader(ABC):
+    __slots__ = ("_client", "_loc", "_bucket", "_key", "_span", "_slots", "_depth", "_head", "_live", "_give_up_s",
                  "buffer", "open_ns", "total_ns", "throttled")
 
-    def __init__(self, client: Any, loc: S3Location, keys: PathTable, max_size: int, depth: int,
-                 give_up_s: float):
+    def __init__(self, client: Any, loc: S3Location, key: Callable[[int], bytes], max_size: int, depth: int,
+                 give_up_s: float, span: Callable[[int], tuple[int, int]] | None = None):
         self._client = client
         self._loc = loc
         self._bucket = loc.bucket
-        self._key = keys.raw  # the i-th key as bytes: no str kept per sample
+        self._key = key  # the i-th key as bytes: no str kept per sample
+        self._span = span  # None: the whole object
         self._slots = [_Slot(max_size) for _ in range(depth)]
         self._depth = depth
         self._head = 0  # the oldest request's slot
@@ -226,8 +215,7 @@ class _Reader(ABC):
                                       f"{s.status or 503} to each of {throttled + 1} GETs of one object over "
                                       f"{waited:.1f} s")
             throttled += 1
-            pause = s.pause if s.pause is not None else min(PAUSE_S[1], PAUSE_S[0] * 2 ** (throttled - 1))
-            time.sleep(pause * (0.5 + random.random() / 2) if s.pause is None else pause)
+            time.sleep(pause(s.pause, throttled))
             self._send(s)
             self._wait(s)
         self.throttled = throttled
@@ -252,7 +240,7 @@ class _Reader(ABC):
         return explain(exc, replace(self._loc, prefix=self._key(index).decode()), "reading", status)
 
 
-class CrtReader(_Reader):
+class CrtReader(ObjectReader):
     """GETs through the AWS CRT (awscrt): `start` returns once the request is queued; the body arrives as chunks on
     the CRT's threads, each copied once into the slot's buffer."""
 
@@ -263,7 +251,12 @@ class CrtReader(_Reader):
         s.t1 = s.t2 = s.n = s.status = 0
         s.error = s.pause = None
         s.done.clear()
-        request = HttpRequest("GET", c.path + quote(self._key(s.index)), HttpHeaders([("Host", c.host)]))
+        headers = [("Host", c.host)]
+        if self._span is not None:
+            span = self._span(s.index)
+            s.base = span[0]
+            headers.append(("Range", _range(span)))
+        request = HttpRequest("GET", c.path + quote(self._key(s.index)), HttpHeaders(headers))
         on_headers, on_body, on_done = s.callbacks
         s.t0 = _clock()
         if not s.first:
@@ -278,7 +271,7 @@ class CrtReader(_Reader):
         return s.status in (503, 429) or "SLOW_DOWN" in getattr(s.error, "name", "")
 
 
-class Boto3Reader(_Reader):
+class Boto3Reader(ObjectReader):
     """GETs through boto3: get_object returns at the response's headers; the body is read into the slot's buffer.
     Its calls block: at depth 1 the reader's own thread makes them, deeper a pool of `depth` threads."""
 
@@ -307,7 +300,9 @@ class Boto3Reader(_Reader):
         s.error = s.pause = None
         s.t1 = s.status = 0
         try:
-            got = self._client.get_object(Bucket=self._bucket, Key=self._key(s.index).decode())
+            key = self._key(s.index).decode()
+            got = (self._client.get_object(Bucket=self._bucket, Key=key) if self._span is None else
+                   self._client.get_object(Bucket=self._bucket, Key=key, Range=_range(self._span(s.index))))
             s.t1 = _clock()
             length = got["ContentLength"]
             if length >= len(s.buffer):
@@ -322,7 +317,7 @@ class Boto3Reader(_Reader):
             s.error = exc
             meta = getattr(exc, "response", {}).get("ResponseMetadata", {})
             s.status = meta.get("HTTPStatusCode") or 0
-            s.pause = _retry_after((meta.get("HTTPHeaders") or {}).items())
+            s.pause = retry_after((meta.get("HTTPHeaders") or {}).items())
         s.t2 = _clock()
 
     def _is_throttled(self, s: _Slot) -> bool:
@@ -330,11 +325,9 @@ class Boto3Reader(_Reader):
         return s.status in (503, 429) or code in THROTTLED
 
 
-class ConnectorReader(_Reader):
-    """GETs through s3torchconnector's client, as its S3MapDataset makes them (`_get_object_stream`: the GET under
-    its S3Reader, without the S3Reader's own copy into a BytesIO): the call returns at the response's headers, the
-    body's chunks are copied once into the slot's buffer. One GET at a time per reader: `start` only stamps the
-    clock, `finish` makes the GET on the reader's thread (depth 1: cli/refusals.py refuses --in-flight > 1)."""
+class ConnectorReader(ObjectReader):
+    """GETs through s3torchconnector's client as its S3MapDataset makes them (`_get_object_stream`, without its
+    S3Reader's own copy), each chunk copied once into the slot's buffer; one GET at a time, made in `finish`."""
 
     __slots__ = ()
 
@@ -352,7 +345,8 @@ class ConnectorReader(_Reader):
         s.t1 = s.status = s.n = 0
         on_body = s.callbacks[1]  # as the CRT's chunks: the first one's time, each copied once at its offset
         try:
-            for chunk in self._client._get_object_stream(self._bucket, self._key(s.index).decode()):
+            span = () if self._span is None else self._span(s.index)  # its end is exclusive
+            for chunk in self._client._get_object_stream(self._bucket, self._key(s.index).decode(), *span):
                 on_body(chunk, s.n)
         except Exception as exc:  # its errors (S3Exception) carry no status: their words say it
             s.error = exc
@@ -363,4 +357,4 @@ class ConnectorReader(_Reader):
         return any(w in text for w in ("slowdown", "slow down", "throttl", "503", "429", "toomanyrequests"))
 
 
-READERS: dict[str, type[_Reader]] = {"crt": CrtReader, "boto3": Boto3Reader, "s3torchconnector": ConnectorReader}
+READERS: dict[str, type[ObjectReader]] = {"crt": CrtReader, "boto3": Boto3Reader, "s3torchconnector": ConnectorReader}

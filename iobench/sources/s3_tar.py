@@ -1,23 +1,7 @@
-"""Tar shards in a bucket (uploaded by `iobench pack --url`: sources/pack_s3.py), read in the two ways training reads
-them from object storage:
-
-- `RangeSource`: one ranged GET per sample, of exactly its bytes at the place the offset index gives (random
-  access, as the files' tar source preads; any order: the baseline's shuffle);
-- `StreamSource`: one GET per shard, from its first member to its end, the samples taken from the stream in order,
-  as WebDataset reads shards over HTTP. Its epoch's order (`stream_order`) is WebDataset's read order: the shards
-  shuffled per epoch and dealt round-robin to the readers (threads, or DataLoader workers as split_by_worker does),
-  each reader streaming its shards one after another. WebDataset's shuffle buffer (`.shuffle(1000)`) reorders
-  samples in memory after they are read: it changes nothing the storage sees, so it is not replayed (the result's
-  note says so).
-
-Per sample `total_ns` is the time of its bytes: a range GET's whole request; from a stream, from holding the stream
-to the sample's last byte in hand (its member header and the padding before it skipped on the way); `open_ns` is the
-time to first byte of the request the sample opened (0 for a sample taken from a stream already open). Per request
-`requests()` gives the count, the time to first byte and the whole, from the epoch's recorder.
-
-The threads of one process share each shard's stream (`_Stream`, per process: a forked child or DataLoader worker
-makes its own): the engine deals positions in order, so a thread that takes a sample whose stream has not reached it
-waits (untimed) for the thread reading the sample before it."""
+"""Tar shards in a bucket (uploaded by `iobench pack --url`: sources/pack_s3.py), read as training reads them:
+`RangeSource`, one ranged GET per sample at the offset index's place; `StreamSource`, one GET per shard, the samples
+taken from it in order, as WebDataset streams shards over HTTP. Their order, timing and per-request figures:
+docs/s3.md, "Mitigations on objects"."""
 
 from __future__ import annotations
 
@@ -38,12 +22,12 @@ from awscrt.s3 import S3RequestType
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.record.recorder import EpochRecorder, latency_summary
-from iobench.s3 import S3Location
 from iobench.s3.clients import READ_RETRIES, CrtClient, explain
+from iobench.s3.url import S3Location
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
-from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
-from iobench.sources.s3 import _client, preload
+from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX, index_columns
+from iobench.sources.s3 import ObjectReader, _client, open_reader, preload
 from iobench.sources.tar import shard_read_order
 
 STALE_S = 10.0  # a stream that has not moved on for this long is given up by a sample waiting on it: it opens its own
@@ -68,17 +52,11 @@ class _Shards:
         self.index = index
         self.marker = marker
         self.shard_keys = [self.loc.key(n) for n in marker.get("shards", [])]
-        shard_of = index[:, 0]
-        nshards = int(shard_of.max()) + 1 if len(index) else 0
-        if len(self.shard_keys) < nshards:
-            raise UserError(f"{pack.loc}: the index names {nshards} shards, the marker {len(self.shard_keys)}")
-        self.max_size = int(index[:, 2].max()) if len(index) else 0
+        self._raw_keys = [key.encode() for key in self.shard_keys]  # as the objects readers take keys
+        nshards, self.max_size, self._shard, self._offset, self._size = index_columns(
+            index, len(self.shard_keys), pack.loc)
         self.connections = connections
-        # array('q') columns: the hot path indexes them as Python ints at 8 bytes a sample
-        self._shard = array("q", shard_of.tobytes())
-        self._offset = array("q", index[:, 1].tobytes())
-        self._size = array("q", index[:, 2].tobytes())
-        starts = np.searchsorted(shard_of, np.arange(nshards))  # members of a shard are consecutive (plan_tar)
+        starts = np.searchsorted(index[:, 0], np.arange(nshards))  # members of a shard are consecutive (plan_tar)
         self._first = array("q", starts.astype(np.int64).tobytes())
         self._last = array("q", (np.append(starts[1:], len(index)) - 1).astype(np.int64).tobytes())
         preload(self.loc.client)  # imported once here, not inside a forked epoch
@@ -105,53 +83,6 @@ class _Shards:
         """(GETs, their time to first byte, their whole time) in an epoch: here one per sample."""
         read = rec.read_mask()
         return int(read.sum()), latency_summary(rec.open_ns[read]), latency_summary(rec.total_ns[read])
-
-
-class _Reader:
-    __slots__ = ("_src", "_client", "_bucket", "_keys", "_shard", "_offset", "_size", "buffer", "_view",
-                 "open_ns", "total_ns", "throttled")
-
-    def __init__(self, src: _Shards):
-        self._src = src
-        self._client = _client(src.loc, src.connections)
-        self._bucket = src.loc.bucket
-        self._keys = src.shard_keys
-        self._shard, self._offset, self._size = src._shard, src._offset, src._size
-        self.buffer = self._view = page_aligned(max(src.max_size, TAR_BLOCK) + 1)  # on a page: sources/buffers.py
-        self.open_ns = 0
-        self.total_ns = 0
-        self.throttled = 0  # a throttled GET of a shard ends the epoch in one line (not retried here)
-
-    def _get(self, key: str, start: int, end: int | None) -> tuple[Any, int]:
-        """A GET of key's bytes [start, end) (end None: to its end): (a stream with readinto, when its first bytes
-        were in hand)."""
-        if self._src.loc.client == "crt":
-            body: _Chunks = _CrtBody(self._client, key, start, end)
-            return body, body.first()
-        if self._src.loc.client == "s3torchconnector":  # its get_object returns at the headers; end is exclusive
-            body = _ConnectorBody(self._client._get_object_stream(self._bucket, key, start, end))
-            return body, body.first()
-        rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        body = self._client.get_object(Bucket=self._bucket, Key=key, Range=rng)["Body"]
-        return body, _clock()  # get_object returns at the response's headers: the body's bytes follow them
-
-    def _fill(self, body: Any, size: int, index: int) -> int:
-        n = 0
-        view = self._view
-        while n < size:
-            k = body.readinto(view[n:size])
-            if not k:
-                raise UserError(f"{self._src.sample_name(index)}: the object ends inside the sample (a truncated "
-                                "shard?)")
-            n += k
-        return n
-
-    def _failed(self, exc: Exception, index: int, body: Any = None) -> Exception:
-        if isinstance(exc, UserError):
-            return exc
-        status = body.status if isinstance(body, _CrtBody) else 0  # the CRT's errors do not say it (a 404: deleted)
-        return explain(exc, S3Location(self._bucket, self._keys[self._shard[index]], self._src.loc.endpoint),
-                       "reading", status)
 
 
 class _Chunks(ABC):
@@ -212,15 +143,14 @@ class _CrtBody(_Chunks):
 
     __slots__ = ("_job", "_cv", "_chunks", "_ended", "_error", "status")
 
-    def __init__(self, c: CrtClient, key: str, start: int, end: int | None):
+    def __init__(self, c: CrtClient, key: str, start: int):
         super().__init__()
         self._cv = threading.Condition()
         self._chunks: deque[bytes] = deque()
         self._ended = False
         self._error: BaseException | None = None
         self.status = 0  # the answer's HTTP status, for the words of a failed GET
-        rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", rng)]))
+        request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", f"bytes={start}-")]))
         self._job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=self._headers,
                                           on_body=self._body, on_done=self._done)
 
@@ -260,58 +190,22 @@ class _CrtBody(_Chunks):
 
 
 class RangeSource(_Shards):
-    """Samples read by ranged GETs from the tar shards (one GET per sample); a Source."""
+    """Samples read by ranged GETs from the tar shards (one GET per sample); a Source. Its readers are the objects
+    source's (sources/s3.py), each GET of a sample's bytes in its shard."""
 
     access = "range GET by offset (one per sample)"
 
-    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> RangeReader:
+    def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> ObjectReader:
         """A reader keeping up to `depth` ranged GETs in flight (start/finish: --in-flight, the CRT's)."""
-        return RangeReader(self)
+        return open_reader(self.loc, self.connections, self._shard_key, self.max_size, depth, io_timeout_s,
+                           self._span)
 
+    def _shard_key(self, index: int) -> bytes:
+        return self._raw_keys[self._shard[index]]
 
-class RangeReader(_Reader):
-    """One ranged GET per sample. With the CRT, `start` sends it (asynchronous: the engine keeps --in-flight of
-    them going) and `finish` takes the oldest's bytes; the others' calls block, so their GET is made in `finish`
-    (one at a time: cli/refusals.py refuses more in flight for them)."""
-
-    __slots__ = ("_pending",)
-
-    def __init__(self, src: _Shards):
-        super().__init__(src)
-        self._pending: deque[tuple[int, int, _Chunks | None]] = deque()  # (sample, GET sent, CRT body), oldest first
-
-    def read(self, index: int) -> int:
-        self.start(index)
-        return self.finish()
-
-    def start(self, index: int) -> None:
-        t0 = _clock()
-        body = None
-        if self._src.loc.client == "crt":
-            off = self._offset[index]
-            try:
-                body = _CrtBody(self._client, self._keys[self._shard[index]], off, off + self._size[index])
-            except Exception as exc:
-                raise self._failed(exc, index) from None
-        self._pending.append((index, t0, body))
-
-    def finish(self) -> int:
-        index, t0, body = self._pending.popleft()
-        off, size = self._offset[index], self._size[index]
-        try:
-            if body is None:
-                t0 = _clock()
-                body, t1 = self._get(self._keys[self._shard[index]], off, off + size)
-            else:
-                t1 = body.first()
-            n = self._fill(body, size, index)
-            body.close()
-        except Exception as exc:
-            raise self._failed(exc, index, body) from None
-        t2 = _clock()
-        self.open_ns = t1 - t0
-        self.total_ns = t2 - t0
-        return n
+    def _span(self, index: int) -> tuple[int, int]:
+        off = self._offset[index]
+        return off, off + self._size[index]
 
 
 class _Stream:
@@ -371,12 +265,20 @@ class StreamSource(_Shards):
         return int(starts.sum()), latency_summary(opens[starts]), latency_summary(whole)
 
 
-class StreamReader(_Reader):
-    __slots__ = ("_streams", "_first", "_last")
-    _src: StreamSource
+class StreamReader:
+    __slots__ = ("_src", "_client", "_bucket", "_keys", "_shard", "_offset", "_size", "buffer", "_view",
+                 "open_ns", "total_ns", "_streams", "_first", "_last")
+    throttled = 0  # a throttled GET of a shard ends the epoch in one line (not retried here)
 
     def __init__(self, src: StreamSource):
-        super().__init__(src)
+        self._src = src
+        self._client = _client(src.loc, src.connections)
+        self._bucket = src.loc.bucket
+        self._keys = src.shard_keys
+        self._shard, self._offset, self._size = src._shard, src._offset, src._size
+        self.buffer = self._view = page_aligned(max(src.max_size, TAR_BLOCK) + 1)  # on a page: sources/buffers.py
+        self.open_ns = 0
+        self.total_ns = 0
         self._streams = src.streams()
         self._first, self._last = src._first, src._last
 
@@ -401,7 +303,7 @@ class StreamReader(_Reader):
             try:
                 if st.body is None:
                     st.pos = off - TAR_BLOCK  # from its header: the stream reads the shard as a tar
-                    st.body, t1 = self._get(self._keys[s], st.pos, None)
+                    st.body, t1 = self._get(self._keys[s], st.pos)
                     self.open_ns = t1 - t0
                 else:
                     self.open_ns = 0
@@ -410,7 +312,12 @@ class StreamReader(_Reader):
                     if not k:
                         raise UserError(f"{self._src.sample_name(index)}: the object ends before the sample")
                     st.pos += k
-                n = self._fill(st.body, size, index)
+                n = 0
+                while n < size:
+                    if not (k := st.body.readinto(self._view[n:size])):
+                        raise UserError(f"{self._src.sample_name(index)}: the object ends inside the sample (a "
+                                        "truncated shard?)")
+                    n += k
                 st.pos += n
                 if index == self._last[s]:
                     self._drop(st, self._first[s])
@@ -430,3 +337,22 @@ class StreamReader(_Reader):
         if st.body is not None:
             st.body.close()
         st.body, st.next = None, nxt
+
+    def _get(self, key: str, start: int) -> tuple[Any, int]:
+        """A GET of key's bytes from `start` to its end: (a stream with readinto, when its first bytes were in
+        hand)."""
+        if self._src.loc.client == "crt":
+            body: _Chunks = _CrtBody(self._client, key, start)
+            return body, body.first()
+        if self._src.loc.client == "s3torchconnector":  # its get_object returns at the headers
+            body = _ConnectorBody(self._client._get_object_stream(self._bucket, key, start))
+            return body, body.first()
+        body = self._client.get_object(Bucket=self._bucket, Key=key, Range=f"bytes={start}-")["Body"]
+        return body, _clock()  # get_object returns at the response's headers: the body's bytes follow them
+
+    def _failed(self, exc: Exception, index: int, body: Any = None) -> Exception:
+        if isinstance(exc, UserError):
+            return exc
+        status = body.status if isinstance(body, _CrtBody) else 0  # the CRT's errors do not say it (a 404: deleted)
+        return explain(exc, S3Location(self._bucket, self._keys[self._shard[index]], self._src.loc.endpoint),
+                       "reading", status)

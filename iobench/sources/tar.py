@@ -1,14 +1,10 @@
-"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack.pack_tar`).
+"""The tar source: samples as members of WebDataset-style tar shards (made by `iobench.sources.pack_tar`), read at
+random by the offset index: one `os.preadv` of exactly a sample's bytes.
 
-Random access: `index.npy` gives each sample's shard, data offset and size; a read is one `os.preadv`
-of exactly those bytes into the reader's buffer. Shard files are opened once per process (on first
-use, by whichever reader needs one first) and shared by its threads: pread has no file position to
-share, and one descriptor per shard per thread would run into the descriptor limit (~550 shards of
-256 MiB for ImageNet, times the threads). A read that has to open its shard times that open in
-`open_ns`; all later reads have `open_ns` = 0. Descriptors are kept per `os.getpid()`, so a forked
-DataLoader worker opens its own.
-
-Streaming, as WebDataset reads: `shard_read_order` gives an epoch's read order for the engines to replay.
+Shard files are opened once per process (`os.getpid()`: a forked DataLoader worker opens its own), by whichever
+reader needs one first (which times that open in `open_ns`), and shared by its threads: pread has no file position to
+share, and a descriptor per shard per thread would run into the descriptor limit (~550 shards of 256 MiB for
+ImageNet, times the threads). `shard_read_order` gives WebDataset's streaming read order for the engines to replay.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from array import array
 from pathlib import Path
 from time import perf_counter_ns as _clock
 
@@ -25,7 +20,7 @@ import numpy as np
 from iobench.errors import UserError, explain_oserror
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_folder import read_pack_marker
-from iobench.sources.pack_tar import TAR_INDEX, shard_name
+from iobench.sources.pack_tar import TAR_INDEX, index_columns, shard_name
 
 _open_lock = threading.Lock()  # serialises first opens of shards (module-level: reset in a forked child)
 
@@ -57,18 +52,11 @@ class TarSource:
             raise UserError(f"{self.path / TAR_INDEX}: expected (samples, 3) rows, found shape {index.shape}")
         self.index = index.astype(np.int64, copy=False)
         self.marker = read_pack_marker(self.path) or {}
-        nshards = int(self.index[:, 0].max()) + 1 if len(self.index) else 0
-        self.shard_files = [str(self.path / name) for name in self.marker.get("shards", [])] or \
-            [str(self.path / shard_name(s)) for s in range(nshards)]
-        if len(self.shard_files) < nshards:
-            raise UserError(f"{self.path}: the index names {nshards} shards, the marker {len(self.shard_files)}")
-        self.sizes = self.index[:, 2].copy()
-        self.max_size = int(self.sizes.max()) if len(self.sizes) else 0
-        # array('q') columns: the hot path indexes them as Python ints, at 8 bytes a sample (a list
-        # would take ~36), which matters at ImageNet's 1.28 M samples times forked workers.
-        self._shard = array("q", self.index[:, 0].tobytes())
-        self._offset = array("q", self.index[:, 1].tobytes())
-        self._size = array("q", self.sizes.tobytes())
+        names = self.marker.get("shards", [])
+        nshards, self.max_size, self._shard, self._offset, self._size = index_columns(
+            self.index, len(names) or None, self.path)
+        self.shard_files = [str(self.path / name) for name in names or map(shard_name, range(nshards))]
+        self.sizes = self.index[:, 2]
         self._fds: dict[int, list[int]] = {}  # pid -> one descriptor per shard (-1: not open yet)
 
     def __len__(self) -> int:
@@ -168,13 +156,6 @@ class TarReader:
 
 # ---- WebDataset-style streaming order ------------------------------------------------------------
 
-def _shard_column(index) -> np.ndarray:
-    if isinstance(index, TarSource):
-        return index.index[:, 0]
-    index = np.asarray(index)
-    return index[:, 0] if index.ndim == 2 else index
-
-
 def _worker_streams(shard_of: np.ndarray, seed: int, epoch: int, workers: int) -> list[np.ndarray]:
     """Each worker's read stream: its shards (dealt round-robin from a per-epoch shuffle of all shards,
     as WebDataset's split_by_worker does), each read from first member to last."""
@@ -208,11 +189,9 @@ def _interleave(streams: list[np.ndarray], batch: int) -> np.ndarray:
 
 
 def shard_read_order(index, seed: int, epoch: int, *, workers: int = 1, batch: int = 1) -> np.ndarray:
-    """The order in which a WebDataset pipeline *reads* samples from storage in an epoch: shards in a fresh
-    per-(seed, epoch) shuffle, each streamed from its first member to its last; with `workers` > 1 the shards are
-    dealt round-robin to workers and their streams interleaved a `batch` at a time, as a DataLoader does. Its
-    shuffle buffer reorders samples in memory after they are read, so it is not replayed: this is the IO pattern.
-
-    `index` is a tar pack's (samples, 3) index, its shard column, or a TarSource."""
-    streams = _worker_streams(np.asarray(_shard_column(index)), seed, epoch, max(1, workers))
+    """The order in which a WebDataset pipeline reads samples from storage in an epoch, `workers` streams interleaved
+    a `batch` at a time (docs/s3.md, "The stream's order"); `index` is a tar pack's (samples, 3) index or a
+    TarSource."""
+    shard_of = (index.index if isinstance(index, TarSource) else np.asarray(index))[:, 0]
+    streams = _worker_streams(shard_of, seed, epoch, max(1, workers))
     return _interleave(streams, max(1, batch))

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
-from iobench.s3 import CLIENTS, S3Location, parse_url
 from iobench.s3.clients import READ_CONNECTIONS
+from iobench.s3.url import CLIENTS, S3Location, parse_url
 from iobench.safefs import _DIR_FLAGS
 from iobench.store.base import Cleaned, Content, Home, Location, Progress, Store
 from iobench.store.folder import Folder, FolderHome

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from iobench.dataset.folder import Manifest
-from iobench.s3 import S3Location
+from iobench.s3.url import S3Location
 from iobench.safefs import fmt_bytes
 from iobench.sources.pack_folder import PackReport
 from iobench.sources.pack_folder import Progress as PackProgress

@@ -31,7 +31,7 @@ from iobench.dataset import (
     read_regular,
 )
 from iobench.errors import explain_oserror
-from iobench.sources.pack import PACK_MARKER
+from iobench.sources.pack_folder import PACK_MARKER
 from iobench.store.base import Cleaned
 
 RUN_LOCK_SUFFIX = ".lock"  # `<dataset folder>.lock` beside a dataset: held by a run measuring it

@@ -52,9 +52,11 @@ from iobench.safefs import (
     write_json_atomic,
     writer_lock,
 )
-from iobench.sources import Source, pack
+from iobench.sources import Source
 from iobench.sources.pack_folder import PackReport
 from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_lmdb import pack_lmdb
+from iobench.sources.pack_tar import pack_tar
 from iobench.store import clean, lock
 from iobench.store.base import Cleaned, Content, Location, Progress
 from iobench.store.metadata import metadata_phase
@@ -156,8 +158,8 @@ class Folder:
         return sources.open(name, manifest, ui, advice=advice, readahead=readahead)
 
     def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
-        return (pack.pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
-                pack.pack_tar(manifest, shard_size=shard_size, progress=progress))
+        return (pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+                pack_tar(manifest, shard_size=shard_size, progress=progress))
 
     def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
                  timeout_s: float | None = None) -> Metadata:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from iobench.dataset.folder import DATA_ROOT, MARKER
 from iobench.errors import EnvironmentRefused, explain_oserror
-from iobench.s3 import S3Location
+from iobench.s3.url import S3Location
 from iobench.store.base import Location
 
 STATE_ENV = "IOBENCH_STATE_DIR"  # overrides where the journal and this host's locks live (tests)

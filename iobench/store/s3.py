@@ -36,7 +36,6 @@ from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
 from iobench.record.recorder import latency_summary
 from iobench.result import Latency, Metadata
-from iobench.s3 import S3Location
 from iobench.s3.clients import (
     READ_CONNECTIONS,
     READ_RETRIES,
@@ -49,6 +48,7 @@ from iobench.s3.clients import (
     versions,
 )
 from iobench.s3.raw import NAME, version
+from iobench.s3.url import S3Location
 from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport
 from iobench.sources.pack_folder import Progress as PackProgress
 from iobench.store import lock
