@@ -19,12 +19,10 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 
 import numpy as np
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed, store
 from iobench.answer.sizing import too_few_files
@@ -87,7 +85,7 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     what = where.items
-    with ui.gen_progress(spec.files, unit=what) as progress:
+    with ui.progress("gen", spec.files, what) as progress:
         rep = generate(where, spec, threads=threads, progress=progress)
     if rep.reused:
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
@@ -161,26 +159,18 @@ def scan_dataset(dataset: Path, ui: UI, follow_links: bool = False) -> Manifest:
         raise EnvironmentRefused(f"dataset {dataset} is not a directory")
     if not os.access(dataset, os.R_OK | os.X_OK):
         raise EnvironmentRefused(f"dataset {dataset} is not readable (permission denied)")
-    with _scan_progress(ui) as progress:
+    t0, seen = time.perf_counter(), [0, 0]
+
+    def found() -> str:  # there is no total to show a bar against: the count is the progress
+        rate = seen[0] / max(time.perf_counter() - t0, 1e-9)
+        return f"{seen[0]:,} images in {seen[1]:,} folders ({rate:,.0f} files/s)"
+
+    def progress(files: int, folders: int) -> None:
+        seen[:] = files, folders
+
+    with ui.status("scan", found):
         return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info,
                          follow_links=follow_links)
-
-
-@contextmanager
-def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
-    """A live line for a scan, as gen's (rich, on stderr, gone when done): files found, folders listed, the rate.
-    There is no total to show a bar against: the count is the progress."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[found]}"),
-                  TimeElapsedColumn(), console=ui.err, disable=ui.quiet or not ui.err.is_terminal,
-                  transient=True) as prog:
-        task = prog.add_task("scan", total=None, found="")
-        t0 = time.perf_counter()
-
-        def update(files: int, folders: int) -> None:
-            rate = files / max(time.perf_counter() - t0, 1e-9)
-            prog.update(task, found=f"{files:,} images in {folders:,} folders ({rate:,.0f} files/s)")
-
-        yield update
 
 
 def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
@@ -198,7 +188,7 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
             assert spec is not None
             manifest = make(mount, spec, ui)
         for fmt in formats:
-            with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
+            with ui.progress(f"pack {fmt}", len(manifest), "files") as progress:
                 rep = where.pack(manifest, fmt, shard_size=shard_bytes, progress=progress)
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
             ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {packing.fmt_bytes(rep.bytes)} "
