@@ -1,9 +1,7 @@
 """The options `run`, `fio`, `gen` and `pack` share, the parsing of their values, and `RunOptions`: `run` and `fio`
-as one typed value, built from click's parameters in one function.
-
-A value an option was not given is None in RunOptions (its default, or the workload's, is taken where the value is
-used), so that whether an option applies is judged on its value alone (iobench.cli.refusals): the defaults are
-said in the help texts (tests/test_help_defaults.py compares each with the one used)."""
+as one typed value. A value not given is None there (the default, or the workload's, is taken where it is used),
+so that whether an option applies is judged on its value alone (iobench.cli.refusals); the help texts say the
+defaults (tests/test_help_defaults.py compares them with those used)."""
 
 from __future__ import annotations
 
