@@ -71,8 +71,8 @@ class UI:
             self.out.print(msg, highlight=False, soft_wrap=True)
 
     def verdict(self, v: Verdict) -> None:
-        """The verdict's first line, then its evidence and notes, one per line, indented (quiet: the first line
-        only): on stdout, even when quiet; on stderr when stdout carries data; quiet then: nothing."""
+        """The verdict's first line, then its evidence and notes, indented (quiet: the first line only; nothing
+        when stdout carries data too)."""
         if self.quiet and self.stdout_free:
             return
         lines = v.text.splitlines() or [v.answer]
@@ -82,10 +82,8 @@ class UI:
                 self.out.print(Text("  " + line), soft_wrap=True)
 
     def _screen(self) -> Console:
-        """Where a table goes while the live display runs: rich writes stdout past the display (the display's own
-        redirect is undone for a Console's output), leaving a stale frame above the table and the table's first
-        line on it; so when stdout and stderr are the same terminal, through the display's console, which redraws
-        the display below it."""
+        """Where a table goes while the live display runs: when stdout and stderr are the same terminal, through the
+        display's console, which redraws the display below it (rich's stdout past it leaves a stale frame)."""
         if self._prog is not None and self._prog.live.is_started and _same_terminal(self.out, self.err):
             return self.err
         return self.out
@@ -241,8 +239,7 @@ class UI:
                 self.out.print(f"[yellow]note:[/] {w}", highlight=False)
 
     def tables(self, result: Result) -> None:
-        """The report's tables (metadata, runs, repeats, raw baseline, mitigations, ranks), each with the rows not
-        shown yet: called as each phase ends, its table is shown then; a table shown before shows its new rows."""
+        """The report's tables, each with the rows not shown yet (called as each phase ends)."""
         if self.quiet:
             return
         from iobench.report.facts import (
@@ -281,9 +278,8 @@ class UI:
             self.table(t)
 
     def table(self, t: ReportTable) -> None:
-        """A report table (iobench.report.facts) in its narrow form, as the Markdown report shows it. Cells are
-        plain text: a mitigation such as "[lmdb]" is not rich markup. A terminal too narrow for it loses its least
-        needed columns (`ReportTable.ranked`), named below it, never a cut cell."""
+        """A report table in its narrow form (cells plain text, not rich markup); a terminal too narrow for it loses
+        its least needed columns (`ReportTable.ranked`), named below it, never a cut cell."""
         t = t.narrow()
         if not self.out.is_terminal:
             # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
