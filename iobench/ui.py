@@ -92,7 +92,7 @@ class UI:
 
     @contextmanager
     def _live(self) -> Iterator[Progress]:
-        """The one live display: the first bar starts it, the bars inside (a run's steps, an epoch, fio) share it."""
+        """The one live display: the first bar starts it, the bars inside share it."""
         if self._prog is not None:
             yield self._prog
             return
@@ -325,10 +325,10 @@ RATES = ("samples/s", "files/s")  # the rate a table is read for: the last colum
 
 
 def fit(t: ReportTable, console: Console, width: int) -> tuple[Table, list[str]]:
-    """`t` as a rich table within `width` columns, every cell whole: each row on one line with its least needed
-    columns left out (never its `core`); where even that is too wide, one space between columns, then the widest
-    text cells wrapped at their spaces, then columns leave down to the first, the rate (samples/s, fio's files/s)
-    last of all: it is the figure the table is read for. Returns the table and the headers left out."""
+    """`t` as a rich table within `width` columns, every cell whole: its least needed columns left out (never its
+    `core`), then one space between columns, then the widest text cells wrapped at their spaces, then columns down to
+    the first, the rate (samples/s, fio's files/s: what the table is read for) last. Returns it and the headers left
+    out."""
     ranked = t.ranked()
     core = max(t.core, 1)
     rate = [i for i in ranked[:core] if t.head[i] in RATES][:1]

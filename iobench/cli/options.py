@@ -320,12 +320,9 @@ class RunOptions:
         check_io_timeout(v.get("io_timeout", 60.0))
         if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
             raise UserError("--prefetch-factor and --gpus must be >= 1")
-        if v.get("workers") is not None:
-            v["workers"] = int_list(v["workers"], "--workers", minimum=0)
-        if v.get("threads") is not None:
-            v["threads"] = int_list(v["threads"], "--threads")
-        if v.get("in_flight") is not None:
-            v["in_flight"] = int_list(v["in_flight"], "--in-flight")
+        for name, least in (("workers", 0), ("threads", 1), ("in_flight", 1)):
+            if v.get(name) is not None:
+                v[name] = int_list(v[name], "--" + name.replace("_", "-"), minimum=least)
         if isinstance(v.get("pipeline"), str):
             v["pipeline"] = pipelines.parse_list(v["pipeline"])
         # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
