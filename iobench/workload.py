@@ -79,18 +79,12 @@ class Pattern(_Model):
         except UserError as exc:
             raise ValueError(str(exc).removeprefix("--pipeline: ")) from None
 
-    @field_validator("workers")
+    @field_validator("workers", "threads")
     @classmethod
-    def _workers(cls, v: list[int]) -> list[int]:
-        if min(v) < 0:
-            raise ValueError("worker counts must be >= 0")
-        return v
-
-    @field_validator("threads")
-    @classmethod
-    def _threads(cls, v: list[int]) -> list[int]:
-        if min(v) < 1:
-            raise ValueError("thread counts must be >= 1")
+    def _counts(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        least = 0 if info.field_name == "workers" else 1  # 0 workers: the training process reads
+        if min(v) < least:
+            raise ValueError(f"{str(info.field_name)[:-1]} counts must be >= {least}")
         return v
 
 
