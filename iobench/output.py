@@ -1,11 +1,7 @@
 """Where a command's outcome goes: the JSON (to a file, or alone on stdout with `--json -`), the reports and the result
-folder, each checked before anything is read or measured; the standard streams a caller closed, put back.
-
-The one home of the rules that keep what is the user's: no output is an input (the same file, after links), an
---out folder that exists is empty (one that holds a result is ours and is not written over either), and nothing
-goes inside a dataset (the user's tree, or MOUNT/iobench-data, which `iobench clean` removes).
-
-Shared by the command line (plan, gpus, compare write JSON) and a measured run (iobench.session)."""
+folder, each checked before anything is read or measured; the standard streams a caller closed, put back. The one
+home of the rules that keep what is the user's: no output is an input (after links), an --out that exists is empty,
+nothing goes inside a dataset (the user's tree, or MOUNT/iobench-data, which `iobench clean` removes)."""
 
 from __future__ import annotations
 
@@ -76,9 +72,8 @@ def check_stdout() -> None:
 
 
 def reopen_closed_std_fds() -> set[int]:
-    """Put /dev/null on stdin, stdout or stderr where the caller closed it (`>&-`): else the next file iobench opens
-    (a result, a dataset file) would get that number and what is printed would be written into it. Returns the ones
-    that were closed."""
+    """Put /dev/null on stdin, stdout or stderr where the caller closed it (`>&-`), so that no file iobench opens gets
+    that number (and what is printed). Returns the ones that were closed."""
     closed = set()
     for fd in (0, 1, 2):
         try:
@@ -171,9 +166,8 @@ def check_report_files(outputs: Sequence[tuple[str, str | Path | None]], inputs:
 
 def check_apart(outputs: Iterable[tuple[str, str | Path | None]], inputs: Iterable[Path | None] = (),
                 dataset: Path | None = None) -> None:
-    """Before anything is read: no output (option, path) is one of the `inputs` (the same file after links: a
-    report over its result, --json over the workload), and none is inside the `dataset` tree or an iobench-data
-    folder. A UserError of one line (exit 2) naming both; STDOUT and None are no file."""
+    """Before anything is read: no output (option, path) is one of the `inputs` (after links) or inside the `dataset`
+    tree or an iobench-data folder (one line, exit 2); STDOUT and None are no file."""
     ins = [i for i in inputs if i is not None]
     for what, out in outputs:
         if out is None or out == STDOUT:

@@ -1,14 +1,9 @@
-"""Safe file-system access: how iobench reads and writes the folders it owns (datasets, packs in pack_folder.py, `clean`
-in clean.py) and every file it writes elsewhere (results, reports, CSV, fio's files, the settings journal: all
-through `write_file`), so that a link or special file planted there is never followed, opened or removed.
-
-What iobench writes it writes safely: every folder below MOUNT/iobench-data is opened relative to its parent
-with O_NOFOLLOW, every file is created with O_EXCL|O_NOFOLLOW (or, to rewrite a file of the wrong size, opened
-with O_NOFOLLOW and checked to be a regular file with one link), markers and manifests are written to a file of a
-unique name and renamed into place. A symbolic link, FIFO, socket or device where a file or folder of the dataset
-should be is reported in one line and left as it is: never followed, opened or removed. One writer at a time: a
-`gen` (or `pack`) holds an flock on `iobench-writer.lock` in the folder it writes.
-"""
+"""Safe file-system access: how iobench reads and writes the folders it owns (datasets, packs, `clean`) and every
+file it writes elsewhere (results, reports, CSV, fio's files, the settings journal: all through `write_file`), so
+that a link or special file planted there is never followed, opened or removed, only said in one line: folders
+below MOUNT/iobench-data opened relative to their parent with O_NOFOLLOW, files made with O_EXCL|O_NOFOLLOW (or
+rewritten after a check that they are regular with one link), markers written under a unique name and renamed into
+place. One writer at a time: a `gen` (or `pack`) holds an flock on `iobench-writer.lock` in the folder it writes."""
 
 from __future__ import annotations
 
@@ -35,21 +30,14 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _LEFTOVER = re.compile(r"^(" + re.escape(WRITER_LOCK) + r"|.+\.\d+-[0-9a-f]+\.tmp)$")  # our lock and temp files
 
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a device file"), (stat.S_ISBLK, "a device file"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISREG, "a regular file"))
+
+
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return "not a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
 def not_followed(path: Path | str, mode: int, expected: str = "a regular file") -> str:

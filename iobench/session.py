@@ -1,17 +1,8 @@
-"""One measured run, as `iobench run` and `iobench fio` ask for it (no click here: iobench.cli turns the command
-line into the Settings and the dataset's Shape this takes):
-
-1. where the outcome goes is checked (the JSON, the result folder), the storage probed in a watched child (bounded:
-   a mount that stopped answering is exit 3, not a hang), device settings a killed run left changed put back;
-2. the dataset picked by its shape (or the one named, scanned), refused when too small to count, locked
-   (iobench.store.lock: one process per dataset), made when missing;
-3. the result folder claimed (NAME, NAME-2, ...), the Result's header (host, mount, dataset, settings, warnings);
-4. the phases (iobench.phases.pipeline.execute; a distributed run's rank 0: iobench.distributed), the result saved
-   after each record;
-5. the reports and the JSON written, also for an interrupted or stalled run (complete: false).
-
-Also the dataset work of `iobench gen` and `iobench pack` (make, scan, pack inside it under packed/), which shares
-steps 1-2."""
+"""One measured run, as `iobench run` and `iobench fio` ask for it (no click here: iobench.cli gives the Settings
+and the dataset's Shape): where the outcome goes checked, the storage probed, the dataset picked or made and
+locked, the result folder claimed, the phases run (iobench.phases.pipeline; a distributed run's rank 0:
+iobench.distributed), the reports and the JSON written, also for a run cut short. Also the dataset work of
+`iobench gen` and `iobench pack`."""
 
 from __future__ import annotations
 
@@ -19,12 +10,10 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 
 import numpy as np
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from iobench import distributed, store
 from iobench.answer.sizing import too_few_files
@@ -86,7 +75,7 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
     where.check(writable=False)
     ui.info(f"dataset: {spec.files:,} JPEGs ({spec.dist.spec}) in {spec.classes} class folders under {mount}")
     what = where.items
-    with ui.gen_progress(spec.files, unit=what) as progress:
+    with ui.progress("gen", spec.files, what) as progress:
         rep = generate(where, spec, threads=threads, progress=progress)
     if rep.reused:
         ui.info(f"reusing the existing dataset {rep.manifest.root}")
@@ -98,11 +87,9 @@ def make(mount: Location, spec: GenSpec, ui: UI, threads: int | None = None,
 
 
 def pick(mount: Location, shape: Shape, ui: UI) -> GenSpec:
-    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape, never by its file count alone, and
-    never refused for what else is there: the one of the full shape (the workload's own, with the options given),
-    made or reused; where that one is not there but some match every part the user chose (--files N, ...), the one
-    of them nearest the workload's shape (`_nearest`), said which. A plain run (nothing chosen) always takes the full
-    shape. The other datasets there are named in one note."""
+    """The dataset `run --mount` (and `fio`, `pack`) uses, by its whole shape: the one of the full shape (the
+    workload's, with the options given), made or reused; where that is not there but some match every part the user
+    chose (--files N, ...), the one nearest the full shape (`_nearest`), said which. The others are named in a note."""
     where = store.open(mount)
     where.check(writable=False)
     full = shape.spec
@@ -130,9 +117,9 @@ NEAREST = ("size_dist", "seed", "classes")  # what makes a dataset near the work
 
 
 def _nearest(fits: list[tuple[str, dict]], full: GenSpec) -> tuple[str, dict] | None:
-    """Of the datasets that match what was asked, the one whose shape is nearest the full one: the most of its
-    sizes, then seed, then classes are the full shape's; None where there is none, or two are as near (the full
-    shape is made then: which one is used never depends on the order they are listed in)."""
+    """Of the datasets that match what was asked, the one nearest the full shape (its sizes, then seed, then
+    classes); None where there is none, or two are as near (the full shape is made then: the order they are listed
+    in never decides)."""
     want = full.as_dict()
 
     def score(marker: dict) -> tuple[bool, ...]:
@@ -150,36 +137,26 @@ def _shape_words(params: dict) -> str:
 
 
 def scan_dataset(dataset: Path, ui: UI, follow_links: bool = False) -> Manifest:
-    """An existing image tree: one that is missing or unreadable is the environment refusing (exit 3), like a
-    missing mount. A tree iobench did not make is listed with a live line on stderr (files and folders so far) and
-    its listing cached outside it (~/.cache/iobench/scans/: the next run stats its folders only); links out of it
-    are skipped unless `follow_links` (--follow-links)."""
+    """An existing image tree (missing or unreadable: exit 3, like a missing mount), listed with a live line, its
+    listing cached outside it (~/.cache/iobench/scans/); links out of it skipped unless `follow_links`."""
     if not dataset.exists():
         raise EnvironmentRefused(f"dataset {dataset} does not exist")
     if not dataset.is_dir():
         raise EnvironmentRefused(f"dataset {dataset} is not a directory")
     if not os.access(dataset, os.R_OK | os.X_OK):
         raise EnvironmentRefused(f"dataset {dataset} is not readable (permission denied)")
-    with _scan_progress(ui) as progress:
+    t0, seen = time.perf_counter(), [0, 0]
+
+    def found() -> str:  # there is no total to show a bar against: the count is the progress
+        rate = seen[0] / max(time.perf_counter() - t0, 1e-9)
+        return f"{seen[0]:,} images in {seen[1]:,} folders ({rate:,.0f} files/s)"
+
+    def progress(files: int, folders: int) -> None:
+        seen[:] = files, folders
+
+    with ui.status("scan", found):
         return scan_tree(dataset, threads=SCAN_THREADS, progress=progress, cache=True, say=ui.info,
                          follow_links=follow_links)
-
-
-@contextmanager
-def _scan_progress(ui: UI) -> Iterator[Callable[[int, int], None]]:
-    """A live line for a scan, as gen's (rich, on stderr, gone when done): files found, folders listed, the rate.
-    There is no total to show a bar against: the count is the progress."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[found]}"),
-                  TimeElapsedColumn(), console=ui.err, disable=ui.quiet or not ui.err.is_terminal,
-                  transient=True) as prog:
-        task = prog.add_task("scan", total=None, found="")
-        t0 = time.perf_counter()
-
-        def update(files: int, folders: int) -> None:
-            rate = files / max(time.perf_counter() - t0, 1e-9)
-            prog.update(task, found=f"{files:,} images in {folders:,} folders ({rate:,.0f} files/s)")
-
-        yield update
 
 
 def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str, ...], shard_bytes: int,
@@ -197,7 +174,7 @@ def pack(mount: Location, dataset: Path | None, shape: Shape, formats: tuple[str
             assert spec is not None
             manifest = make(mount, spec, ui)
         for fmt in formats:
-            with ui.gen_progress(len(manifest), f"pack {fmt}") as progress:
+            with ui.progress(f"pack {fmt}", len(manifest), "files") as progress:
                 rep = where.pack(manifest, fmt, shard_size=shard_bytes, progress=progress)
             how = "reused" if rep.reused else f"made in {rep.seconds:.1f} s"
             ui.out.print(f"{fmt}: {rep.path} ({rep.samples:,} samples, {fmt_bytes(rep.bytes)} "
@@ -238,20 +215,11 @@ def _capped_in_flight(settings: Settings, files: int) -> list[str]:
     return said
 
 
-def _label(fstype: str, path: str) -> str:
-    name = Path(path).name or "root"
-    return f"{fstype.replace('.', '-')}-{name}"
-
-
 def measure(settings: Settings, mount: Location, dataset: Path | None, shape: Shape, json_path: str | None,
             out: Path | None, ui: UI, notes: list[str] | None = None, job: Job | None = None) -> Result:
-    """Check where the outcome goes, then measure (`_measure_here`); the JSON goes to `json_path` (- for stdout)
-    also when the run is interrupted (complete: false). With `--json -` nothing else reaches stdout meanwhile.
-
-    One process per dataset (iobench.store.lock: another one running on it is refused, exit 3, naming it); each run gets
-    a result folder of its own (made exclusively: NAME, NAME-2, ...); an --out that exists and is not empty is
-    refused.
-    A device setting a killed run left changed is put back first, before the mount's settings are recorded."""
+    """Check where the outcome goes, put back the device settings a killed run left changed, lock the dataset (one
+    process per dataset), claim a result folder (NAME, NAME-2, ...) and measure (`_measure_here`); the JSON goes to
+    `json_path` (- for stdout, alone) also when the run is cut short (complete: false)."""
     check_outputs(json_path, out, dataset, settings.workload)
     probe(dataset if dataset is not None else mount, settings.io_timeout_s)
     for line in restore_left_settings():
@@ -267,7 +235,8 @@ def measure(settings: Settings, mount: Location, dataset: Path | None, shape: Sh
             reports = Path("reports")
             if not reports.exists():
                 made.append(reports)
-            label = _label(*where.place(folder or dataset or mount))
+            fstype, path = where.place(folder or dataset or mount)
+            label = f"{fstype.replace('.', '-')}-{Path(path).name or 'root'}"
             out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}")
             made.insert(0, out)
         try:
@@ -308,17 +277,14 @@ def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Location
         job.close()
 
 
-def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spec: GenSpec | None, out: Path | None,
+def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spec: GenSpec | None, out: Path,
                   ui: UI, notes: list[str] | None, job: Job | None = None) -> tuple[Result, Exception | None]:
-    """Pick or make the dataset, describe where it lives, run the settings' phases, print the outcome.
-    `notes` are caveats the command found before measuring; they go into the result's warnings.
-    Returns the result and, when the run was interrupted or the storage stalled, the exception to raise once the
-    JSON is out."""
+    """Make or list the dataset, the Result's header (`notes`: the command's caveats, among its warnings), the phases,
+    the outcome printed. Returns the result and, for a run cut short, the exception to raise once the JSON is out."""
     if dataset is not None:
-        manifest, made, params = scan_dataset(dataset, ui, settings.follow_links), False, None
+        manifest = scan_dataset(dataset, ui, settings.follow_links)
         marker = read_marker(manifest.folder)
-        if marker:
-            made, params = True, marker.get("params")
+        made, params = bool(marker), marker.get("params") if marker else None
         ui.info(f"dataset: {dataset} ({len(manifest):,} image{'' if len(manifest) == 1 else 's'})")
     else:
         assert spec is not None
@@ -358,8 +324,7 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
     if os.geteuid() != 0:
         ui.info("not root: cold runs evict with posix_fadvise(DONTNEED) per file")
 
-    label = _label(mount_info.fstype, mount_info.path)
-    result_path = (out or Path("reports") / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}") / "result.json"
+    result_path = out / "result.json"
     try:
         if job is None:
             execute(manifest, settings, result, result_path, ui)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -71,8 +71,8 @@ class UI:
             self.out.print(msg, highlight=False, soft_wrap=True)
 
     def verdict(self, v: Verdict) -> None:
-        """The verdict's first line, then its evidence and notes, one per line, indented (quiet: the first line
-        only): on stdout, even when quiet; on stderr when stdout carries data; quiet then: nothing."""
+        """The verdict's first line, then its evidence and notes, indented (quiet: the first line only; nothing
+        when stdout carries data too)."""
         if self.quiet and self.stdout_free:
             return
         lines = v.text.splitlines() or [v.answer]
@@ -82,10 +82,8 @@ class UI:
                 self.out.print(Text("  " + line), soft_wrap=True)
 
     def _screen(self) -> Console:
-        """Where a table goes while the live display runs: rich writes stdout past the display (the display's own
-        redirect is undone for a Console's output), leaving a stale frame above the table and the table's first
-        line on it; so when stdout and stderr are the same terminal, through the display's console, which redraws
-        the display below it."""
+        """Where a table goes while the live display runs: when stdout and stderr are the same terminal, through the
+        display's console, which redraws the display below it (rich's stdout past it leaves a stale frame)."""
         if self._prog is not None and self._prog.live.is_started and _same_terminal(self.out, self.err):
             return self.err
         return self.out
@@ -94,7 +92,7 @@ class UI:
 
     @contextmanager
     def _live(self) -> Iterator[Progress]:
-        """The one live display: the first bar starts it, the bars inside (a run's steps, an epoch, fio) share it."""
+        """The one live display: the first bar starts it, the bars inside share it."""
         if self._prog is not None:
             yield self._prog
             return
@@ -166,10 +164,11 @@ class UI:
             self.plan.end()
 
     @contextmanager
-    def status(self, msg: str) -> Iterator[None]:
-        """A part of a step without a count (metadata, eviction): its words and the time it has taken."""
+    def status(self, msg: str, figures: Callable[[], str] | None = None) -> Iterator[None]:
+        """A part of a step without a count to end at (metadata, eviction, a scan): its words, what `figures` says
+        so far, and the time it has taken."""
         t0 = time.perf_counter()
-        with self._bar(msg, None, lambda: [("", _took(t0), CORE)]):
+        with self._bar(msg, None, lambda: [*([("", figures(), CORE)] if figures else []), (", ", _took(t0), CORE)]):
             yield
 
     @contextmanager
@@ -197,46 +196,30 @@ class UI:
             yield update
 
     @contextmanager
-    def gen_progress(self, files: int, label: str = "gen", unit: str = "files") -> Iterator[Callable[[int, int], None]]:
-        """Files (`unit`: objects in a bucket) written of `files`, files/s and MB/s, the ETA (gen, pack, a scan)."""
+    def progress(self, label: str, total: int, unit: str = "samples",
+                 counts: bool = True) -> Iterator[Callable[..., None]]:
+        """`unit`s done of `total` (an epoch's samples; the files or objects gen, pack or a scan writes), the live
+        rate (over the last ~second), MB/s where bytes are counted, the ETA (`counts`: as `_bar`)."""
         t0 = time.perf_counter()
-        live = [0, 0]
+        live = {"done": 0, "bytes": 0, "rate": 0.0, "t": t0, "at": 0}
 
         def info() -> list[Part]:
-            dt = max(time.perf_counter() - t0, 1e-9)
-            left = (files - live[0]) * dt / live[0] if live[0] else None
-            return [("", f"{live[0]:,}/{files:,}", CORE), (" ", f"{live[0] / dt:,.0f} {unit}/s", RATE),
-                    (" ", f"{live[1] / dt / 1e6:,.0f} MB/s", EXTRA), (", ", f"ETA {clock(left)}", CORE)]
-
-        with self._bar(label, files, info) as bar:
-            def update(done: int, nbytes: int) -> None:
-                live[0], live[1] = done, nbytes
-                bar(done)
-
-            yield update
-
-    @contextmanager
-    def epoch_progress(self, label: str, samples: int, counts: bool = True) -> Iterator[Callable[..., None]]:
-        """Samples done of the epoch's, the live samples/s (over the last ~second) and the epoch's ETA (`counts`:
-        as `_bar`)."""
-        t0 = time.perf_counter()
-        live = {"done": 0.0, "rate": 0.0, "t": t0, "at": 0.0}
-
-        def info() -> list[Part]:
-            done = int(live["done"])  # until the first interval's rate: the mean since the start
+            done = live["done"]  # until the first interval's rate: the mean since the start
             rate = live["rate"] or done / max(time.perf_counter() - t0, 1e-9)
-            left = (samples - done) / rate if rate > 0 else None
-            return [("", f"{done:,}/{samples:,}", CORE), (" ", f"{rate:,.0f} samples/s", RATE),
+            left = (total - done) / rate if rate > 0 else None
+            mb = [(" ", f"{rate * live['bytes'] / done / 1e6:,.0f} MB/s", EXTRA)] if live["bytes"] and done else []
+            return [("", f"{done:,}/{total:,}", CORE), (" ", f"{rate:,.0f} {unit}/s", RATE), *mb,
                     (", ", f"ETA {clock(left)}", CORE), (", ", _took(t0), EXTRA)]
 
-        with self._bar(label, samples, info, counts) as bar:
-            def update(done: int, at: float | None = None) -> None:
-                """`at`: when `done` was counted (a distributed job's count, once a second), else now."""
+        with self._bar(label, total, info, counts) as bar:
+            def update(done: int, nbytes: int = 0, at: float | None = None) -> None:
+                """`nbytes`: the bytes of the `done`; `at`: when `done` was counted (a distributed job's count, once
+                a second), else now."""
                 now = time.perf_counter() if at is None else at
-                if now - live["t"] >= 0.5 or done == samples:
+                if now - live["t"] >= 0.5 or done == total:
                     live["rate"] = (done - live["at"]) / max(now - live["t"], 1e-9)
                     live["t"], live["at"] = now, done
-                live["done"] = done
+                live["done"], live["bytes"] = done, nbytes
                 bar(done)
 
             yield update
@@ -256,8 +239,7 @@ class UI:
                 self.out.print(f"[yellow]note:[/] {w}", highlight=False)
 
     def tables(self, result: Result) -> None:
-        """The report's tables (metadata, runs, repeats, raw baseline, mitigations, ranks), each with the rows not
-        shown yet: called as each phase ends, its table is shown then; a table shown before shows its new rows."""
+        """The report's tables, each with the rows not shown yet (called as each phase ends)."""
         if self.quiet:
             return
         from iobench.report.facts import (
@@ -296,17 +278,12 @@ class UI:
             self.table(t)
 
     def table(self, t: ReportTable) -> None:
-        """A report table (iobench.report.facts) in its narrow form, as the Markdown report shows it. Cells are
-        plain text: a mitigation such as "[lmdb]" is not rich markup. A terminal too narrow for it loses its least
-        needed columns (`ReportTable.ranked`), named below it, never a cut cell."""
+        """A report table in its narrow form (cells plain text, not rich markup); a terminal too narrow for it loses
+        its least needed columns (`ReportTable.ranked`), named below it, never a cut cell."""
         t = t.narrow()
         if not self.out.is_terminal:
             # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
-            table = Table(title=Text(t.title))
-            for i, h in enumerate(t.head):
-                table.add_column(Text(h), justify="left" if t.is_text(i) else "right")
-            for ri, row in enumerate(t.rows):
-                table.add_row(*(Text(c, style="bold" if (ri, i) in t.wins else "") for i, c in enumerate(row)))
+            table = rich_table(t, dict.fromkeys(range(len(t.head))), framed=True)
             width = Measurement.get(self.out, self.out.options.update_width(100_000), table).maximum
             Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)
             return
@@ -318,11 +295,13 @@ class UI:
                                 style="dim"))
 
 
-def rich_table(t: ReportTable, widths: dict[int, int], gap: int = 2) -> Table:
-    """The rich table of `t`'s columns in `widths` (column -> width), `gap` spaces apart. A header wraps at its
-    spaces, a text cell narrower than its text too; a figure's width is its longest cell's (`_widths`)."""
-    table = Table(title=Text(t.title), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  padding=(0, gap - 1, 0, 0))
+def rich_table(t: ReportTable, widths: Mapping[int, int | None], gap: int = 2, framed: bool = False) -> Table:
+    """The rich table of `t`'s columns in `widths` (column -> width; None: as wide as it needs), `gap` spaces apart
+    (`framed`: rich's boxed table, for a log). A header wraps at its spaces, a text cell narrower than its text
+    too; a figure's width is its longest cell's (`_widths`)."""
+    look: dict = {} if framed else {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False,
+                                    "padding": (0, gap - 1, 0, 0)}
+    table = Table(title=Text(t.title), **look)
     cols = sorted(widths)
     for i in cols:
         table.add_column(Text(t.head[i]), justify="left" if t.is_text(i) else "right", width=widths[i])
@@ -346,10 +325,10 @@ RATES = ("samples/s", "files/s")  # the rate a table is read for: the last colum
 
 
 def fit(t: ReportTable, console: Console, width: int) -> tuple[Table, list[str]]:
-    """`t` as a rich table within `width` columns, every cell whole: each row on one line with its least needed
-    columns left out (never its `core`); where even that is too wide, one space between columns, then the widest
-    text cells wrapped at their spaces, then columns leave down to the first, the rate (samples/s, fio's files/s)
-    last of all: it is the figure the table is read for. Returns the table and the headers left out."""
+    """`t` as a rich table within `width` columns, every cell whole: its least needed columns left out (never its
+    `core`), then one space between columns, then the widest text cells wrapped at their spaces, then columns down to
+    the first, the rate (samples/s, fio's files/s: what the table is read for) last. Returns it and the headers left
+    out."""
     ranked = t.ranked()
     core = max(t.core, 1)
     rate = [i for i in ranked[:core] if t.head[i] in RATES][:1]

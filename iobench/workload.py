@@ -1,48 +1,5 @@
-"""Named workloads: a dataset shape, a training read pattern and a GPU consumer, fixed in one TOML file.
-
-`iobench run --workload NAME|PATH` starts from one; options given on the command line override its fields
-(`Workload.merged`). Shipped workloads live in the top-level `workloads/` folder of the source tree, which
-is installed as the `iobench.workloads` package data (see `shipped_dir`). A file looks like::
-
-    description = "ImageNet-1k-like JPEGs, ResNet-50 on an H200"
-
-    [dataset]
-    files = 10000            # files to generate (or compare with an existing dataset)
-    size_dist = "imagenet"   # imagenet | fixed:SIZE | uniform:LO-HI (iobench.dataset.sizes.parse_dist)
-    classes = 1000           # optional: class folders (default ~1,281 files per folder, as ImageNet)
-
-    [pattern]
-    engine = "dataloader"    # threads | dataloader
-    workers = [8]            # DataLoader worker processes per GPU; a list is a sweep
-    threads = [16]           # reader threads of the thread engine; a list is a sweep
-    batch_size = 256
-    # batch_of_gpu = true    # optional: the batch the consumer's rate row was taken at, per --gpu (MLPerf's)
-    decode = false           # decode + RandomResizedCrop + flip per sample in the replay, timed apart
-    pipeline = "raw"         # the training runs' input pipeline(s): raw | torchvision | dali | dali-raw | FILE.py:FUNC
-    epochs = 1
-    order = "shuffled"       # sequential | shuffled (a fresh permutation each epoch)
-
-    [consumer]
-    model = "resnet50"
-    gpu = "h200"
-    # kind = "measured"      # optional: measured | published | mlperf-storage; unset: the pair's first kind
-    au_target = 0.90         # pass when the GPUs are busy at least this fraction of the time
-    # rate = 2000.0          # optional, instead of kind: samples/s per GPU; wins over the table
-
-Every field is checked: unknown fields, wrong types and unknown values are one-line errors naming the file
-and the field. The kind of rate is the file's `kind` (the old name "mlperf-storage-emulated" is read as
-"mlperf-storage"); a model and GPU with no row of that kind is an error, never a silent switch to another kind.
-A file without `kind` takes, for whatever model and GPU it ends with (--model and --gpu included), the first
-kind the pair has in `gpus.KINDS` order (measured, published, mlperf-storage), as `iobench plan` does; a file
-whose figures only mean something at one kind (MLPerf Storage's workloads) says its kind. `iobench run
---rate-kind` overrides the file's kind; a rate (in the file or --rate) has the kind "given", so a file with both
-`rate` and `kind`, or --rate with --rate-kind, is an error.
-
-`batch_of_gpu = true` makes the batch follow the GPU: the batch the consumer's rate row was taken at, which for
-an MLPerf Storage row is its accelerator config's reader.batch_size (retinanet: 24 on a b200, 36 on an mi355),
-so that the sleep per batch is the config's computation_time. `batch_size` then applies only where there is no
-row (a given rate); --batch-size replaces both.
-"""
+"""Named workloads: a dataset shape, a training read pattern and a GPU consumer, fixed in one TOML file
+(docs/workloads.md: the format and how its rate's kind and batch are chosen)."""
 
 from __future__ import annotations
 
@@ -54,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import ErrorDetails
 
 from iobench import pipelines
-from iobench.dataset.sizes import SizeDist, parse_dist
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 from iobench.gpu import rates as gpus
 from iobench.safefs import read_input
@@ -67,11 +24,6 @@ SUFFIX = ".toml"
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _sweep(value: Any) -> Any:
-    """`8` and `[4, 8]` both mean a list of counts."""
-    return [value] if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 class DatasetShape(_Model):
@@ -89,11 +41,6 @@ class DatasetShape(_Model):
             return parse_dist(v).spec
         except UserError as exc:
             raise ValueError(str(exc)) from None
-
-    @property
-    def dist(self) -> SizeDist:
-        """The parsed size distribution."""
-        return parse_dist(self.size_dist)
 
 
 class Pattern(_Model):
@@ -119,8 +66,8 @@ class Pattern(_Model):
 
     @field_validator("workers", "threads", mode="before")
     @classmethod
-    def _as_list(cls, v: Any) -> Any:
-        return _sweep(v)
+    def _as_list(cls, v: Any) -> Any:  # `8` and `[4, 8]` both mean a list of counts
+        return [v] if isinstance(v, int) and not isinstance(v, bool) else v
 
     @field_validator("pipeline", mode="before")
     @classmethod
@@ -132,18 +79,12 @@ class Pattern(_Model):
         except UserError as exc:
             raise ValueError(str(exc).removeprefix("--pipeline: ")) from None
 
-    @field_validator("workers")
+    @field_validator("workers", "threads")
     @classmethod
-    def _workers(cls, v: list[int]) -> list[int]:
-        if min(v) < 0:
-            raise ValueError("worker counts must be >= 0")
-        return v
-
-    @field_validator("threads")
-    @classmethod
-    def _threads(cls, v: list[int]) -> list[int]:
-        if min(v) < 1:
-            raise ValueError("thread counts must be >= 1")
+    def _counts(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        least = 0 if info.field_name == "workers" else 1  # 0 workers: the training process reads
+        if min(v) < least:
+            raise ValueError(f"{str(info.field_name)[:-1]} counts must be >= {least}")
         return v
 
 
@@ -195,19 +136,6 @@ class Consumer(_Model):
         object.__setattr__(self, "gpu", gpu)
         return self
 
-    @property
-    def rate_kind(self) -> str:
-        """The kind of the rate this consumer uses: "given" with a rate, else its kind, else the first kind its
-        model and GPU have."""
-        return self.rate_of().kind
-
-    def rate_of(self) -> gpus.PerGpuRate:
-        """(samples/s per GPU, its source, its kind)."""
-        return gpus.rate_for(self.model, self.gpu, self.rate, self.kind)
-
-    def per_gpu_rate(self) -> tuple[float, str]:
-        """(samples/s per GPU, its source)."""
-        return gpus.per_gpu_rate(self.model, self.gpu, self.rate, self.kind)
 
 
 class Workload(_Model):
@@ -229,15 +157,10 @@ class Workload(_Model):
         return self
 
     def merged(self, **overrides: Any) -> Workload:
-        """A copy with command-line options that are not None put in place of the file's fields.
-
-        Keys are the field names of the three sections (files, size_dist, classes, engine, workers, threads,
-        batch_size, decode, pipeline, epochs, order, model, gpu, kind, au_target, rate); the result is checked again.
-        A rate in the file still wins over the table when only --model or --gpu is given. A `kind` (--rate-kind)
-        replaces the file's kind and its rate (it asks for the table's row of that kind); a `rate` (--rate)
-        replaces the file's kind (a given rate has none); both at once is a UserError. A `batch_size`
-        (--batch-size) replaces the file's batch_of_gpu too.
-        """
+        """A copy with the options that are not None (keyed by the sections' field names) in place of the file's,
+        checked again. A rate in the file still wins over the table when only --model or --gpu is given; a `kind`
+        replaces the file's kind and rate, a `rate` its kind (both at once: UserError); a `batch_size` replaces
+        batch_of_gpu too."""
         gpus.check_rate_and_kind(overrides.get("rate"), overrides.get("kind"))
         data = self.model_dump()
         if overrides.get("batch_size") is not None:
@@ -254,19 +177,15 @@ class Workload(_Model):
                 data[section][key] = list(value) if isinstance(value, tuple) else value
         return _validate(data, f"workload {self.name}", option_names=True)
 
-    def per_gpu_rate(self) -> tuple[float, str]:
-        """(samples/s per GPU, its source): the consumer's rate, or the table's for its model and GPU."""
-        return self.consumer.per_gpu_rate()
-
     def rate(self) -> gpus.PerGpuRate:
-        """(samples/s per GPU, its source, its kind: "measured", "published", "mlperf-storage" or "given"), as
-        `iobench run` records them in Settings.rate_per_gpu, rate_source and rate_kind."""
-        return self.consumer.rate_of()
+        """(samples/s per GPU, its source, its kind: "measured", "published", "mlperf-storage" or "given"): the
+        consumer's rate, or the table's for its model and GPU."""
+        c = self.consumer
+        return gpus.rate_for(c.model, c.gpu, c.rate, c.kind)
 
 
-_SECTION_OF = {key: section for section, model in
-               (("dataset", DatasetShape), ("pattern", Pattern), ("consumer", Consumer))
-               for key in model.model_fields}
+_SECTIONS: dict[str, type[BaseModel]] = {"dataset": DatasetShape, "pattern": Pattern, "consumer": Consumer}
+_SECTION_OF = {key: section for section, model in _SECTIONS.items() for key in model.model_fields}
 
 
 def _where(loc: tuple, option_names: bool) -> str:
@@ -283,9 +202,7 @@ def _message(err: ErrorDetails, option_names: bool) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         parent = err["loc"][:-1]
-        models: dict[tuple[int | str, ...], type[BaseModel]] = {
-            (): Workload, ("dataset",): DatasetShape, ("pattern",): Pattern, ("consumer",): Consumer}
-        model = models.get(tuple(parent))
+        model = _SECTIONS.get(str(parent[0])) if len(parent) == 1 else Workload if not parent else None
         fields = [f for f in model.model_fields if model is not Workload or f not in ("name", "path")] if model else []
         known = f" (known: {', '.join(fields)})" if fields else ""
         return f"{where}: unknown field{known}"
@@ -308,12 +225,8 @@ def _validate(data: dict, what: str, option_names: bool = False) -> Workload:
 
 
 def shipped_dir() -> Path:
-    """The folder of shipped workloads.
-
-    In a source checkout that is `workloads/` beside the `iobench/` package (recognised by the pyproject.toml
-    next to it); in an installed package it is the `iobench.workloads` package data, which pyproject.toml
-    maps from the same folder.
-    """
+    """The folder of shipped workloads: `workloads/` beside the package in a source checkout (the pyproject.toml next
+    to it), else the `iobench.workloads` package data pyproject.toml maps from it."""
     here = Path(__file__).resolve().parent
     tree = here.parent / "workloads"
     if (here.parent / "pyproject.toml").is_file() and tree.is_dir():

@@ -19,8 +19,8 @@ import pytest
 from click.shell_completion import ShellComplete
 from click.testing import CliRunner
 
-from iobench.cli import cli
 from iobench.cli import commands as cmds
+from iobench.cli.app import cli
 from iobench.dataset import default_classes
 from iobench.dataset.gen import FILES_PER_CLASS
 from iobench.dataset.sizes import parse_size

@@ -121,9 +121,10 @@ def test_the_live_display_never_wraps(width):
     plan = Plan([Step("mitigations", "lmdb, shuffled cold, 16 workers", 25_000, "m")] * 12)
     with ui.run_plan(plan), ui.step("mitigations", "lmdb, shuffled cold, 16 workers", 25_000), \
             ui.status("metadata, cold: listing 25,000 files, stat, open+close"), \
-            ui.epoch_progress("warming the page cache (not measured)", 1_250_000) as warm, \
-            ui.fio_progress("fio, cold: 1,250,000 files, 16 jobs") as fio, ui.gen_progress(1_250_000) as gen, \
-            ui.gen_progress(20_000, "gen s3://iobench/demo", unit="objects") as put:
+            ui.progress("warming the page cache (not measured)", 1_250_000) as warm, \
+            ui.fio_progress("fio, cold: 1,250,000 files, 16 jobs") as fio, \
+            ui.progress("gen", 1_250_000, "files") as gen, \
+            ui.progress("gen s3://iobench/demo", 20_000, "objects") as put:
         warm(625_000)
         fio(50.0, (123_456.0, 9_876.5), (2, 3), 3_725.0)
         gen(1_000, 10_000_000)
@@ -147,7 +148,7 @@ def test_at_80_columns_an_epoch_keeps_its_rate_under_a_long_step_line():
     ui.err = Console(file=buf, width=80, force_terminal=True, color_system="standard")
     plan = Plan([Step("replay", "cold, 2 threads", 20_000, "r")] * 5)
     with ui.run_plan(plan), ui.step("replay", "cold, 2 threads", 20_000), \
-            ui.epoch_progress("shuffled cold   2 threads", 20_000) as epoch:
+            ui.progress("shuffled cold   2 threads", 20_000) as epoch:
         epoch(2_794)
         assert ui._prog is not None
         ui._prog.refresh()

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import iobench, make_dataset
 
 from iobench import session
-from iobench.cli import cli
+from iobench.cli.app import cli
 from iobench.cli.options import DEFAULT_FILES, shape_of
 from iobench.dataset import GenSpec
 from iobench.dataset.sizes import parse_dist

@@ -8,6 +8,7 @@ import pytest
 from conftest import iobench
 
 from iobench import workload
+from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 from iobench.gpu import rates as gpus
 
@@ -44,7 +45,7 @@ def test_required_workloads_are_shipped_and_load():
     for name, description in names.items():
         w = workload.load(name)
         assert w.name == name and w.description == description and not description.startswith("(invalid")
-        rate, source = w.per_gpu_rate()
+        rate, source, _ = w.rate()
         assert rate > 0 and source
 
 
@@ -53,8 +54,8 @@ def test_default_is_imagenet_resnet50_on_a_sourced_gpu():
     assert w.name == "imagenet-resnet50"
     assert w.dataset.size_dist == "imagenet"
     assert (w.consumer.model, w.consumer.au_target, w.consumer.rate) == ("resnet50", 0.90, None)
-    assert w.per_gpu_rate()[0] == gpus.lookup("resnet50", w.consumer.gpu).samples_per_s
-    assert w.rate() == (4677.3, w.per_gpu_rate()[1], "measured") and w.consumer.rate_kind == "measured"
+    assert w.rate()[0] == gpus.lookup("resnet50", w.consumer.gpu).samples_per_s
+    assert w.rate()[::2] == (4677.3, "measured")
 
 
 def test_mlperf_workloads_say_their_kind_the_others_take_each_gpus_first():
@@ -65,11 +66,11 @@ def test_mlperf_workloads_say_their_kind_the_others_take_each_gpus_first():
         assert kinds[name] == workload.load(name).consumer.kind == "mlperf-storage", name
     for name in ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k"):
         w = workload.load(name)
-        assert kinds[name] == w.consumer.rate_kind == "measured" and w.consumer.kind is None, name
+        assert kinds[name] == "measured" and w.consumer.kind is None, name
     default = workload.load(workload.DEFAULT)
     assert default.merged(gpu="h100").rate()[::2] == (400 / 0.224, "mlperf-storage")
     assert default.merged(gpu="A100-80GB").rate()[::2] == (2470.0, "published")
-    assert default.merged(gpu="a100").consumer.rate_kind == "published"
+    assert default.merged(gpu="a100").rate().kind == "published"
 
 
 def test_mlperf_storage_workload_mirrors_its_settings():
@@ -91,7 +92,7 @@ def test_small_files_and_coco_shapes():
     small = workload.load("small-files-4k")
     assert small.dataset.size_dist == "fixed:4096"
     coco = workload.load("coco-detection")
-    dist = coco.dataset.dist
+    dist = parse_dist(coco.dataset.size_dist)
     assert dist.kind == "uniform" and 100_000 < (dist.low + dist.high) / 2 < 200_000
     # its consumer: MLPerf Storage v3.0's emulated RetinaNet (the H100 config it named was deleted before v3.0)
     assert (coco.consumer.model, coco.consumer.gpu, coco.consumer.au_target) == ("retinanet", "b200", 0.85)
@@ -103,7 +104,8 @@ def test_mlperf_storage_retinanet_has_v3s_parameters():
     w = workload.load("mlperf-storage-retinanet")
     d, p, c = w.dataset, w.pattern, w.consumer
     assert (d.files, d.size_dist, d.classes) == (1_170_301, "fixed:322957", 1)
-    assert d.dist.kind == "fixed" and d.dist.low == d.dist.high == gpus.SAMPLE_BYTES["retinanet"].bytes == 322_957
+    dist = parse_dist(d.size_dist)
+    assert dist.kind == "fixed" and dist.low == dist.high == gpus.SAMPLE_BYTES["retinanet"].bytes == 322_957
     assert (p.engine, p.workers, p.batch_size, p.batch_of_gpu, p.decode, p.epochs, p.order) == (
         "dataloader", [8], 24, True, False, 8, "shuffled")
     assert (c.model, c.gpu, c.kind, c.au_target, c.rate) == ("retinanet", "b200", "mlperf-storage", 0.85, None)
@@ -163,10 +165,10 @@ def test_overrides_win_and_none_keeps_the_file(tmp_path):
                  kind="published")
     assert m.dataset.files == 100 and m.pattern.workers == [2, 4] and m.pattern.batch_size == 64
     assert m.pattern.decode is True and m.consumer.gpu == "a100" and m.consumer.au_target == 0.8
-    assert m.per_gpu_rate()[0] == 2470.0 and m.rate().kind == "published"
+    assert m.rate()[0] == 2470.0 and m.rate().kind == "published"
     assert w.pattern.batch_size == 32, "the original is unchanged"
     r = w.merged(rate=1000.0, gpu="t4")  # an explicit rate needs no table row
-    assert r.per_gpu_rate() == (1000.0, "given with --rate") and r.rate().kind == "given"
+    assert r.rate() == (1000.0, "given with --rate", "given")
     with pytest.raises(TypeError):
         w.merged(colour="red")
 

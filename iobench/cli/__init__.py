@@ -1,17 +1,8 @@
-"""Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback.
+"""Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback; the
+exit codes are iobench.errors.EXIT_CODES (docs/errors.md).
 
-Exit codes a script can act on (iobench.errors): 0 done; 1 done, but `run --check` found the GPUs asked about
-(--gpus N) not fed, or your own pipeline's code (`run --pipeline FILE.py:FUNC`) raised (its traceback, then one
-line); 2 usage error (and a standard output that cannot be written: full, an error); 3 the environment
-refused (mount missing, read-only, full, permission denied); 128 + the signal for SIGINT (Ctrl-C, 130), SIGTERM (143)
-and SIGHUP (129), the partial result kept; 141 when the reader of stdout left (`iobench run | head -1`), silently,
-as a tool killed by SIGPIPE. `--json -` writes the JSON alone to stdout, every human line to stderr
-(iobench.output).
-
-Click only: app.py the group and main()'s errors to exit codes, options.py the options shared and RunOptions (`run`
-and `fio` as one typed value), refusals.py the table of options that do not apply, run.py `run` and `fio`,
-commands.py the others. What is measured or written lives in iobench.session and the modules it calls; nothing here
-imports iobench.phases.
+app.py the group and main()'s errors to exit codes, options.py the shared options and RunOptions, refusals.py the
+options that do not apply, run.py `run` and `fio`, commands.py the others. Nothing here imports iobench.phases.
 
 This module imports nothing heavy until main() has set what a signal does: a Ctrl-C while the commands are
 still being imported (a second or more: numpy, rich, pydantic) ends in one line, not a traceback."""
@@ -47,11 +38,3 @@ def main() -> None:
 
     run_main()
 
-
-def __getattr__(name: str) -> Any:
-    """`iobench.cli.cli`, the click group, imported when asked for (see the module's docstring)."""
-    if name == "cli":
-        from iobench.cli.app import cli
-
-        return cli
-    raise AttributeError(name)

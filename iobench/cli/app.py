@@ -78,16 +78,10 @@ def run_main() -> None:
     except (KeyboardInterrupt, click.Abort):
         err(signal_words(stopped_by[0]))
         sys.exit(128 + stopped_by[0])
-    except EnvironmentRefused as exc:
-        err(f"error: {exc}")
-        sys.exit(EXIT_REFUSED)
-    except UserError as exc:
-        err(f"error: {exc}")
-        sys.exit(EXIT_USAGE)
-    except OSError as exc:
-        explained = explain_oserror(exc, "stopped")
-        err(f"error: {explained}")
-        sys.exit(EXIT_REFUSED if isinstance(explained, EnvironmentRefused) else EXIT_USAGE)
+    except (UserError, OSError) as exc:  # an OSError said as what iobench was doing, exit 3 where it is a refusal
+        said = explain_oserror(exc, "stopped") if isinstance(exc, OSError) else exc
+        err(f"error: {said}")
+        sys.exit(EXIT_REFUSED if isinstance(said, EnvironmentRefused) else EXIT_USAGE)
     _finish(code if isinstance(code, int) else 0)
 
 

@@ -1,9 +1,7 @@
 """The options `run`, `fio`, `gen` and `pack` share, the parsing of their values, and `RunOptions`: `run` and `fio`
-as one typed value, built from click's parameters in one function.
-
-A value an option was not given is None in RunOptions (its default, or the workload's, is taken where the value is
-used), so that whether an option applies is judged on its value alone (iobench.cli.refusals): the defaults are
-said in the help texts (tests/test_help_defaults.py compares each with the one used)."""
+as one typed value. A value not given is None there (the default, or the workload's, is taken where it is used),
+so that whether an option applies is judged on its value alone (iobench.cli.refusals); the help texts say the
+defaults (tests/test_help_defaults.py compares them with those used)."""
 
 from __future__ import annotations
 
@@ -322,12 +320,9 @@ class RunOptions:
         check_io_timeout(v.get("io_timeout", 60.0))
         if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
             raise UserError("--prefetch-factor and --gpus must be >= 1")
-        if v.get("workers") is not None:
-            v["workers"] = int_list(v["workers"], "--workers", minimum=0)
-        if v.get("threads") is not None:
-            v["threads"] = int_list(v["threads"], "--threads")
-        if v.get("in_flight") is not None:
-            v["in_flight"] = int_list(v["in_flight"], "--in-flight")
+        for name, least in (("workers", 0), ("threads", 1), ("in_flight", 1)):
+            if v.get(name) is not None:
+                v[name] = int_list(v[name], "--" + name.replace("_", "-"), minimum=least)
         if isinstance(v.get("pipeline"), str):
             v["pipeline"] = pipelines.parse_list(v["pipeline"])
         # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text

@@ -1,10 +1,7 @@
 """Every option `iobench run` is given is honoured or refused: this table says when one does not apply, judged on
-its value (None: not given), never on where the value came from, so a switch that turns a phase off (`--no-fio`,
-`--no-metadata`) is never refused. The first row that applies ends the command in one line (exit 2).
-
-Each row's options are fields of RunOptions, named as `run`'s parameters (tests/test_cli_options.py fails on one
-that is not); the message says {opt} (the option, --scale-files for scale_files) and {why} (why the thread engine
-replays where that is not what was asked for). docs/errors.md lists each row's message (scripts/gen_docs.py)."""
+its value (None: not given), so a switch that turns a phase off (`--no-fio`) is never refused. The first row that
+applies ends the command in one line (exit 2): {opt} is the option, {why} why the thread engine replays. Each row's
+options are RunOptions fields (tests/test_cli_options.py); docs/errors.md lists the messages."""
 
 from __future__ import annotations
 

@@ -200,23 +200,20 @@ def _settings(o: RunOptions, wl: Workload, engine: str, orders: tuple[str, ...])
 
 
 def _pipelines(o: RunOptions, wl: Workload) -> list[str]:
-    """The training runs' pipelines: given, else the workload's; decode (--decode, or the workload's) with no
-    pipeline named trains through torchvision, the decode of a PyTorch job (refusals keep --decode and --pipeline
-    apart)."""
+    """The training runs' pipelines: given, else the workload's; decode with no pipeline named trains through
+    torchvision, the decode of a PyTorch job."""
     names = list(wl.pattern.pipeline)
     return ["torchvision"] if wl.pattern.decode and names == [pipelines.RAW] and o.pipeline is None else names
 
 
 def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Settings:
-    """A distributed run is the training job itself (the options that do not apply are refused already):
-    shuffled epochs through a DataLoader per rank, at one worker count, with a GPU consumer."""
+    """A distributed run is the training job itself: epochs through a DataLoader per rank, at one worker count."""
     if settings.rate_per_gpu is None:
         raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
     workers = (settings.concurrency[0] if o.workers is not None
                else workers_per_rank(settings, local_ranks, usable_cpus()))
     return settings.model_copy(update={"concurrency": [workers], "in_flight": [1], "metadata": False,
-                                       "raw_baseline": False, "mitigations": False,
-                                       "repeat": 1})
+                                       "raw_baseline": False, "mitigations": False, "repeat": 1})
 
 
 def _check_cuda(engine: str) -> None:

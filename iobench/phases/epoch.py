@@ -185,14 +185,15 @@ def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device:
     if len(lanes) == 1:
         lane = lanes[0]
         try:
-            with ui.epoch_progress(label, total if shown is None else shown.total) as tick, during or nullcontext():
+            with ui.progress(label, total if shown is None else shown.total) as tick, during or nullcontext():
                 def ticked(done: int) -> None:
                     if on_tick is not None:
                         on_tick(done)
                     if shown is None:
                         tick(done)
                     else:
-                        tick(*shown.done(done))
+                        count, at = shown.done(done)
+                        tick(count, at=at)
 
                 lane.read(source, ticked)
         except catch as exc:
@@ -201,7 +202,7 @@ def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device:
             if close:
                 lane.engine.close()
     else:
-        with ui.epoch_progress(label, total) as tick:
+        with ui.progress(label, total) as tick:
             _read_in_threads(source, lanes, tick, errors, close)
     figures = counters.result()
     return Read(lanes, figures["cpu"], figures["disk"], errors)
@@ -367,7 +368,7 @@ def warm_up(source: Source, order: np.ndarray, conc: int, ui: UI,
     raises StorageStalled naming the warm-up)."""
     engine = ThreadEngine(max(conc, 4), io_timeout_s=io_timeout_s)
     try:
-        with ui.epoch_progress("warming the page cache (not measured)", len(order), counts=False) as tick:
+        with ui.progress("warming the page cache (not measured)", len(order), counts=False) as tick:
             engine.epoch(source, order, EpochRecorder(len(order), max(conc, 4)), tick)
     except StorageStalled as exc:
         out = StorageStalled(f"{exc} while warming the page cache", pending=exc.pending, timeout_s=exc.timeout_s,

@@ -74,7 +74,7 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
     found = find_pack(manifest, name)
     if found is None:
         make = pack_lmdb if name == "lmdb" else pack_tar
-        with (ui.gen_progress(len(manifest), f"pack {name}") if ui else nullcontext()) as progress:
+        with (ui.progress(f"pack {name}", len(manifest), "files") if ui else nullcontext()) as progress:
             rep = make(manifest, progress=progress)
         if ui:
             ui.info(f"packed {rep.samples:,} samples as {name} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")

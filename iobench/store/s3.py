@@ -206,7 +206,7 @@ class S3Store:
 
         found = pack_s3.find_pack(manifest)
         if found is None:
-            with (ui.gen_progress(len(manifest), "pack tar") if ui else nullcontext()) as progress:
+            with (ui.progress("pack tar", len(manifest), "files") if ui else nullcontext()) as progress:
                 rep = pack_s3.pack_tar_s3(manifest, progress=progress)
             if ui:
                 ui.info(f"uploaded {rep.samples:,} samples as {rep.shards:,} tar shards in {rep.seconds:.1f} s "
