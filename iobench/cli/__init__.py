@@ -1,5 +1,5 @@
 """Command line: `iobench gen`, `iobench run`, ... Bad input ends in one line on stderr, never a traceback; the
-exit codes are iobench.errors.EXIT_CODES (docs/errors.md).
+exit codes are in docs/errors.md (iobench.errors has their constants).
 
 app.py the group and main()'s errors to exit codes, options.py the shared options and RunOptions, refusals.py the
 options that do not apply, run.py `run` and `fio`, commands.py the others. Nothing here imports iobench.phases.
