@@ -1,24 +1,7 @@
-"""The answer of a run on one client, in the order a buyer needs it (DESIGN: the answer's model):
-
-1. **the storage's**: GPUs of the kind asked that the storage's measured capacity feeds at the AU target, from
-   one client like this one (`Verdict.storage_gpus_fed`; "at least" when the client's CPU was saturated while
-   measuring it). A 2-core test client that feeds no GPU must never make a storage that gives two GPUs' worth
-   read as "0 GPUs";
-2. **this client's**: what its input pipeline fed, confirmed by training runs where they ran
-   (`Verdict.client_gpus_fed`), and what limits it; where its CPU is the limit, the cores a client needs per GPU
-   at the CPU per sample measured here.
-
-With --gpus N the first word answers for those N: "Yes", "No" or "Borderline", the storage's answer where a cold
-run measured the storage, else this client's. Near a threshold the answer is "borderline" with its range: when a
-figure (or an AU) is within its run-to-run spread of the line (verdict.Spread: over --repeat runs, the epochs,
-fio's runs; else the 5% MLPerf Storage allows, said as assumed). A limit the evidence does not separate from
-another beyond that spread is named with the other (`Verdict.limit_or`).
-
-The first line stays under ~200 characters; the evidence follows as short lines, each sentence said once.
-Every rule it reads is rules.py's. Here, in order: the figures (the input pipeline's figure, the GPUs fed by the
-storage and by this client, the answer for the GPUs asked about, the limit with the sentence that shows it); the
-words (the first line, the evidence lines, the lines when no valid run remains, the notes); and `answer`, which sets
-the figures into the Verdict's fields and lines, and `verdict`."""
+"""The answer of a run on one client (README.md: How the verdict is reached): the storage's (GPUs its
+capacity feeds from one client like this one), then this client's (what its pipeline fed, and its limit); with
+--gpus N the first word answers for those N. Here: the figures, the limit, the words, then `answer`. Every rule is
+rules.py's."""
 
 from __future__ import annotations
 
