@@ -16,7 +16,7 @@ from iobench.answer.cluster import job_run
 from iobench.answer.rules import RISING, gpus_for, mean_by_concurrency, replay_runs, storage_figure, storage_runs
 from iobench.answer.rules import demand as need
 from iobench.answer.scaling import ScalePoint, scaling, scaling_sentence
-from iobench.answer.words import raw_depth, raw_tool
+from iobench.answer.words import raw_depth, raw_tool, server_cache_note
 from iobench.answer.words import readers as readers_of
 from iobench.dataset.sizes import IMAGENET_MEAN
 from iobench.gpu.rates import (
@@ -436,12 +436,9 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
     objects = result.mount.objects
-    if objects:
-        notes.append("object storage: no client cache to evict; the server's own cache may have served part of the "
-                     "cold rate")
-    elif result.remote:
-        notes.append("network/FUSE mount: cold runs evicted this client's cache only; the server's cache may have "
-                     "served part of the cold rate")
+    if result.remote or objects:
+        note = server_cache_note(result)
+        notes.append(note[0].lower() + note[1:].removesuffix("."))
     if not result.complete:
         notes.insert(0, "the result is of an unfinished run (complete: false): its figures cover only what was "
                         "measured before it stopped")
