@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from io import StringIO
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,6 @@ from iobench.answer.client import asked, ceiling
 from iobench.answer.cluster import job_run
 from iobench.answer.rules import RISING, gpus_for, mean_by_concurrency, replay_runs, storage_figure, storage_runs
 from iobench.answer.rules import demand as need
-from iobench.answer.scaling import ScalePoint, scaling, scaling_sentence
 from iobench.answer.words import raw_depth, raw_tool, server_cache_note
 from iobench.answer.words import readers as readers_of
 from iobench.dataset.sizes import IMAGENET_MEAN
@@ -46,6 +45,7 @@ MAX_GPUS = 10_000_000  # more GPUs than any cluster holds
 MAX_RATE = 1e9  # samples/s one GPU consumes
 MAX_FILES = 10**12  # samples in a dataset
 MAX_MEAN_KB = 1e9  # kB a sample holds on average (1 TB)
+EVEN = 0.9  # per-node rate at more nodes >= 90% of that at the fewest: the storage scaled with its clients
 MAX_FIGURE = 1e18  # any figure of the plan (samples/s, MB/s, s, B): beyond, the inputs are absurd together
 
 
@@ -123,6 +123,57 @@ class ConcurrencyWhatIf:
     uncapped: float  # X0 x readers / c0 before the cap
     measured: float | None  # measured cold rate at this many readers, when the sweep has one
     gpus: int
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One distributed result in a scaling series."""
+
+    nodes: int
+    ranks: int
+    samples_per_s: float  # the job's, all ranks together
+    per_node: float
+    per_node_vs_fewest: float  # per_node / per_node at the fewest nodes measured: 1.0 scales linearly
+    fed: bool  # the job's GPUs were fed: samples_per_s is then a lower bound of what the storage gives
+
+
+def point(result: Result) -> ScalePoint | None:
+    """A distributed result's point: the job's figure (the slowest valid cold epoch, all ranks together), per node;
+    a lower bound where the job was fed."""
+    d = result.distributed
+    run = job_run(result)
+    if d is None or run is None:
+        return None
+    fed = bool(result.verdict and result.verdict.asked_fed)
+    return ScalePoint(d.nodes, d.world_size, run.samples_per_s, run.samples_per_s / d.nodes, 1.0, fed)
+
+
+def scaling(results: list[Result]) -> list[ScalePoint]:
+    """The results' points by node count (for one count, the last given), each against the fewest nodes'."""
+    points = {p.nodes: p for p in (point(r) for r in results) if p is not None}
+    ordered = [points[n] for n in sorted(points)]
+    if not ordered:
+        return []
+    base = ordered[0].per_node
+    return [replace(p, per_node_vs_fewest=p.per_node / base if base else 0.0) for p in ordered]
+
+
+def scaling_sentence(points: list[ScalePoint]) -> str | None:
+    """How the storage scaled with client nodes, from two or more points; None from fewer."""
+    if len(points) < 2:
+        return None
+    first, last = points[0], points[-1]
+    if last.per_node_vs_fewest >= EVEN:
+        how = "scaled with its clients"
+    elif last.samples_per_s > first.samples_per_s * 1.1:
+        how = "scaled less than linearly"
+    else:
+        how = "did not scale: more clients shared the same rate"
+    bound = " (lower bounds where the job was fed)" if any(p.fed for p in points) else ""
+    return (f"measured at {', '.join(str(p.nodes) for p in points)} nodes: the storage {how}: "
+            f"{first.samples_per_s:,.0f} samples/s at {first.nodes} node{'s' if first.nodes > 1 else ''} "
+            f"({first.per_node:,.0f} per node), {last.samples_per_s:,.0f} at {last.nodes} ({last.per_node:,.0f} per "
+            f"node, {last.per_node_vs_fewest:.0%} of the first's){bound}")
 
 
 @dataclass(frozen=True)
