@@ -1,7 +1,6 @@
-"""The verdict of a distributed run: does this storage feed the job's GPUs (its ranks, on all its nodes), and if
-not, what held the job back: the storage, a node's CPU, or the slowest rank (or, for epochs read from the page
-cache, the ranks' input pipeline: the storage was not measured). The thresholds, the GPUs-fed arithmetic and the
-client-CPU rule (per host here) are answer/rules.py's; this module only reads a distributed result with them."""
+"""The verdict of a distributed run: does this storage feed the job's GPUs, and if not, what held the job back (the
+storage, a node's CPU, the slowest rank, or the ranks' input pipeline where epochs read the page cache). The rules
+are rules.py's."""
 
 from __future__ import annotations
 

@@ -615,14 +615,11 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
     mean_kb in kB (1,000 B); result: adds what it says the storage gives and the what-ifs; series: distributed
     results at several node counts (`result` among them); pipeline: the input pipeline whose CPU per sample plans
     the cores (default the result's first; a ValueError where the result has no training run through it)."""
-    if gpus < 1:
-        raise ValueError("gpus must be >= 1")
-    if gpus_per_node < 1:
-        raise ValueError("gpus_per_node must be >= 1")
-    if dataset_files < 1:
-        raise ValueError("dataset_files must be >= 1")
-    if not 0 < au_target <= 1:
-        raise ValueError("au_target must be within (0, 1]")
+    for ok, why in ((gpus >= 1, "gpus must be >= 1"), (gpus_per_node >= 1, "gpus_per_node must be >= 1"),
+                    (dataset_files >= 1, "dataset_files must be >= 1"),
+                    (0 < au_target <= 1, "au_target must be within (0, 1]")):
+        if not ok:
+            raise ValueError(why)
     within(gpus, MAX_GPUS, "GPUs", "more than any cluster holds")
     within(dataset_files, MAX_FILES, "dataset files", "no training set holds that many")
     per_gpu, source, rate_kind = rate_for(model, gpu, rate, kind)
