@@ -7,7 +7,7 @@ import pytest
 
 from iobench.answer.client import verdict
 from iobench.answer.rules import au_cell, au_fraction, au_pct, floor_to, gpus_for, mark_validity, pct, stats, times
-from iobench.answer.words import gpu_words, reader_unit, readers
+from iobench.answer.words import gpus_short, reader_unit, readers
 from iobench.result import Baseline, Cpu, Dataset, Host, Latency, Metadata, Mount, RawPoint, Result, Run, Settings
 
 LAT = Latency(p50=1, p90=2, p99=3, p999=4, max=5, mean=1.5)
@@ -149,7 +149,7 @@ def test_gpus_asked_get_a_yes_or_no_first_for_the_storage_then_the_client():
 
 def test_a_given_rate_is_not_described_as_a_known_gpu():
     s = Settings(orders=[], concurrency=[1], cache=["cold"], epochs=1, seed=0, rate_per_gpu=100.0, rate_kind="given")
-    assert gpu_words(s, 3) == "3 GPUs consuming 100 samples/s each"
+    assert gpus_short(s, "3", 3) == "3 GPUs of 100 samples/s"
     v = verdict(_result([_run(4, 2500), _run(16, 2550)], rate_per_gpu=100.0, rate_kind="given"))
     assert "the storage feeds 28 GPUs of 100 samples/s" in v.answer and "H200" not in v.text
 

@@ -1,24 +1,7 @@
-"""The answer of a run on one client, in the order a buyer needs it (DESIGN: the answer's model):
-
-1. **the storage's**: GPUs of the kind asked that the storage's measured capacity feeds at the AU target, from
-   one client like this one (`Verdict.storage_gpus_fed`; "at least" when the client's CPU was saturated while
-   measuring it). A 2-core test client that feeds no GPU must never make a storage that gives two GPUs' worth
-   read as "0 GPUs";
-2. **this client's**: what its input pipeline fed, confirmed by training runs where they ran
-   (`Verdict.client_gpus_fed`), and what limits it; where its CPU is the limit, the cores a client needs per GPU
-   at the CPU per sample measured here.
-
-With --gpus N the first word answers for those N: "Yes", "No" or "Borderline", the storage's answer where a cold
-run measured the storage, else this client's. Near a threshold the answer is "borderline" with its range: when a
-figure (or an AU) is within its run-to-run spread of the line (verdict.Spread: over --repeat runs, the epochs,
-fio's runs; else the 5% MLPerf Storage allows, said as assumed). A limit the evidence does not separate from
-another beyond that spread is named with the other (`Verdict.limit_or`).
-
-The first line stays under ~200 characters; the evidence follows as short lines, each sentence said once.
-Every rule it reads is rules.py's. Here, in order: the figures (the input pipeline's figure, the GPUs fed by the
-storage and by this client, the answer for the GPUs asked about, the limit with the sentence that shows it); the
-words (the first line, the evidence lines, the lines when no valid run remains, the notes); and `answer`, which sets
-the figures into the Verdict's fields and lines, and `verdict`."""
+"""The answer of a run on one client (README.md: How the verdict is reached): the storage's (GPUs its
+capacity feeds from one client like this one), then this client's (what its pipeline fed, and its limit); with
+--gpus N the first word answers for those N. Here: the figures, the limit, the words, then `answer`. Every rule is
+rules.py's."""
 
 from __future__ import annotations
 
@@ -65,16 +48,19 @@ from iobench.answer.rules import (
 )
 from iobench.answer.search import count_aus
 from iobench.answer.words import (
-    LIMIT_WORDS,
+    LIMITS,
+    count_words,
     dataset_line,
     gpu_short,
     gpus_short,
+    left_out,
     raw_baseline,
     raw_depth,
     raw_tool,
     raw_unit,
     reader_unit,
     readers,
+    said,
     server_cache_note,
 )
 from iobench.gpu.rates import rates
@@ -111,8 +97,13 @@ class Count:
     def borderline(self) -> bool:
         return self.low != self.high
 
+    @property
+    def range(self) -> list[int] | None:
+        """[low, high] where borderline (the Verdict's *_gpus_range), else None."""
+        return [self.low, self.high] if self.borderline else None
+
     def words(self) -> str:
-        return f"{self.low}-{self.high}" if self.borderline else f"{self.low}"
+        return count_words(self.low, self.range)
 
 
 def asked(result: Result) -> str:
@@ -366,8 +357,6 @@ KIND_WORDS = {
     "mlperf-storage": "MLPerf Storage's emulated accelerator, a sleep per batch",
     "given": "given with --rate",
 }
-CLIENT_LIMIT = {"client-cpu": "its CPU is the limit", "input-pipeline": "its input pipeline is the limit",
-                "storage": "the storage is the limit", "gpu": "the GPUs asked about are fed"}
 
 
 def _cores(result: Result) -> str:
@@ -388,11 +377,11 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
     that cost are said."""
     s = result.settings
     where = f"{result.mount.fstype} at {result.mount.path}"
-    limit_words = CLIENT_LIMIT.get(limit, f"{LIMIT_WORDS.get(limit, limit)} is the limit")
+    limit_words = LIMITS[limit].client
     if us is not None and limit == "client-cpu":
         limit_words += f", {us:,.0f} us per sample"
     if other:
-        limit_words += f" (or {LIMIT_WORDS.get(other, other)}: too near to tell)"
+        limit_words += f" (or {LIMITS[other].said}: too near to tell)"
     named = f" with the {pipeline_label(result)}" if us is not None else ""
     client_part = f"this {_cores(result)}client feeds {client.words()}{named}" + (
         "" if limit == "gpu" else f": {limit_words}")
@@ -465,32 +454,25 @@ def storage_line(result: Result, store: StorageFigure | None, best: Run | None, 
 
 def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
     """The evidence line of a server that throttled (object storage: 503 SlowDown), where it did: how many of the
-    requests at how many in flight, and what that makes the storage figure."""
+    requests at how many in flight, and what that makes the storage figure. A loader run's, else the raw baseline's
+    (its client's retries off, each 503 counted)."""
     runs = [r for r in result.runs if r.throttled and r.kind == "replay"]
-    if not runs:
-        return raw_throttle_line(result, store)
-    run = store.run if store and store.run and store.run.throttled else max(runs, key=lambda r: r.throttled)
-    text = (f"Throttled: the server throttled {run.throttled:,} of {run.samples + run.throttled:,} requests "
-            f"(503 SlowDown) at {run.in_flight:,} in flight, each retried after its pause")
-    if len(runs) > 1:
-        text += f" ({len(runs)} runs were throttled)"
-    if store is not None and store.run is run:
-        text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
-                 "not what its media could give")
-    return [text + "."]
-
-
-def raw_throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
-    """The evidence line of a server that throttled the raw baseline (objects: its client's retries off, each 503
-    counted), where it did and no loader run was throttled."""
     points = [p for p in (result.baseline.points if result.baseline else []) if p.throttled]
-    if not points:
+    if runs:
+        run = store.run if store and store.run and store.run.throttled else max(runs, key=lambda r: r.throttled)
+        text = (f"Throttled: the server throttled {run.throttled:,} of {run.samples + run.throttled:,} requests "
+                f"(503 SlowDown) at {run.in_flight:,} in flight, each retried after its pause"
+                + (f" ({len(runs)} runs were throttled)" if len(runs) > 1 else ""))
+        sets_figure = store is not None and store.run is run
+    elif points:
+        p = store.raw if store and store.raw and store.raw.throttled else max(points, key=lambda x: x.throttled)
+        text = (f"Throttled: the server throttled {p.throttled:,} of {p.samples + p.throttled:,} requests of the raw "
+                f"baseline ({raw_tool(result)}) at {p.concurrency:,} in flight (503 SlowDown), each retried after its "
+                "pause")
+        sets_figure = store is not None and store.raw is p
+    else:
         return []
-    p = store.raw if store and store.raw and store.raw.throttled else max(points, key=lambda x: x.throttled)
-    text = (f"Throttled: the server throttled {p.throttled:,} of {p.samples + p.throttled:,} requests of the raw "
-            f"baseline ({result.baseline.tool if result.baseline else 'awscrt'}) at {p.concurrency:,} in flight "
-            "(503 SlowDown), each retried after its pause")
-    if store is not None and store.raw is p:
+    if sets_figure:
         text += ("; the storage figure is the server's limit under throttling (what it lets this client have), "
                  "not what its media could give")
     return [text + "."]
@@ -533,8 +515,8 @@ def pipeline_line(name: str, v: Verdict) -> str:
     label = pipelines.parse(name).label()
     if v.pipeline_samples_per_s is None or v.client_gpus_fed is None:
         return f"With the {label}: no valid training run, so no answer for this client with it."
-    fed = (f"{v.client_gpus_range[0]}-{v.client_gpus_range[1]}" if v.client_gpus_range else f"{v.client_gpus_fed}")
-    limit = CLIENT_LIMIT.get(v.limit or "", f"{LIMIT_WORDS.get(v.limit or '', v.limit)} is the limit")
+    fed = count_words(v.client_gpus_fed, v.client_gpus_range)
+    limit = LIMITS[v.limit or "storage"].client
     us = f", {v.pipeline_cpu_us_per_sample:,.0f} us of CPU per sample" if v.pipeline_cpu_us_per_sample else ""
     return (f"With the {label}: this client feeds {fed}: {limit} ({v.pipeline_samples_per_s:,.0f} samples/s "
             f"delivered{us}).")
@@ -597,10 +579,7 @@ def note_lines(result: Result, invalid: list[Run]) -> list[str]:
         kind = {"page-cache": "from the page cache", "storage": "re-read, not from this client's cache",
                 "mixed": "partly from the page cache"}.get(w.measures, "cache state unknown")
         out.append(f"Warm ({kind}): {w.samples_per_s:,.0f} samples/s at {readers(w)}.")
-    if invalid:
-        out.append(f"{len(invalid)} run(s) were too short, not cold, or changed under the run, and were left out "
-                   "(marked invalid).")
-    out += _startup_note(result) + _mitigation_note(result) + _fuse_note(result)
+    out += left_out(invalid, "run") + _startup_note(result) + _mitigation_note(result) + _fuse_note(result)
     return out
 
 
@@ -678,7 +657,6 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
         pipeline_samples_per_s=pipe.samples_per_s if pipe else None, pipeline_from=pipe.what if pipe else None,
         cpu_saturated=cpu_saturated(pipe.run.cpu if pipe else None, result),
         client_pipeline=asked(result), pipeline_cpu_us_per_sample=pipe.run.cpu_us_per_sample if pipe else None,
-        model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind, au_target=s.au_target,
         gpus_asked=s.gpus, best_samples_per_s=best.samples_per_s if best else None,
         best_mb_per_s=best.mb_per_s if best else None, best_concurrency=best.concurrency if best else None,
         saturates_at=sat, still_rising=rising, order=best.order if best else None,
@@ -687,11 +665,10 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
         fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
     where = f"{result.mount.fstype} at {result.mount.path}"
     notes = note_lines(result, invalid)
+    extra = extra or []
     if store is None and pipe is None:
         first, *reasons = no_answer(result, invalid)
-        reasons += dataset_line(result)
-        reasons += extra or []
-        return Verdict(text="\n".join([first, *reasons, *notes]), answer=first, evidence=reasons, **fields)
+        return said(s, first, reasons + dataset_line(result) + extra, notes, **fields)
     evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store), *dataset_line(result)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # the raw baseline counted, no loader
@@ -701,10 +678,8 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
                      f"{store.what}); no loader run counted, so this client was not measured.")
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
             evidence += [need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
-                                        f"more (no loader run counted; the first: {first_invalid}).", *(extra or [])]
-            fields.update(storage_gpus_fed=fed.value, evidence=evidence,
-                          storage_gpus_range=[fed.low, fed.high] if fed.borderline else None)
-            return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
+                                        f"more (no loader run counted; the first: {first_invalid}).", *extra]
+            return said(s, first, evidence, notes, storage_gpus_fed=fed.value, storage_gpus_range=fed.range, **fields)
         if pipe is None and store is not None:
             first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} {raw_unit(result)} cold "
                      f"({store.what}).")
@@ -716,8 +691,7 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
                      f"{pipe.samples_per_s:,.0f} samples/s.")
         if pipe is not None:
             evidence.append(client_line(result, pipe, named))
-        evidence += extra or []
-        return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
+        return said(s, first, evidence + extra, notes, **fields)
 
     rate, tau = s.rate_per_gpu, s.au_target
     # how far this client's rate (and so an AU) moves between identical runs: its replay configuration's spread
@@ -762,21 +736,17 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
             evidence.append(f"Near the line: {count.near} (within {UNSTABLE:.0%}, what MLPerf Storage lets repeats "
                             f"differ by): one run measures no spread, so whether identical runs give {count.value} "
                             "too is not shown; --repeat 3 measures it.")
-    evidence += extra or []
     first = first_line(result, store, storage_count, client, limit, other, asked_n,
                        pipe.run.cpu_us_per_sample if named else None)
-    fields.update(limit=limit, limit_or=other, evidence=evidence,
-                  storage_gpus_fed=storage_count.value if storage_count else None,
-                  storage_gpus_range=[storage_count.low, storage_count.high] if storage_count and
-                  storage_count.borderline else None,
-                  client_gpus_fed=client.value, gpus_fed=client.value, gpus_fed_confirmed=client.confirmed,
-                  client_gpus_range=[client.low, client.high] if client.borderline else None,
-                  borderline=bool(client.borderline or (storage_count and storage_count.borderline)
-                                  or (asked_n and asked_n.borderline)))
     if asked_n is not None:
         fields.update(asked_fed=asked_n.fed, asked_by=asked_n.by, asked_client_fed=asked_n.client_fed,
                       asked_confirmed=asked_n.confirmed)
-    return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, **fields)
+    return said(s, first, evidence + extra, notes, limit=limit, limit_or=other,
+                storage_gpus_fed=storage_count.value if storage_count else None,
+                storage_gpus_range=storage_count.range if storage_count else None, client_gpus_fed=client.value,
+                gpus_fed_confirmed=client.confirmed, client_gpus_range=client.range,
+                borderline=bool(client.borderline or (storage_count and storage_count.borderline)
+                                or (asked_n and asked_n.borderline)), **fields)
 
 
 def verdict(result: Result) -> Verdict:

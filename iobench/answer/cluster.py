@@ -1,7 +1,6 @@
-"""The verdict of a distributed run: does this storage feed the job's GPUs (its ranks, on all its nodes), and if
-not, what held the job back: the storage, a node's CPU, or the slowest rank (or, for epochs read from the page
-cache, the ranks' input pipeline: the storage was not measured). The thresholds, the GPUs-fed arithmetic and the
-client-CPU rule (per host here) are answer/rules.py's; this module only reads a distributed result with them."""
+"""The verdict of a distributed run: does this storage feed the job's GPUs, and if not, what held the job back (the
+storage, a node's CPU, the slowest rank, or the ranks' input pipeline where epochs read the page cache). The rules
+are rules.py's."""
 
 from __future__ import annotations
 
@@ -21,10 +20,9 @@ from iobench.answer.rules import (
     round_files,
     steady_rate,
 )
-from iobench.answer.words import LIMIT_WORDS, dataset_line, gpu_short, gpus_short, server_cache_note
+from iobench.answer.words import LIMITS, counted, dataset_line, gpu_short, gpus_short, left_out, said, server_cache_note
 from iobench.result import Cpu, Result, Run, Verdict
 
-WORDS = {**LIMIT_WORDS, "client-cpu": "a node's CPU"}
 STRAGGLER = 0.25  # the slowest rank's own pace 25% or more under the fastest's: the job waits on that rank
 
 
@@ -99,12 +97,11 @@ def cluster_verdict(result: Result) -> Verdict:
     s = result.settings
     d = result.distributed
     assert d is not None and s.rate_per_gpu is not None
-    nodes = f"{d.world_size} rank{'s' if d.world_size > 1 else ''} on {d.nodes} node{'s' if d.nodes > 1 else ''}"
+    nodes = f"{counted(d.world_size, 'rank')} on {counted(d.nodes, 'node')}"
     pool = job_runs(result)
     invalid = [r for r in result.runs if r.ranks and not r.valid]
-    fields: dict = dict(model=s.model, gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind,
-                        au_target=s.au_target, gpus_asked=d.world_size,
-                        demand_samples_per_s=round(demand(d.world_size, s.rate_per_gpu, s.au_target), 2))
+    need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+    fields: dict = dict(gpus_asked=d.world_size, demand_samples_per_s=round(need, 2))
     notes = _notes(result, invalid)
     if not pool:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
@@ -112,25 +109,25 @@ def cluster_verdict(result: Result) -> Verdict:
         first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {advised:,} or more."
         evidence = [f"{advised:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
                     f"epochs of {MIN_SECONDS} s or more at twice the fastest rate measured."]
-        return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, **fields)
-    cold = pool[0].cache == "cold"
+        return said(s, first, evidence, notes, **fields)
+    temp = pool[0].cache  # cold, or warm where no cold epoch was valid
     run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
     fed = all((r.au or 0.0) >= s.au_target for r in pool)
     any_cold = any(r.cache == "cold" for r in result.runs if r.ranks)
-    state = "cold" if cold else ("warm (from the page cache: no cold epoch was valid)" if any_cold
-                                 else "warm (from the page cache)")
-    epochs = f"{len(pool)} {state.split(' ')[0]} epoch{'s' if len(pool) > 1 else ''}"
+    state = "cold" if temp == "cold" else ("warm (from the page cache: no cold epoch was valid)" if any_cold
+                                           else "warm (from the page cache)")
+    workers = counted(d.workers, "DataLoader worker")
     tau = f">= {s.au_target:.0%} busy"
     au = f"AU {au_pct(run.au or 0.0)}, lowest rank {au_pct(run.au_min or 0.0)}"
     per_node = run.samples_per_s / d.nodes
     data_wait, allreduce, seconds = _waits(result, run)
     evidence = [
         f"Cluster: {run.samples_per_s:,.0f} samples/s ({run.mb_per_s:,.0f} MB/s) read by {nodes} together, "
-        f"{per_node:,.0f} per node, {d.workers} DataLoader worker{'s' if d.workers != 1 else ''} per rank, "
-        f"{state} (epoch {run.epoch}, the slowest of {epochs}); every sample read exactly once across the ranks: "
+        f"{per_node:,.0f} per node, {workers} per rank, {state} (epoch {run.epoch}, the slowest of "
+        f"{counted(len(pool), temp + ' epoch')}); every sample read exactly once across the ranks: "
         f"{'yes' if run.read_once else 'no'}.",
         f"Need: {s.au_target * s.rate_per_gpu:,.0f} samples/s per {gpu_short(s)}; the job's {d.world_size} need "
-        f"{demand(d.world_size, s.rate_per_gpu, s.au_target):,.0f}.",
+        f"{need:,.0f}.",
         f"Ranks: each waited {data_wait:,.2f} s for data and {allreduce:,.2f} s at the per-step allreduce in a "
         f"{seconds:,.2f} s epoch (means); the slowest ({_where_rank(result, run.slowest_rank or 0)}) kept "
         f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
@@ -145,7 +142,7 @@ def cluster_verdict(result: Result) -> Verdict:
     if fed:
         limit = "gpu"
         job_gpus, confirmed = d.world_size, True
-        why = (f"Limit: the GPUs: every {state.split(' ')[0]} epoch kept them {tau}; what more GPUs would get was not "
+        why = (f"Limit: the GPUs: every {temp} epoch kept them {tau}; what more GPUs would get was not "
                "measured (run with more ranks).")
     else:
         job_gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
@@ -159,19 +156,15 @@ def cluster_verdict(result: Result) -> Verdict:
             why = (f"Limit: the slowest rank: {_where_rank(result, run.slowest_rank or 0)} read at "
                    f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest rank's pace, and every step waits for it "
                    "at the allreduce (see ranks[] for its host's mount and CPU).")
-        elif ram:  # the page cache gave these samples: what the storage gives was not measured
-            limit = "input-pipeline"
+        else:  # ram: the page cache gave these samples, so what the storage gives was not measured
+            limit = "input-pipeline" if ram else "storage"
+            pace = (f"the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) and spent "
+                    f"{pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data")
             why = (f"Limit: the ranks' input pipeline, not the storage: these epochs read the page cache, so the "
-                   f"storage was not measured; the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) "
-                   f"and spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data at "
-                   f"{d.workers} worker{'s' if d.workers != 1 else ''} per rank, no node's CPU saturated. Run "
-                   "--cache cold for the storage's figure.")
-        else:
-            limit = "storage"
-            why = (f"Limit: the storage: the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) and "
-                   f"spent {pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data, no node's CPU "
-                   f"saturated; at {d.workers} worker{'s' if d.workers != 1 else ''} per rank (more workers per rank "
-                   "were not measured).")
+                   f"storage was not measured; {pace} at {counted(d.workers, 'worker')} per rank, no node's CPU "
+                   "saturated. Run --cache cold for the storage's figure." if ram else
+                   f"Limit: the storage: {pace}, no node's CPU saturated; at {counted(d.workers, 'worker')} per rank "
+                   "(more workers per rank were not measured).")
     evidence.append(why)
     # the storage's answer: what its rate to all these clients feeds; at least that while something else held the
     # job back (the GPUs took what they asked, a CPU or a rank was slower than the storage)
@@ -179,31 +172,27 @@ def cluster_verdict(result: Result) -> Verdict:
     at_least = fed or limit != "storage"
     storage_gpus = gpus_for(storage, s.rate_per_gpu, s.au_target) if storage is not None else None
     if storage is not None and at_least and storage_gpus == 0:  # "at least 0" says nothing: say what was measured
-        storage_part = (f"the storage gave at least {storage:,.0f} samples/s {state.split(' ')[0]} to {nodes} (one "
+        storage_part = (f"the storage gave at least {storage:,.0f} samples/s {temp} to {nodes} (one "
                         f"{gpu_short(s)} needs {s.au_target * s.rate_per_gpu:,.0f})")
     elif storage is not None and storage_gpus is not None:
-        storage_part = (f"the storage feeds {'at least ' if at_least else ''}"
-                        f"{gpus_short(s, str(storage_gpus), storage_gpus)} ({storage:,.0f} samples/s "
-                        f"{state.split(' ')[0]} to {nodes})")
+        least = "at least " if at_least else ""
+        storage_part = (f"the storage feeds {least}{gpus_short(s, str(storage_gpus), storage_gpus)} ({storage:,.0f} "
+                        f"samples/s {temp} to {nodes})")
     else:
         storage_part = "no cold epoch measured the storage"
-    job_words = ("the job fed all its GPUs" if fed else f"the job fed {job_gpus} of its {d.world_size}: "
-                 f"{WORDS[limit]} is the limit")
     if fed:
-        first = f"Yes: {storage_part}; {job_words} ({au})."
+        first = f"Yes: {storage_part}; the job fed all its GPUs ({au})."
     else:
-        need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+        held = "a node's CPU" if limit == "client-cpu" else LIMITS[limit].said
         first = (f"No: {gpus_short(s, str(d.world_size), d.world_size)} need {need:,.0f} samples/s; {storage_part}; "
-                 f"{job_words}.")
-    return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, limit=limit, evidence=evidence,
-                   storage_samples_per_s=storage, storage_is_lower_bound=at_least,
-                   storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {state.split(' ')[0]}",
-                   storage_gpus_fed=storage_gpus, client_gpus_fed=job_gpus,
-                   pipeline_samples_per_s=run.delivered_per_s, pipeline_from=f"epoch {run.epoch} of the job",
-                   cpu_saturated=bool(busy), gpus_fed=job_gpus, gpus_fed_confirmed=confirmed, asked_fed=fed,
-                   asked_by="storage" if storage is not None else "client", asked_client_fed=fed,
-                   asked_confirmed=True, best_samples_per_s=run.samples_per_s, best_mb_per_s=run.mb_per_s,
-                   best_concurrency=d.workers, order="shuffled", **fields)
+                 f"the job fed {job_gpus} of its {d.world_size}: {held} is the limit.")
+    return said(s, first, evidence, notes, limit=limit, storage_samples_per_s=storage, storage_is_lower_bound=at_least,
+                storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {temp}",
+                storage_gpus_fed=storage_gpus, client_gpus_fed=job_gpus, pipeline_samples_per_s=run.delivered_per_s,
+                pipeline_from=f"epoch {run.epoch} of the job", cpu_saturated=bool(busy), gpus_fed_confirmed=confirmed,
+                asked_fed=fed, asked_by="storage" if storage is not None else "client", asked_client_fed=fed,
+                asked_confirmed=True, best_samples_per_s=run.samples_per_s, best_mb_per_s=run.mb_per_s,
+                best_concurrency=d.workers, order="shuffled", **fields)
 
 
 def _advised(result: Result) -> int:
@@ -224,7 +213,4 @@ def _notes(result: Result, invalid: list[Run]) -> list[str]:
         out.append(server_cache_note(result))
     if d.shared_page_cache:
         out.append("Ranks shared a host's page cache.")
-    if invalid:
-        out.append(f"{len(invalid)} epoch(s) were too short, not cold, or changed under the run, and were left out "
-                   "(marked invalid).")
-    return out
+    return out + left_out(invalid, "epoch")

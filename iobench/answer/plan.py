@@ -1,67 +1,21 @@
-"""Capacity arithmetic: what N GPUs training a model ask of the storage, and what a measured result says it gives.
-Here, in order: the arithmetic and the plan's dataclasses, the plan in words, what a measured result says
-against it, and `plan`, from its inputs to its figures.
-
-Pure functions over numbers (and, optionally, a `Result`); no IO. The conventions, stated once:
-
-- *demand* = GPUs x per-GPU rate: the samples/s that keep every GPU busy all the time (AU 1.0).
-- *minimum* = AU target x demand. With a prefetching input pipeline, IO overlaps compute, so a GPU that receives a
-  fraction f of the samples it could consume computes f of the time: AU = min(1, supply / demand). AU >= target
-  therefore needs supply >= target x demand. This is how iobench's verdict counts GPUs fed
-  (`rate // (target x per-GPU rate)`) and how MLPerf Storage passes a run. It is an ideal-overlap bound:
-  jitter and stalls need more, so plan for *demand* to leave no idle time, and treat *minimum* as the floor.
-- MB/s = samples/s x mean sample size (1 MB = 10^6 B; `mean_kb` in kB = 1,000 B). Default mean: a result's
-  measured dataset mean where the result ran this model, or the model trains on ImageNet-sized images; else the
-  model's sample where its dataset is not ImageNet's (`gpus.SAMPLE_BYTES`: MLPerf Storage v3.0's unet3d
-  146,600,628 B, cosmoflow 2,828,486 B, retinanet 322,957 B); else ImageNet-1k's 110,000 B
-  (iobench.dataset.sizes.IMAGENET_MEAN). The plan says which (`mean_source`).
-- File opens/s = samples/s: the files source opens one file per sample (LMDB or tar shards open far fewer).
-- Start-up metadata: torchvision's ImageFolder lists every class folder with scandir before the first batch:
-  one directory entry per file (`dataset_files` entries). With a result's metadata phase, the listing time is
-  predicted by scaling its measured list time linearly.
-- CPU cores for decode: `gpus.cpu_cores_for_decode` (Pillow decode + RandomResizedCrop + flip, measured per core).
-  With a result, the CPU per sample measured on its client instead (`client.ceiling`: reading, and
-  decoding where it ran with --decode; where it did not, reading as measured and decode at the per-core figure).
-- Per-GPU rate: the row of the kind asked for, else the first kind the GPU and model have (`gpus.KINDS` order:
-  measured, published, mlperf-storage), its kind printed beside it; a GPU with no row of the asked kind is an
-  error. Where other GPUs of the model take another kind without --rate-kind (resnet50: measured on an h200,
-  published on an a100, mlperf-storage on an h100), the plan says so in one line (`kind_note`): their plans do
-  not compare with this one. A rate given with --rate has the kind "given" and is described as "a GPU consuming
-  N samples/s", not as a GPU model. A result measured with a rate of another kind is compared with a warning
-  (`mixed_kinds`): its verdict and training runs counted GPUs at its own rate.
-- The plan's dataset (`dataset_files`, default ImageNet-1k's 1,281,167 files) is the one planned for, not the
-  (usually much smaller) dataset a result measured; labels say which.
-
-What-ifs (each a prediction, never a measurement):
-
-- *cache*: a fraction x of the dataset served from a cache at rate C (the best warm rate read from the page
-  cache) and the rest from storage at rate S (the cold rate): F = 1 / (x/C + (1-x)/S), the harmonic mix DS-Analyzer uses
-  (Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021).
-- *concurrency*: Little's law, L = X x W. At the reference run's c0 readers, X0 samples/s at the median
-  per-sample latency W (p50) means L = X0 x W requests were at the storage at once. With c readers and W
-  unchanged, L x c / c0 are in flight, so X(c) = (L x c / c0) / W = X0 x c / c0. Latency does not stay flat
-  under load for ever, so the prediction is capped by what was seen: at the best cold rate when the measured
-  sweep had already stopped rising (more readers then bought nothing); else at the best warm rate from the page
-  cache (what this client's readers reached from RAM: the client's own ceiling); else, where no run read from
-  RAM, at the highest rate of any run or fio job in the result.
-"""
+"""Capacity arithmetic (`iobench plan`): what N GPUs training a model ask of the storage, and what a measured result
+says it gives, with its what-ifs (predictions, never measurements). Pure functions, no IO. Its conventions (demand,
+minimum, the default mean sample, the kinds of rate, the cache and Little's-law what-ifs) are docs/plan.md's."""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from io import StringIO
 from typing import TYPE_CHECKING
 
 from iobench import pipelines
 from iobench.answer.client import asked, ceiling
 from iobench.answer.cluster import job_run
-from iobench.answer.rules import RISING, gpus_for, replay_runs, storage_figure, storage_runs
+from iobench.answer.rules import RISING, gpus_for, mean_by_concurrency, replay_runs, storage_figure, storage_runs
 from iobench.answer.rules import demand as need
-from iobench.answer.scaling import ScalePoint, scaling, scaling_sentence
-from iobench.answer.words import raw_depth, raw_tool
+from iobench.answer.words import raw_depth, raw_tool, server_cache_note
 from iobench.answer.words import readers as readers_of
 from iobench.dataset.sizes import IMAGENET_MEAN
 from iobench.gpu.rates import (
@@ -91,6 +45,7 @@ MAX_GPUS = 10_000_000  # more GPUs than any cluster holds
 MAX_RATE = 1e9  # samples/s one GPU consumes
 MAX_FILES = 10**12  # samples in a dataset
 MAX_MEAN_KB = 1e9  # kB a sample holds on average (1 TB)
+EVEN = 0.9  # per-node rate at more nodes >= 90% of that at the fewest: the storage scaled with its clients
 MAX_FIGURE = 1e18  # any figure of the plan (samples/s, MB/s, s, B): beyond, the inputs are absurd together
 
 
@@ -168,6 +123,57 @@ class ConcurrencyWhatIf:
     uncapped: float  # X0 x readers / c0 before the cap
     measured: float | None  # measured cold rate at this many readers, when the sweep has one
     gpus: int
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One distributed result in a scaling series."""
+
+    nodes: int
+    ranks: int
+    samples_per_s: float  # the job's, all ranks together
+    per_node: float
+    per_node_vs_fewest: float  # per_node / per_node at the fewest nodes measured: 1.0 scales linearly
+    fed: bool  # the job's GPUs were fed: samples_per_s is then a lower bound of what the storage gives
+
+
+def point(result: Result) -> ScalePoint | None:
+    """A distributed result's point: the job's figure (the slowest valid cold epoch, all ranks together), per node;
+    a lower bound where the job was fed."""
+    d = result.distributed
+    run = job_run(result)
+    if d is None or run is None:
+        return None
+    fed = bool(result.verdict and result.verdict.asked_fed)
+    return ScalePoint(d.nodes, d.world_size, run.samples_per_s, run.samples_per_s / d.nodes, 1.0, fed)
+
+
+def scaling(results: list[Result]) -> list[ScalePoint]:
+    """The results' points by node count (for one count, the last given), each against the fewest nodes'."""
+    points = {p.nodes: p for p in (point(r) for r in results) if p is not None}
+    ordered = [points[n] for n in sorted(points)]
+    if not ordered:
+        return []
+    base = ordered[0].per_node
+    return [replace(p, per_node_vs_fewest=p.per_node / base if base else 0.0) for p in ordered]
+
+
+def scaling_sentence(points: list[ScalePoint]) -> str | None:
+    """How the storage scaled with client nodes, from two or more points; None from fewer."""
+    if len(points) < 2:
+        return None
+    first, last = points[0], points[-1]
+    if last.per_node_vs_fewest >= EVEN:
+        how = "scaled with its clients"
+    elif last.samples_per_s > first.samples_per_s * 1.1:
+        how = "scaled less than linearly"
+    else:
+        how = "did not scale: more clients shared the same rate"
+    bound = " (lower bounds where the job was fed)" if any(p.fed for p in points) else ""
+    return (f"measured at {', '.join(str(p.nodes) for p in points)} nodes: the storage {how}: "
+            f"{first.samples_per_s:,.0f} samples/s at {first.nodes} node{'s' if first.nodes > 1 else ''} "
+            f"({first.per_node:,.0f} per node), {last.samples_per_s:,.0f} at {last.nodes} ({last.per_node:,.0f} per "
+            f"node, {last.per_node_vs_fewest:.0%} of the first's){bound}")
 
 
 @dataclass(frozen=True)
@@ -332,108 +338,99 @@ def format_plan(p: CapacityPlan, width: int = 120) -> str:
     from rich.table import Table
 
     buf = StringIO()
-    con = Console(file=buf, width=width, force_terminal=False, color_system=None, soft_wrap=False)
+    con = Console(file=buf, width=width, force_terminal=False, color_system=None, soft_wrap=False, highlight=False)
+
+    def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+        t = Table(title=title)
+        for col in columns:
+            t.add_column(col, justify="right" if col else "left")
+        for row in rows:
+            t.add_row(*row)
+        con.print(t)
+
     kind = f"{p.rate_kind} rate"
     nodes = f"{p.nodes} node{'s' if p.nodes != 1 else ''} of {p.gpus_per_node}"
     each = (f"each {who(p)}" if p.rate_kind == GIVEN else
             f"{p.gpu.upper()} training {p.model} at {rate_text(p.rate_per_gpu)} samples/s per GPU ({kind})")
     name = "ImageNet-scale" if p.dataset_files == IMAGENET_FILES else "planned"
     con.print(f"{p.gpus} GPUs ({nodes}), {each}; {name} dataset {p.dataset_files:,} files x "
-              f"{p.mean_bytes / 1000:,.1f} kB mean ({p.mean_source}) = {p.dataset_bytes / 1e9:,.1f} GB",
-              highlight=False)
+              f"{p.mean_bytes / 1000:,.1f} kB mean ({p.mean_source}) = {p.dataset_bytes / 1e9:,.1f} GB")
     con.print(f"per-GPU rate ({p.rate_kind}): {rate_text(p.rate_per_gpu)} samples/s, "
-              f"{p.rate_source.removeprefix(f'{p.rate_kind}: ')}", highlight=False)
-    if p.kind_note:
-        con.print(f"warning: {p.kind_note}", highlight=False)
-    if p.measured is not None and p.measured.kind_warning:
-        con.print(f"warning: {p.measured.kind_warning}", highlight=False)
-    t = Table(title=f"what the storage must sustain for {p.gpus} GPUs at {rate_text(p.rate_per_gpu)} samples/s each "
-                    f"({kind}; MB = 10^6 B)")
-    t.add_column("")
-    t.add_column(f"minimum: AU >= {p.au_target:.0%}", justify="right")
-    t.add_column("full speed: AU 100%", justify="right")
-    t.add_row("samples/s", figure(p.minimum_samples_per_s), figure(p.demand_samples_per_s))
-    t.add_row("MB/s", figure(p.minimum_mb_per_s), figure(p.demand_mb_per_s))
-    objects = p.measured is not None and p.measured.objects
-    t.add_row("GETs/s (one per sample)" if objects else "file opens/s (one per sample)",
-              figure(p.minimum_opens_per_s), figure(p.demand_opens_per_s))
-    what = "CPU cores for decode + augment" if p.cpu_from is None else "CPU cores (measured on this client)"
-    t.add_row(what, figure(p.cpu_cores_minimum), figure(p.cpu_cores_demand))
-    t.add_row("  per node", figure(p.cpu_cores_minimum / p.nodes), figure(p.cpu_cores_demand / p.nodes))
+              f"{p.rate_source.removeprefix(f'{p.rate_kind}: ')}")
+    m = p.measured
+    for warning in (p.kind_note, m and m.kind_warning):
+        if warning:
+            con.print(f"warning: {warning}")
+    objects = m is not None and m.objects
+    rows = [("samples/s", p.minimum_samples_per_s, p.demand_samples_per_s),
+            ("MB/s", p.minimum_mb_per_s, p.demand_mb_per_s),
+            ("GETs/s (one per sample)" if objects else "file opens/s (one per sample)", p.minimum_opens_per_s,
+             p.demand_opens_per_s),
+            ("CPU cores for decode + augment" if p.cpu_from is None else "CPU cores (measured on this client)",
+             p.cpu_cores_minimum, p.cpu_cores_demand),
+            ("  per node", p.cpu_cores_minimum / p.nodes, p.cpu_cores_demand / p.nodes)]
     if p.cpu_from is not None:
-        t.add_row("  per GPU", figure(p.cpu_cores_minimum / p.gpus), figure(p.cpu_cores_demand / p.gpus))
-    t.add_row("epoch time", _duration(p.epoch_s_minimum), _duration(p.epoch_s_demand))
-    con.print(t)
+        rows.append(("  per GPU", p.cpu_cores_minimum / p.gpus, p.cpu_cores_demand / p.gpus))
+    table(f"what the storage must sustain for {p.gpus} GPUs at {rate_text(p.rate_per_gpu)} samples/s each ({kind}; "
+          "MB = 10^6 B)", ("", f"minimum: AU >= {p.au_target:.0%}", "full speed: AU 100%"),
+          [(what, figure(low), figure(high)) for what, low, high in rows]
+          + [("epoch time", _duration(p.epoch_s_minimum), _duration(p.epoch_s_demand))])
     if p.cpu_from is not None:
-        con.print(f"CPU cores: {p.cpu_from}.", highlight=False)
+        con.print(f"CPU cores: {p.cpu_from}.")
     if objects:
         con.print(f"start-up: {p.startup_entries:,} keys to list (a map-style dataset lists its prefix, 1,000 keys a "
-                  f"request: {-(-p.startup_entries // 1000):,} LIST requests) before the first batch.", highlight=False)
+                  f"request: {-(-p.startup_entries // 1000):,} LIST requests) before the first batch.")
     else:
         con.print(f"start-up: {p.startup_entries:,} directory entries to list (ImageFolder scans every file) before "
-                  "the first batch.", highlight=False)
+                  "the first batch.")
     con.print(f"minimum = {p.au_target:.2f} x demand: with IO overlapping compute, AU = supply / demand (as the "
-              "verdict and MLPerf Storage count); plan for full speed to leave no idle time.", highlight=False)
-    m = p.measured
+              "verdict and MLPerf Storage count); plan for full speed to leave no idle time.")
     if m is None:
         return buf.getvalue()
     unit = "in flight" if m.objects else "readers"  # objects: readers x --in-flight, the sweep's axis
-    t = Table(title=f"measured: {m.label} ({m.cache}, {m.readers} {unit}, {m.engine})")
-    t.add_column("")
-    t.add_column("value", justify="right")
-    t.add_row(f"sustained samples/s ({m.cache})", figure(m.samples_per_s))
-    t.add_row(f"MB/s at the plan's mean ({p.mean_bytes / 1000:,.0f} kB)", figure(m.samples_per_s * p.mean_bytes / 1e6))
     fed = f"GPUs consuming {rate_text(p.rate_per_gpu)} samples/s" if p.rate_kind == GIVEN else f"{p.gpu.upper()} GPUs"
-    t.add_row(f"{fed} it keeps at AU >= {p.au_target:.0%} (predicted, {kind})", str(m.gpus_supported))
+    got = [(f"sustained samples/s ({m.cache})", figure(m.samples_per_s)),
+            (f"MB/s at the plan's mean ({p.mean_bytes / 1000:,.0f} kB)", figure(m.samples_per_s * p.mean_bytes / 1e6)),
+            (f"{fed} it keeps at AU >= {p.au_target:.0%} (predicted, {kind})", str(m.gpus_supported))]
     if m.verdict_gpus_fed is not None:
         how = "confirmed by training runs" if m.verdict_confirmed else "predicted"
-        same = f"same {rate_text(p.rate_per_gpu)} samples/s"
-        t.add_row(f"GPUs the measuring client fed, in the result's verdict ({same})", f"{m.verdict_gpus_fed} ({how})")
+        got.append((f"GPUs the measuring client fed, in the result's verdict (same {rate_text(p.rate_per_gpu)} "
+                    "samples/s)", f"{m.verdict_gpus_fed} ({how})"))
     if m.nodes_measured is not None and m.per_node_samples_per_s is not None:
-        t.add_row(f"per client node ({m.nodes_measured} measured at once)", figure(m.per_node_samples_per_s))
-    t.add_row(f"client nodes of {p.gpus_per_node} GPUs (predicted, {kind})", str(m.nodes_supported))
-    t.add_row(f"headroom over the minimum for {p.gpus} GPUs", f"{m.headroom:.2f}x")
-    t.add_row("spare (shortfall if negative) samples/s", figure(m.spare_samples_per_s))
+        got.append((f"per client node ({m.nodes_measured} measured at once)", figure(m.per_node_samples_per_s)))
+    got += [(f"client nodes of {p.gpus_per_node} GPUs (predicted, {kind})", str(m.nodes_supported)),
+             (f"headroom over the minimum for {p.gpus} GPUs", f"{m.headroom:.2f}x"),
+             ("spare (shortfall if negative) samples/s", figure(m.spare_samples_per_s))]
     if m.startup_list_s is not None:
-        t.add_row(f"listing {p.dataset_files:,} files (predicted)", _duration(m.startup_list_s))
-    con.print(t)
+        got.append((f"listing {p.dataset_files:,} files (predicted)", _duration(m.startup_list_s)))
+    table(f"measured: {m.label} ({m.cache}, {m.readers} {unit}, {m.engine})", ("", "value"), got)
     if m.cache_whatif:
-        t = Table(title=f"prediction: part of the {name} dataset cached, F = 1 / (x/C + (1-x)/S), "
-                        f"C = {figure(m.warm_samples_per_s or 0)} warm, S = {figure(m.samples_per_s)} cold")
-        for col in ("cached fraction x", "samples/s (predicted)", f"GPUs fed (predicted, {kind})", ""):
-            t.add_column(col, justify="left" if not col else "right")
-        for w in m.cache_whatif:
-            t.add_row(f"{w.fraction:.0%}", figure(w.samples_per_s), str(w.gpus), w.label)
-        con.print(t)
+        table(f"prediction: part of the {name} dataset cached, F = 1 / (x/C + (1-x)/S), "
+              f"C = {figure(m.warm_samples_per_s or 0)} warm, S = {figure(m.samples_per_s)} cold",
+              ("cached fraction x", "samples/s (predicted)", f"GPUs fed (predicted, {kind})", ""),
+              [(f"{w.fraction:.0%}", figure(w.samples_per_s), str(w.gpus), w.label) for w in m.cache_whatif])
     if m.concurrency_whatif:
         more = "requests in flight" if m.objects else "readers"
         at = f"(of {m.readers} kept)" if m.objects else f"at {m.readers} readers"
-        t = Table(title=f"prediction: more {more}, Little's law: L = {m.in_flight or 0:.2f} in flight {at}, "
-                        f"p50 {m.p50_ms:.3f} ms")
-        for col in (unit, "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"):
-            t.add_column(col, justify="right")
-        for c in m.concurrency_whatif:
-            t.add_row(str(c.readers), figure(c.uncapped), figure(c.samples_per_s),
-                      figure(c.measured) if c.measured is not None else "-", str(c.gpus))
-        con.print(t)
-        con.print(m.cap_reason, highlight=False)
+        table(f"prediction: more {more}, Little's law: L = {m.in_flight or 0:.2f} in flight {at}, "
+              f"p50 {m.p50_ms:.3f} ms",
+              (unit, "L/W (uncapped)", "samples/s (predicted)", "measured", f"GPUs fed (predicted, {kind})"),
+              [(str(c.readers), figure(c.uncapped), figure(c.samples_per_s),
+                figure(c.measured) if c.measured is not None else "-", str(c.gpus)) for c in m.concurrency_whatif])
+        con.print(m.cap_reason)
         if m.in_flight_needed is not None:
             what = "GETs" if m.objects else "reads"
             con.print(f"in flight for the minimum: {figure(p.minimum_samples_per_s)} samples/s x {m.p50_ms:.3f} ms = "
                       f"{m.in_flight_needed:,.0f} {what} at once across the job (Little's law at the p50 measured at "
-                      f"{m.readers} {unit}; a floor: latency grows as the storage nears its limit)", highlight=False)
+                      f"{m.readers} {unit}; a floor: latency grows as the storage nears its limit)")
     if m.scaling:
-        t = Table(title="measured: the storage with more client nodes reading at once")
-        for col in ("nodes", "ranks", "samples/s together", "per node", "per node vs the fewest", "job fed"):
-            t.add_column(col, justify="right")
-        for pt in m.scaling:
-            t.add_row(str(pt.nodes), str(pt.ranks), figure(pt.samples_per_s), figure(pt.per_node),
-                      f"{pt.per_node_vs_fewest:.0%}", "yes (lower bound)" if pt.fed else "no")
-        con.print(t)
-    if m.scaling_note:
-        con.print(m.scaling_note, highlight=False)
-    for note in m.notes:
-        con.print(f"note: {note}", highlight=False)
+        table("measured: the storage with more client nodes reading at once",
+              ("nodes", "ranks", "samples/s together", "per node", "per node vs the fewest", "job fed"),
+              [(str(pt.nodes), str(pt.ranks), figure(pt.samples_per_s), figure(pt.per_node),
+                f"{pt.per_node_vs_fewest:.0%}", "yes (lower bound)" if pt.fed else "no") for pt in m.scaling])
+    for line in [m.scaling_note or "", *(f"note: {note}" for note in m.notes)]:
+        if line:
+            con.print(line)
     return buf.getvalue()
 
 
@@ -490,12 +487,9 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
         notes.append(f"the measured dataset's mean sample ({result.dataset.mean_bytes / 1000:,.0f} kB) differs from "
                      f"the plan's ({p.mean_bytes / 1000:,.0f} kB) by more than 10%: samples/s may not carry over")
     objects = result.mount.objects
-    if objects:
-        notes.append("object storage: no client cache to evict; the server's own cache may have served part of the "
-                     "cold rate")
-    elif result.remote:
-        notes.append("network/FUSE mount: cold runs evicted this client's cache only; the server's cache may have "
-                     "served part of the cold rate")
+    if result.remote or objects:
+        note = server_cache_note(result)
+        notes.append(note[0].lower() + note[1:].removesuffix("."))
     if not result.complete:
         notes.insert(0, "the result is of an unfinished run (complete: false): its figures cover only what was "
                         "measured before it stopped")
@@ -572,12 +566,9 @@ def _highest_seen(result: Result) -> tuple[float, str] | None:
 
 def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float | None,
                         seen: tuple[float, str] | None = None) -> dict:
-    """Little's law from the reference (best cold) run, capped by what was seen (see the module docstring)."""
-    same = [r for r in pool if r.order == ref.order]
-    by_c: dict[int, list[float]] = defaultdict(list)
-    for r in same:
-        by_c[r.in_flight].append(r.samples_per_s)  # the readers; for objects x --in-flight
-    means = {c: sum(v) / len(v) for c, v in sorted(by_c.items())}
+    """Little's law from the reference (best cold) run, capped by what was seen (docs/plan.md)."""
+    # the readers; for objects x --in-flight
+    means = mean_by_concurrency((r.in_flight, r.samples_per_s) for r in pool if r.order == ref.order)
     concs = list(means)
     rising = len(concs) < 2 or (ref.in_flight == concs[-1] and means[concs[-1]] > RISING * means[concs[-2]])
     if not rising:
@@ -619,28 +610,16 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
          au_target: float = 0.9, rate: float | None = None, result: Result | None = None,
          gpus_per_node: int = 8, kind: str | None = None, series: list[Result] | None = None,
          pipeline: str | None = None) -> CapacityPlan:
-    """The capacity arithmetic for `gpus` x `gpu` training `model` (see the module docstring for each figure).
-
-    rate: samples/s one GPU consumes, kind "given" (default: the table's row of `kind`, see `gpus.rate_for`).
-    kind: the kind of table rate, "measured", "published" or "mlperf-storage" (default: the first the GPU and
-    model have, in that order); not with `rate` (UserError). A model and GPU without a row of that kind is a
-    UserError naming the kinds they have.
-    mean_kb: mean sample size in kB (1,000 B); default the result's dataset mean where it ran this model or the
-    model trains on ImageNet-sized images, else the model's sample (`gpus.SAMPLE_BYTES`), else ImageNet's 110 kB.
-    result: a measured `iobench run`: adds how many GPUs / nodes it supports, the headroom and the what-ifs. A
-    distributed result gives the rate its nodes read at once, per node (iobench.answer.scaling).
-    series: distributed results at several node counts (`result` among them): how the storage scaled.
-    pipeline: the input pipeline whose measured CPU per sample the client's cores are planned at (default the
-    result's first; one the result has no training run of is a ValueError naming those it has).
-    """
-    if gpus < 1:
-        raise ValueError("gpus must be >= 1")
-    if gpus_per_node < 1:
-        raise ValueError("gpus_per_node must be >= 1")
-    if dataset_files < 1:
-        raise ValueError("dataset_files must be >= 1")
-    if not 0 < au_target <= 1:
-        raise ValueError("au_target must be within (0, 1]")
+    """The capacity arithmetic for `gpus` x `gpu` training `model` (docs/plan.md says each figure). rate: samples/s
+    one GPU consumes, kind "given" (else the table's row of `kind`: `rates.rate_for`, a UserError where it has none);
+    mean_kb in kB (1,000 B); result: adds what it says the storage gives and the what-ifs; series: distributed
+    results at several node counts (`result` among them); pipeline: the input pipeline whose CPU per sample plans
+    the cores (default the result's first; a ValueError where the result has no training run through it)."""
+    for ok, why in ((gpus >= 1, "gpus must be >= 1"), (gpus_per_node >= 1, "gpus_per_node must be >= 1"),
+                    (dataset_files >= 1, "dataset_files must be >= 1"),
+                    (0 < au_target <= 1, "au_target must be within (0, 1]")):
+        if not ok:
+            raise ValueError(why)
     within(gpus, MAX_GPUS, "GPUs", "more than any cluster holds")
     within(dataset_files, MAX_FILES, "dataset files", "no training set holds that many")
     per_gpu, source, rate_kind = rate_for(model, gpu, rate, kind)

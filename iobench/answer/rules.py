@@ -1,27 +1,6 @@
-"""The answer, and every rule it rests on: which runs count, the three capacities, the limit, GPUs fed.
-(One home for every threshold and rule, so that the report, plan and cluster.py use them and repeat none; the
-words for what was measured, a run's readers, GPUs of the kind asked and the limits by name, are in words.py.)
-
-One run yields three capacities, all measured in that run:
-
-- **storage**: the most the storage gave this client, cold: the best of the raw baseline, every valid loader run at its
-  best concurrency and every valid cold training run; "at least" when the client's CPU was saturated (or a
-  training run's GPUs were fed) while measuring it;
-- **pipeline**: what the training-shaped input pipeline (the workload's engine, batch and decode) delivered on
-  this client: from valid training runs where one starved (it then delivered all it could), else the best
-  valid replay run of that shape;
-- **demand**: GPUs asked about x per-GPU rate x AU target.
-
-GPUs fed = floor(min(storage, pipeline) / (AU target x per-GPU rate)), unless training runs measured it (a run
-at that count reached the target and one with one more did not). The limit is named with its evidence:
-`client-cpu` when iobench used nearly all the cores it may use (affinity and cgroup quota) in the run that set
-the pipeline figure; `storage` when the pipeline reached about the storage figure and more readers gave no
-more; `input-pipeline` when the storage gave well more than the pipeline with the CPU not saturated, or the rate
-was still rising with more readers (the storage's own limit was not reached); `gpu` when the GPUs asked about
-are fed. A run too short to mean anything (`validity`) is marked and never enters the answer.
-
-Every threshold, the GPUs-fed arithmetic and the display of figures compared with a threshold live here;
-the phases, the report and plan import them.
+"""The answer's rules, one home for each: which runs count, the three capacities (storage, pipeline, demand),
+the limit, GPUs fed, and the display of figures compared with a threshold (README.md: How the verdict is reached).
+The report, plan and cluster.py use them and repeat none; the words are words.py's.
 """
 
 from __future__ import annotations

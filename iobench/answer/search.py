@@ -1,19 +1,7 @@
-"""The training search's one rule: which shapes (GPUs x DataLoader workers per GPU) its training runs take, in
-which order, and when one is made again. It is deterministic given the measured figures (the supply rate, then
-each run's AU), so identical runs try the same shapes, and a count is always tried at the same shape:
-
-1. **the shape of a count** (`workers_per_gpu`): n GPUs, each with the workload's most workers per GPU (the
-   largest of --workers, or the one given), fewer only where n of them would pass MAX_LOADER_PROCESSES (then
-   MAX_LOADER_PROCESSES // n). Not the sweep's saturation point: that moves between identical runs;
-2. **the counts** (`next_shape`): first the count asked (--gpus); then from the count the supply rate predicts
-   (rules.gpus_for), one up while fed and one down while not, until a fed count sits next to one that is not (or
-   1 is not fed), over at most MAX_TRAIN_COUNTS counts. A count whose run could not be made or was invalid stops
-   the walk;
-3. **the repeat near the line**: a run whose AU lands within NEAR_AU (5%, what MLPerf Storage lets repeats differ
-   by) of the AU target is made once more at the same shape, both kept in the result (the second with `repeat`
-   1); the count is fed when the mean AU of its runs reaches the target (`count_aus`, which the answer reads too).
-
-phases/pipeline.py runs the shapes this gives; nothing else chooses one."""
+"""The training search's one rule (README.md: How the verdict is reached): the shape of a count
+(`workers_per_gpu`), the counts in order (`next_shape`), the repeat of a run near the line and a count's AU
+(`count_aus`, which the answer reads too). Deterministic given the measured figures, so identical runs try the same
+shapes; the saturation point is not used (it moves between identical runs). phases/pipeline.py runs the shapes."""
 
 from __future__ import annotations
 

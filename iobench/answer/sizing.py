@@ -1,11 +1,6 @@
-"""How much work makes an epoch count, the one home of both rules: before anything is measured, whether the
-dataset gives each reader enough batches (`too_few_files`); once a warm epoch was read, how many passes over the
-dataset make it last the floor (`passes_for`). The work is sized by time, not by a file count: a warm epoch of one
-pass that lasted under MIN_SECONDS (a small dataset, a fast client) is read again as enough passes to last about
-EPOCH_TARGET_S, each pass shuffled afresh (record/order.epoch_order), and kept as one measured epoch with its
-true sample count (`runs[].passes`); the one-pass read it replaces is not kept (it measured only how long a pass
-takes). A cold epoch is never lengthened so (its second pass would read warm): one under the floor stays invalid,
-and its reason names the --files that would last it (rules.validity)."""
+"""How much work makes an epoch count, both rules: enough batches per reader before anything is measured
+(`too_few_files`), and the passes a warm epoch under MIN_SECONDS is read again as (`passes_for`); a cold epoch is
+never lengthened (its second pass would read warm). README.md: How the verdict is reached."""
 
 from __future__ import annotations
 

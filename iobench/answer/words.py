@@ -3,10 +3,37 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from iobench.result import Result, Run, Settings, Verdict
 
-LIMIT_WORDS = {"storage": "the storage", "client-cpu": "this client's CPU", "input-pipeline": "the input pipeline",
-               "gpu": "the GPUs themselves", "slowest-rank": "the slowest rank"}
+
+class Limit(NamedTuple):
+    """A limit's words: in a sentence, in this client's answer, and a report's tile (its title and note)."""
+
+    said: str
+    client: str
+    title: str
+    note: str
+
+
+LIMITS = {
+    "storage": Limit("the storage", "the storage is the limit", "Storage",
+                     "the loaders reach what the storage gives, and more readers give no more"),
+    "client-cpu": Limit("this client's CPU", "its CPU is the limit", "Client CPU",
+                        "iobench used nearly all the cores it may use"),
+    "input-pipeline": Limit("the input pipeline", "its input pipeline is the limit", "Input pipeline",
+                            "the storage gives more than the loader delivers"),
+    "gpu": Limit("the GPUs themselves", "the GPUs asked about are fed", "The GPUs",
+                 "storage and pipeline keep up with the GPUs asked about"),
+    "slowest-rank": Limit("the slowest rank", "the slowest rank is the limit", "Slowest rank",
+                          "one rank read far slower than the others, and every step waited"),
+}
+
+
+def count_words(n: int | None, span: list[int] | None) -> str:
+    """A GPU count, or its range ("2-3") where it is borderline."""
+    return f"{span[0]}-{span[1]}" if span else f"{n}"
 
 
 def counted(n: int, noun: str) -> str:
@@ -59,17 +86,6 @@ def reader_unit(run: Run) -> str:
     return "threads" if run.reader == "threads" else "DataLoader workers"
 
 
-def gpu_words(s: Settings | Verdict, n: int) -> str:
-    """'2 H200 GPUs training resnet50 (4,677 samples/s each, measured)', or for a given rate '2 GPUs consuming
-    100 samples/s each'."""
-    plural = "" if n == 1 else "s"
-    rate = s.rate_per_gpu or 0.0
-    if s.rate_kind == "given" or not s.gpu:
-        return f"{n:,} GPU{plural} consuming {rate:,.0f} samples/s each"
-    kind = f", {s.rate_kind}" if s.rate_kind else ""
-    return f"{n:,} {s.gpu.upper()} GPU{plural} training {s.model} ({rate:,.0f} samples/s each{kind})"
-
-
 def gpu_short(s: Settings) -> str:
     return s.gpu.upper() if s.gpu and s.rate_kind != "given" else "GPU"
 
@@ -92,7 +108,24 @@ def dataset_line(result: Result) -> list[str]:
 
 
 def server_cache_note(result: Result) -> str:
-    """What a cold figure of a remote store may hold of the server's cache, in the verdict's notes."""
+    """What a cold figure of a remote store may hold of the server's cache: the verdict's note, the report's caveat
+    and (lower-case) the plan's."""
     if result.mount.objects:
-        return "Object storage: no client cache to drop; the server's own cache stays."
-    return "Network file system: the server's cache was not evicted."
+        return ("Object storage: no client cache to drop; the server's own cache stays and may have served part of "
+                "the cold figures.")
+    return (f"Network/FUSE file system ({result.mount.fstype}): cold runs evicted this client's cache only; the "
+            "server's cache was not evicted and may have served part of the cold figures.")
+
+
+def left_out(invalid: list[Run], what: str) -> list[str]:
+    """The note of the runs (or epochs) marked invalid, when there are any."""
+    return [f"{len(invalid)} {what}(s) were too short, not cold, or changed under the run, and were left out (marked "
+            "invalid)."] if invalid else []
+
+
+def said(s: Settings, first: str, evidence: list[str], notes: list[str], **fields: Any) -> Verdict:
+    """A verdict: its lines (`text`: the answer, the evidence, the notes), its figures, the GPUs it counted (the
+    settings' rate) and `gpus_fed`, client_gpus_fed's old name."""
+    return Verdict(text="\n".join([first, *evidence, *notes]), answer=first, evidence=evidence, model=s.model,
+                   gpu=s.gpu, rate_per_gpu=s.rate_per_gpu, rate_kind=s.rate_kind, au_target=s.au_target,
+                   gpus_fed=fields.get("client_gpus_fed"), **fields)

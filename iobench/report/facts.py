@@ -26,7 +26,7 @@ from iobench.answer.rules import (
     supply_run,
     times,
 )
-from iobench.answer.words import counted, raw_baseline, raw_depth, raw_tool, raw_unit
+from iobench.answer.words import counted, raw_baseline, raw_depth, raw_tool, raw_unit, server_cache_note
 from iobench.errors import UserError
 from iobench.report.format import engine, gb, ms, num, readers, when
 from iobench.result import RawPoint, Result, Run, Verdict
@@ -127,8 +127,7 @@ def caveats(result: Result, best: Run | None = None, v: Verdict | None = None) -
         out.append(f"{len(interrupted)} epoch(s) were interrupted: their figures cover the samples read.")
     out += result.warnings
     if result.remote and not any("server" in w for w in result.warnings):
-        out.append(f"{result.mount.fstype} is a network/FUSE file system: cold runs evicted this client's cache "
-                   "only; the server's cache was not evicted and may have served part of the cold figures.")
+        out.append(server_cache_note(result))
     cached_cold = [r for r in result.runs if r.cache == "cold" and r.measures in ("page-cache", "mixed")]
     if cached_cold:
         out.append(f"{len(cached_cold)} cold run(s) found the data already cached (measures: page-cache or mixed): "

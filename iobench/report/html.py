@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iobench.answer.rules import times
-from iobench.answer.words import raw_tool
+from iobench.answer.words import LIMITS, count_words, raw_tool
 from iobench.report import charts
 from iobench.report.compare import (
     STORAGE_GPUS,
@@ -73,10 +73,6 @@ class Big:
     badges: list[tuple[str, str]]  # (class, text)
 
 
-def _count(n: int, span: list[int] | None) -> str:
-    return f"{span[0]}-{span[1]}" if span else str(n)
-
-
 def _big(result: Result, f: Facts) -> Big:
     """The storage's answer: the GPUs its measured capacity feeds from one client like this one."""
     v, store = f.verdict, f.storage
@@ -91,7 +87,8 @@ def _big(result: Result, f: Facts) -> Big:
         if f.provisional:
             badges.append(("warn", "provisional: run unfinished"))
         least = "at least " if v.storage_is_lower_bound else ""
-        return Big(least + _count(n, v.storage_gpus_range), "bad" if n == 0 and not v.storage_is_lower_bound else "ok",
+        return Big(least + count_words(n, v.storage_gpus_range),
+                   "bad" if n == 0 and not v.storage_is_lower_bound else "ok",
                    f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds, training {model} at ≥ {f.au_target:.0%} busy "
                    "(from one client like this one)", badges)
     if store is not None:
@@ -115,16 +112,9 @@ def _client_big(result: Result, f: Facts) -> Big | None:
     if v.client_gpus_range:
         badges.append(("warn", "borderline: an AU within its run-to-run spread of the target"))
     cores = result.host.cpus_usable or result.host.cpus
-    limit = f"; limit: {_LIMIT_WORDS[v.limit][0].lower()}" if v.limit and v.limit != "gpu" else ""
-    return Big(_count(n, v.client_gpus_range), "", f"fed by this {cores:g}-core client{limit}" if cores else
+    limit = f"; limit: {LIMITS[v.limit].title.lower()}" if v.limit and v.limit != "gpu" else ""
+    return Big(count_words(n, v.client_gpus_range), "", f"fed by this {cores:g}-core client{limit}" if cores else
                f"fed by this client{limit}", badges)
-
-
-_LIMIT_WORDS = {"storage": ("Storage", "the loaders reach what the storage gives, and more readers give no more"),
-                "client-cpu": ("Client CPU", "iobench used nearly all the cores it may use"),
-                "input-pipeline": ("Input pipeline", "the storage gives more than the loader delivers"),
-                "gpu": ("The GPUs", "storage and pipeline keep up with the GPUs asked about"),
-                "slowest-rank": ("Slowest rank", "one rank read far slower than the others, and every step waited")}
 
 
 def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
@@ -133,7 +123,7 @@ def _tiles(result: Result, f: Facts) -> list[tuple[str, str, str]]:
     gpu = gpu_name(v, result)
     tiles: list[tuple[str, str, str]] = []
     if v is not None and v.limit:
-        tiles.append(("Limit", *_LIMIT_WORDS[v.limit]))
+        tiles.append(("Limit", *LIMITS[v.limit][2:]))
     if v is not None and v.storage_samples_per_s is not None:
         tiles.append(("Storage gives (cold)", ("at least " if v.storage_is_lower_bound else "")
                       + f"{v.storage_samples_per_s:,.0f} samples/s", v.storage_from or ""))
@@ -217,9 +207,9 @@ def _cards(results: Sequence[Result], fs: Sequence[Facts], winners: dict[str, li
         gpu, model = gpu_name(v, r), model_name(v, r)
         if v is not None and v.storage_gpus_fed is not None:
             n = v.storage_gpus_fed
-            big = ("at least " if v.storage_is_lower_bound else "") + _count(n, v.storage_gpus_range)
+            big = ("at least " if v.storage_is_lower_bound else "") + count_words(n, v.storage_gpus_range)
             sub = f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds ({model}, AU ≥ {v.au_target or 0:.0%})"
-            how = (f"this client fed {_count(v.client_gpus_fed, v.client_gpus_range)}"
+            how = (f"this client fed {count_words(v.client_gpus_fed, v.client_gpus_range)}"
                    + (" (training runs)" if v.gpus_fed_confirmed else " (predicted)")
                    if v.client_gpus_fed is not None else "")
         else:

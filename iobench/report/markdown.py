@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from iobench.answer.words import raw_baseline
+from iobench.answer.words import count_words, raw_baseline
 from iobench.report.compare import compare_headline, compare_table, like_for_like, winner_sentences
 from iobench.report.facts import (
     MONO_ROWS,
@@ -91,14 +91,13 @@ def _verdict(result: Result, f: Facts) -> list[str]:
     gpu, model = gpu_name(v, result), model_name(v, result)
     if v is not None and v.storage_gpus_fed is not None:
         n = v.storage_gpus_fed
-        count = f"{v.storage_gpus_range[0]}-{v.storage_gpus_range[1]}" if v.storage_gpus_range else str(n)
+        count = count_words(n, v.storage_gpus_range)
         out += [f"**The storage feeds {'at least ' if v.storage_is_lower_bound else ''}{count} × {gpu}** training "
                 f"{model} at AU ≥ {(v.au_target or 0):.0%}, from one client like this one", ""]
     if v is not None and v.client_gpus_fed is not None:
         how = "measured with training runs" if v.gpus_fed_confirmed else "predicted from the sustained rate"
-        count = (f"{v.client_gpus_range[0]}-{v.client_gpus_range[1]}" if v.client_gpus_range
-                 else str(v.client_gpus_fed))
-        out += [f"**This client fed {count}** ({how})" + (f"; **its limit: {v.limit}**" if v.limit else ""), ""]
+        out += [f"**This client fed {count_words(v.client_gpus_fed, v.client_gpus_range)}** ({how})"
+                + (f"; **its limit: {v.limit}**" if v.limit else ""), ""]
     rows = []
     if store:
         rows.append(("storage gives (cold)", f"{store.samples_per_s:,.0f} samples/s"
