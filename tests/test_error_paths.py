@@ -4,6 +4,7 @@ Real faults: a full tmpfs, a folder where a dataset file should be, an XFS shut 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -140,6 +141,13 @@ def test_gen_on_a_storage_that_fails_names_the_file_it_was_writing(own_xfs):
 
 # --------------------------------------------------------------------------- a folder where a dataset file should be
 
+def _exchange(a: Path, b: Path) -> None:
+    """renameat2(RENAME_EXCHANGE): `a` and `b` swap names in one step."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(-100, bytes(a), -100, bytes(b), 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+        raise OSError(ctypes.get_errno(), "renameat2", str(b))
+
+
 def test_a_folder_in_place_of_a_dataset_file_during_a_run_names_the_dataset(tmp_path):
     """A file of the dataset replaced by a folder once the run has begun (after the dataset was checked): open()
     succeeds, read() fails with EISDIR, which names no file."""
@@ -152,8 +160,9 @@ def test_a_folder_in_place_of_a_dataset_file_during_a_run_names_the_dataset(tmp_
                             text=True)
     try:
         first_epoch_kept(out, proc)
-        victim.unlink()
-        victim.mkdir()
+        swap = victim.with_name("swap")
+        swap.mkdir()
+        _exchange(swap, victim)  # at once: an unlink then a mkdir left a reader a window of "no such file"
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
