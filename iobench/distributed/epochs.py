@@ -1,8 +1,5 @@
 """The job's epochs on every rank, and what rank 0 makes of them: the dataset and settings rank 0 hands out, each
-epoch read together (the cache prepared once per host, a barrier, a share of a fresh global shuffle, the per-step
-allreduce), every rank's figures gathered to rank 0 and recorded (latencies merged as histograms), and what each
-epoch proves (every sample read once, each of the size the manifest says, a new split). Before epoch 1 every view
-of the storage (a host, a mount namespace) but rank 0's stats the dataset's files against the manifest."""
+epoch read together, every rank's figures gathered and recorded, and what each epoch proves (docs/distributed.md)."""
 
 from __future__ import annotations
 

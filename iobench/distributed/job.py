@@ -1,11 +1,6 @@
 """A rank's membership of a distributed job: its place (torchrun's environment), the process group (gloo), the
-rendezvous store, the heartbeat, and the waits and collectives that end in bounded time when another rank is lost.
-
-Every rank bumps a heartbeat counter in the rendezvous store every BEAT_S and publishes its step count; waits
-outside the steps (the dataset, an eviction) end when a rank stops beating for `timeout_s`; a step's allreduce
-that fails or times out (`timeout_s`) is explained by which rank said why it failed, stopped beating (and for how
-long), or fell behind. The heartbeat thread also watches this rank's own DataLoader: a main thread blocked in it
-past --io-timeout, where the loader's own watchdog cannot run, is interrupted with StorageStalled (`reading`)."""
+rendezvous store, the heartbeat, and the waits and collectives that end in bounded time when another rank is lost
+(docs/distributed.md, "When a rank dies or hangs")."""
 
 from __future__ import annotations
 
