@@ -86,7 +86,6 @@ class Job:
     def __init__(self, w: World, timeout_s: float):
         import torch.distributed as dist
 
-
         _launched_rank(w.rank)
         self.w = w
         self.timeout_s = timeout_s
