@@ -295,11 +295,10 @@ class Job:
     # -- this rank's DataLoader --------------------------------------------------------------------------------
     @contextlib.contextmanager
     def reading(self, io_timeout_s: float | None) -> Iterator[None]:
-        """While this rank reads an epoch through its DataLoader: should the main thread stay in the loader (no
-        tick, no batch: `in_loader` not called) for io_timeout_s + STUCK_S, the loader's own watchdog could not run
-        (the main thread is blocked, e.g. on a frozen worker that hands over a batch): the heartbeat thread
-        interrupts it with StorageStalled, and should that not free it within STUCK_EXIT_S, the rank fails and
-        exits. Armed at the loader's first tick or batch (starting the workers is the loader's to bound)."""
+        """While this rank reads an epoch: a main thread in the loader (no tick, no batch) for io_timeout_s + STUCK_S
+        is blocked where the loader's own watchdog cannot run; the heartbeat thread interrupts it with StorageStalled,
+        and should that not free it within STUCK_EXIT_S, the rank fails and exits. Armed at the first tick or batch
+        (starting the workers is the loader's to bound)."""
         self._io_timeout_s, self._in_loader, self._kicked, self._loader_watch = io_timeout_s, None, None, None
         try:
             yield
