@@ -36,11 +36,7 @@ class MountEntry:
 
     @property
     def option_map(self) -> dict[str, str]:
-        out = {}
-        for item in self.options.split(","):
-            key, _, value = item.partition("=")
-            out[key] = value
-        return out
+        return {key: value for key, _, value in (item.partition("=") for item in self.options.split(","))}
 
 
 def _unescape(field: str) -> str:
