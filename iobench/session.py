@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench import distributed, store
+from iobench import store
 from iobench.answer.sizing import too_few_files
 from iobench.answer.words import counted
 from iobench.dataset import (
@@ -28,7 +28,8 @@ from iobench.dataset import (
 )
 from iobench.dataset import scan as scan_tree
 from iobench.dataset.imagefolder import SCAN_THREADS
-from iobench.distributed import Job, RankLost, World
+from iobench.distributed import epochs as job_epochs
+from iobench.distributed.job import Job, RankLost, World
 from iobench.errors import EnvironmentRefused, Interrupted, UserCodeError, UserError
 from iobench.host.mounts import host_info
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled, run_finished
@@ -261,11 +262,11 @@ def measure_rank(w: World, timeout_s: float, settings: Settings, mount: Location
                  json_path: str | None, out: Path | None, ui: UI, notes: list[str]) -> Result | None:
     """One rank of a distributed run: rank 0 measures as a run does (the dataset, the result, the report) with
     the job's epochs; the others follow it (None). A rank that fails tells the others why before it leaves."""
-    job = distributed.Job(w, timeout_s)
+    job = Job(w, timeout_s)
     try:
         if w.rank == 0:
             return measure(settings, mount, dataset, shape, json_path, out, ui, notes, job=job)
-        distributed.follow(job, UI(quiet=True))
+        job_epochs.follow(job, UI(quiet=True))
         return None
     except BaseException as exc:
         job.fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -329,8 +330,8 @@ def _measure_here(settings: Settings, mount: Location, dataset: Path | None, spe
         if job is None:
             execute(manifest, settings, result, result_path, ui)
         else:  # rank 0 of a distributed run: the job's epochs, every rank's figures gathered here
-            distributed.lead(job, manifest, settings, result, ui)
-            distributed.execute(job, manifest, settings, ui, result, result_path)
+            job_epochs.lead(job, manifest, settings, result, ui)
+            job_epochs.execute(job, manifest, settings, ui, result, result_path)
     except (Interrupted, StorageStalled, RankLost, UserCodeError) as exc:  # what was measured is saved
         write_reports(result, result_path.parent)  # opens with an "unfinished" banner
         return result, exc

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import iobench, make_dataset
 
-from iobench.distributed import coverage, digest, read_once, steps_per_rank
+from iobench.distributed.epochs import coverage, digest, read_once, steps_per_rank
 from iobench.record.order import epoch_order, shard
 from iobench.result import Result
 

@@ -25,7 +25,9 @@ from iobench.cli.options import (
     shape_of,
 )
 from iobench.cli.refusals import Case, refuse
-from iobench.distributed import launch, workers_per_rank, world
+from iobench.distributed.epochs import workers_per_rank
+from iobench.distributed.job import world
+from iobench.distributed.launch import launch
 from iobench.errors import EXIT_NOT_FED, UserError
 from iobench.host.mounts import usable_cpus
 from iobench.output import STDOUT

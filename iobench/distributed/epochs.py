@@ -1,8 +1,5 @@
 """The job's epochs on every rank, and what rank 0 makes of them: the dataset and settings rank 0 hands out, each
-epoch read together (the cache prepared once per host, a barrier, a share of a fresh global shuffle, the per-step
-allreduce), every rank's figures gathered to rank 0 and recorded (latencies merged as histograms), and what each
-epoch proves (every sample read once, each of the size the manifest says, a new split). Before epoch 1 every view
-of the storage (a host, a mount namespace) but rank 0's stats the dataset's files against the manifest."""
+epoch read together, every rank's figures gathered and recorded, and what each epoch proves (docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def digest(indices: np.ndarray) -> str:
 
 def steps_per_rank(n: int, world_size: int, batch: int) -> int:
     """Steps every rank joins in an epoch: those of the largest share (a smaller share joins the rest empty)."""
-    largest = math.ceil(n / world_size)
-    return math.ceil(largest / batch)
+    return math.ceil(math.ceil(n / world_size) / batch)
 
 
 # -- the epochs ------------------------------------------------------------------------------------------------
@@ -137,11 +133,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                 parts = _gather(job, mine, epoch)
                 if ctx is not None:
                     assert parts is not None  # the rank with the result is rank 0, which gathers
-                    run, warnings = _merged(job, parts, manifest, settings, state, epoch, engine, result)
-                    for warning in warnings:
-                        ui.warn(warning)
-                    ctx.result.warnings.extend(warnings)
-                    ctx.record(run)  # as one host's epochs are: appended and saved at once
+                    # as one host's epochs are: appended and saved at once
+                    ctx.record(_merged(job, parts, manifest, settings, state, epoch, engine, result, ui))
     except KeyboardInterrupt:
         job.fail("interrupted (Ctrl-C or SIGTERM)")
         if result is None:
@@ -245,11 +238,10 @@ def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
 
 
 def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
-            result) -> tuple[Run, list[str]]:
+            result, ui) -> Run:
     """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
-    by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; returns the run,
-    for the runner's record, and its warnings (an epoch whose samples were not all of the manifest's sizes is left
-    out)."""
+    by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; an epoch whose
+    samples were not all of the manifest's sizes is left out, with a warning."""
     lat = HdrHistogram.decode(parts[0].latency)
     opens = HdrHistogram.decode(parts[0].opens)
     for p in parts[1:]:
@@ -284,13 +276,13 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest))))
     odd = [p for p in parts if p.mismatched]
-    warnings = []
     if odd:  # every sample was read once, but not all of it was the dataset the manifest describes
         said = "; ".join(f"rank {p.rank} on {result.ranks[p.rank].host}: {p.mismatch}" for p in odd)
         run.valid, run.invalid_reason = False, (f"samples read another size than the manifest says ({said}): the "
                                                 "dataset changed during the run, or a host's mount shows other files")
-        warnings.append(f"epoch {epoch} is left out: {run.invalid_reason}")
-    return run, warnings
+        result.warnings.append(f"epoch {epoch} is left out: {run.invalid_reason}")
+        ui.warn(result.warnings[-1])
+    return run
 
 
 # -- the start of a job: the dataset, the settings, the mounts -------------------------------------------------
@@ -405,8 +397,6 @@ def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool
 def _differing_files(manifest) -> str:
     """The files of `manifest` that this host sees missing or of another size, in words ("" when none): each file
     stat-ed as rank 0's are when it reuses a dataset."""
-
-
     root = manifest.root
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
     home = store.home_of(root)

@@ -1,11 +1,6 @@
 """A rank's membership of a distributed job: its place (torchrun's environment), the process group (gloo), the
-rendezvous store, the heartbeat, and the waits and collectives that end in bounded time when another rank is lost.
-
-Every rank bumps a heartbeat counter in the rendezvous store every BEAT_S and publishes its step count; waits
-outside the steps (the dataset, an eviction) end when a rank stops beating for `timeout_s`; a step's allreduce
-that fails or times out (`timeout_s`) is explained by which rank said why it failed, stopped beating (and for how
-long), or fell behind. The heartbeat thread also watches this rank's own DataLoader: a main thread blocked in it
-past --io-timeout, where the loader's own watchdog cannot run, is interrupted with StorageStalled (`reading`)."""
+rendezvous store, the heartbeat, and the waits and collectives that end in bounded time when another rank is lost
+(docs/distributed.md, "When a rank dies or hangs")."""
 
 from __future__ import annotations
 
@@ -90,7 +85,6 @@ class Job:
 
     def __init__(self, w: World, timeout_s: float):
         import torch.distributed as dist
-
 
         _launched_rank(w.rank)
         self.w = w
@@ -301,11 +295,10 @@ class Job:
     # -- this rank's DataLoader --------------------------------------------------------------------------------
     @contextlib.contextmanager
     def reading(self, io_timeout_s: float | None) -> Iterator[None]:
-        """While this rank reads an epoch through its DataLoader: should the main thread stay in the loader (no
-        tick, no batch: `in_loader` not called) for io_timeout_s + STUCK_S, the loader's own watchdog could not run
-        (the main thread is blocked, e.g. on a frozen worker that hands over a batch): the heartbeat thread
-        interrupts it with StorageStalled, and should that not free it within STUCK_EXIT_S, the rank fails and
-        exits. Armed at the loader's first tick or batch (starting the workers is the loader's to bound)."""
+        """While this rank reads an epoch: a main thread in the loader (no tick, no batch) for io_timeout_s + STUCK_S
+        is blocked where the loader's own watchdog cannot run; the heartbeat thread interrupts it with StorageStalled,
+        and should that not free it within STUCK_EXIT_S, the rank fails and exits. Armed at the first tick or batch
+        (starting the workers is the loader's to bound)."""
         self._io_timeout_s, self._in_loader, self._kicked, self._loader_watch = io_timeout_s, None, None, None
         try:
             yield

@@ -1,21 +1,7 @@
 """`iobench run --ranks P`: P ranks on this host through torch's own launcher (`elastic_launch`, as `torchrun
---standalone --nproc-per-node P -m iobench ...`), and the rules of how the job ends that it has no hook for.
-
-torch's launcher holds the c10d rendezvous store on a free local port, gives each rank its environment and a
-session of its own (a signal to its process group reaches its DataLoader workers), watches the ranks, and stops
-them all (SIGTERM, SIGKILL after a grace) once one failed or a signal came. What iobench adds, and why
-(docs/architecture.md, docs/distributed.md):
-- Rank 0 speaks for the job: the other ranks' "iobench: ..." lines are held in files (`hold`) and shown only when
-  rank 0 could not speak; a rank that fails waits (job.py) for rank 0 to name it, as torch stops every rank at
-  once; a rank killed outright is named here, from torch's ChildFailedError. torch's own log lines are silenced.
-- A bounded end: torch waits for every rank without a limit once rank 0 ended; the watch here stops those still
-  running --timeout after rank 0's result is complete (SIGTERM and SIGCONT, SIGKILL after the grace), and the
-  result stands. A frozen rank (SIGSTOP) is continued once the job ends, so that it acts on torch's SIGTERM.
-- Ctrl-C, SIGTERM or SIGHUP here end in one line and 128 + the signal (torch's own handler ends in a traceback):
-  the handlers are this module's and hand the stop to torch's agent as its SignalException.
-
-Rank 0 tells this process where its result is (and when it is complete), and each rank its pid, through files in a
-private folder (IOBENCH_LAUNCH_DIR); `note` writes them."""
+--standalone --nproc-per-node P -m iobench ...`), and the rules of how the job ends that it has no hook for
+(docs/distributed.md, "The `--ranks` launcher"). Rank 0 and each rank tell this process things (the result's path,
+that it is complete, a pid, held lines) through files in a private folder (IOBENCH_LAUNCH_DIR)."""
 
 from __future__ import annotations
 
@@ -202,7 +188,7 @@ class _Watch(threading.Thread):
 
 def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int], timeout_s: float,
              folder: Path) -> int:
-    """The exit code, and the lines that say how the job ended (see the module's docstring)."""
+    """The exit code, and the lines that say how the job ended (docs/distributed.md)."""
     host = socket.gethostname()
     codes = {r: code for r, (code, _) in failures.items()}  # a rank that ended with 0 is not among torch's failures
     pids = {**watch.pids, **{r: pid for r, (_, pid) in failures.items()}}

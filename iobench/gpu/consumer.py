@@ -68,12 +68,6 @@ class SleepConsumer:
         wall = self.t_last_done - (self.t_first_done or self.t_last_done)
         return wall if self.steps >= 2 and wall > 0 else None
 
-    @property
-    def delivered_per_s(self) -> float | None:
-        """Samples/s the input pipeline delivered over AU's window (steps 2..n)."""
-        wall = self.window_s
-        return self.samples / wall if wall else None
-
 
 class CudaConsumer(SleepConsumer):
     """A real GPU instead of a sleep: each batch is one training step of the model on the local GPU (on the
@@ -81,13 +75,11 @@ class CudaConsumer(SleepConsumer):
     compute time is the GPU's own. AU is counted as for the sleep consumer."""
 
     def __init__(self, model: str, batch: int, device: str = "cuda", decode: bool = False):
-
         super().__init__(rate=1.0, decode=decode)  # rate unused: the step's own time is the compute time
         step = TrainStep(model, batch, device=device)
         for _ in range(3):  # first steps compile kernels and allocate: not part of AU
             step()
         step.sync()
-
         self._step = step
 
     def _compute(self, samples: int, images) -> float:

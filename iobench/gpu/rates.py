@@ -1,43 +1,11 @@
-"""Per-GPU training consumption rates: model x GPU -> samples/s, each row with its source and its kind.
-
-The GPU consumer of a replay computes for `batch / rate` seconds per batch; this table says what `rate` is.
-Every row names where its figure comes from and what kind of figure it is (`KINDS`):
-
-- "measured": measured by iobench's makers, not on the user's system: one NVIDIA H200 training each model in
-  eager PyTorch, bf16 autocast, channels_last, on synthetic data already on the GPU, so a compute ceiling with no
-  loading. The figures and the conditions they were taken under ship with the package, in
-  `iobench/data/gpu_rates_h200.json` (`H200_FILE`), and the rows are read from it.
-- "published": NVIDIA's DeepLearningExamples READMEs (PyTorch ResNet50 v1.5, mixed precision), the 1-GPU
-  figure (the 8-GPU figure / 8 is given in the source text beside it).
-- "mlperf-storage": the sleep per step that MLPerf Storage (DLIO) uses to stand for an accelerator,
-  reader.batch_size / train.computation_time of mlcommons/storage `configs/dlio/workload/{model}_{accel}.yaml`,
-  read at commit 1833c96 (`MLPERF_COMMIT`: MLPerf Storage v3.0, package 3.0.23). v3.0's own workloads are unet3d
-  (a100, h100, b200) and retinanet (b200, mi355: AMD Instinct MI355X); resnet50 and cosmoflow (a100, h100) are in
-  v3.0 only in its "whatif" mode, their files unchanged since v2.0 (7e71ca1). Not a measurement of a GPU
-  (unet3d_b200.yaml itself says its figure is the H100 one halved). There is no retinanet row for a100 or h100:
-  those files were deleted before v3.0 (e5bfa17) and emulated another dataset (1,743,042 JPEGs of 153,600 B
-  +- 51,200 B); `lookup` says so (`NOT_IN_V3`). (The kind was called "mlperf-storage-emulated" before;
-  `normalise_kind` still reads that name.)
-
-Without a kind, a model and GPU take the first kind they have in `KINDS` order (measured, published,
-mlperf-storage): resnet50 on h200 is measured, on a100 published, on h100 mlperf-storage. The kind always goes
-with the rate (`PerGpuRate.kind`) and is printed beside it, since the kinds differ by up to 2.7x for the same GPU;
-`first_kinds` says what each GPU of a model takes, so that a plan can say when another GPU's would be of another
-kind. A rate given with --rate has the kind "given" (`GIVEN`).
-
-Each row's source is a note shared by the rows of one source (`GpuRate.note`: the paper, README or repository
-and how its figures are read) and what this row reads there (`GpuRate.detail`): `iobench gpus` prints each note
-once and the details in its table; `source` is the two together.
-
-`SAMPLE_BYTES`: the sample size of a model's dataset where it is not ImageNet's (MLPerf Storage's unet3d,
-cosmoflow and retinanet), for `iobench plan`.
-
-Names are matched case-insensitively, ignoring "-", "_", "/", "." and spaces, and a leading "nvidia"; a few
-aliases are known (`MODEL_ALIASES`, `GPU_ALIASES`): "ResNet-50", "rn50" and "resnet50v1.5" are `resnet50`,
-"ViT-B/16" is `vit_b_16`, "3D U-Net" is `unet3d`, "H100-SXM" is `h100`, "A100-80GB" is `a100`, "V100-16GB" is
-`v100`, "B200-SXM" is `b200`, "AMD Instinct MI355X" is `mi355`. No row stands for an MI300X: no primary source
-found gives one a figure.
-"""
+"""Per-GPU training consumption rates: model x GPU -> samples/s, each row with its source and its kind (`KINDS`):
+"measured" (read from the shipped H200 measurement, `H200_FILE`: iobench's makers', a compute ceiling, never the
+user's system), "published" (NVIDIA DeepLearningExamples' 1-GPU figures) and "mlperf-storage" (the sleep per step
+with which MLPerf Storage's DLIO stands for an accelerator, read at `MLPERF_COMMIT`: not a measurement of a GPU).
+The kinds differ by up to 2.7x for the same GPU, so the kind always goes with the rate (`PerGpuRate.kind`). A row's
+source is a note shared by the rows of one source and its own detail: `iobench gpus` prints each note once.
+Names match case-insensitively, ignoring "-", "_", "/", "." and spaces and a leading "nvidia", and through
+`MODEL_ALIASES` and `GPU_ALIASES`. No row stands for an MI300X: no primary source found gives one a figure."""
 
 from __future__ import annotations
 
@@ -52,30 +20,18 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from iobench.errors import UserError
 
-KINDS = ("measured", "published", "mlperf-storage")
-"""Kinds of table rows, in the order `iobench gpus` lists them and the order `lookup` takes them in when told no
-kind: a model and GPU take the first kind they have."""
+KINDS = ("measured", "published", "mlperf-storage")  # `iobench gpus`'s order; told no kind, a pair takes its first
+GIVEN = "given"  # the kind of a rate given with --rate (or `rate` in a workload file): not from the table
+KIND_ALIASES = {"mlperf-storage-emulated": "mlperf-storage"}  # old names, still read (workload files, old results)
 
-GIVEN = "given"
-"""The kind of a rate given with --rate (or `rate` in a workload file): not from the table."""
-
-KIND_ALIASES = {"mlperf-storage-emulated": "mlperf-storage"}
-"""Old names of kinds, still read (workload files, results written before the rename)."""
-
-H200_FILE_SHOWN = "iobench/data/gpu_rates_h200.json in the installed package"
-"""How sources name the shipped H200 measurement (`H200_FILE` is where it is on this host)."""
-
+H200_FILE_SHOWN = "iobench/data/gpu_rates_h200.json in the installed package"  # as sources name H200_FILE
+# the shipped H200 measurement: training images/s of ten torchvision models, the date, torch version and conditions,
+# and the CPU decode + augment rate per core
 H200_FILE = Path(str(files("iobench") / "data" / "gpu_rates_h200.json"))
-"""The shipped H200 measurement: training images/s of ten torchvision models, the date, torch version and
-conditions, and the CPU decode + augment rate per core."""
-
+# mlcommons/storage 1833c96ef11c0e1498568efa04a2f4106ce31c97 (PR #544, 2026-06-26; MLPerf Storage v3.0, package
+# 3.0.23, DLIO pinned to mlcommons/DLIO_local_changes 17d982a; there is no v3.0 tag)
 MLPERF_COMMIT = "1833c96"
-"""The mlcommons/storage commit the mlperf-storage rows were read at: 1833c96ef11c0e1498568efa04a2f4106ce31c97
-(PR #544, 2026-06-26; MLPerf Storage v3.0, package 3.0.23, DLIO pinned to mlcommons/DLIO_local_changes 17d982a).
-There is no v3.0 tag."""
-
-MLPERF_V2 = "7e71ca1"
-"""mlcommons/storage's v2.0 tag (7e71ca162d8f9e7ae4b5b698d7d79b0883817f25)."""
+MLPERF_V2 = "7e71ca1"  # its v2.0 tag: 7e71ca162d8f9e7ae4b5b698d7d79b0883817f25
 
 
 def normalise_kind(kind: str) -> str:
@@ -380,11 +336,8 @@ def kind_of_source(source: str | None) -> str | None:
 
 
 def cpu_cores_for_decode(samples_per_s: float, per_core: float = CPU_PREPROCESS_PER_CORE) -> float:
-    """CPU cores that Pillow decode + RandomResizedCrop + flip need to keep up with `samples_per_s`.
-
-    The default per-core figure is measured (see CPU_PREPROCESS_PER_CORE): feeding one H200 on ResNet-50
-    (4,677.3 img/s) takes 4677.3 / 335.2 = ~14 cores.
-    """
+    """CPU cores that Pillow decode + RandomResizedCrop + flip need to keep up with `samples_per_s` (one H200 on
+    ResNet-50, 4,677.3 img/s, takes 4677.3 / 335.2 = ~14 cores)."""
     if per_core <= 0:
         raise ValueError("per_core must be > 0")
     return max(samples_per_s, 0.0) / per_core

@@ -1,10 +1,6 @@
-"""Page-cache control: evict a dataset before a cold epoch and check how much of it is resident.
-
-Root drops the whole page cache (/proc/sys/vm/drop_caches, after sync so dirty pages can go);
-others call posix_fadvise(DONTNEED) on every file. Either way the residency check (mincore on a
-sample of files) says whether the eviction took, so a "cold" figure is never silently warm.
-Client-side eviction does not touch a NAS server's own cache.
-"""
+"""Page-cache control: evict a dataset before a cold epoch (root: drop_caches after sync; others: posix_fadvise
+DONTNEED per file; neither touches a NAS server's own cache) and check how much of it is resident (mincore on a
+sample of files), so that a "cold" figure is never silently warm."""
 
 from __future__ import annotations
 

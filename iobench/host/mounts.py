@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -35,11 +36,7 @@ class MountEntry:
 
     @property
     def option_map(self) -> dict[str, str]:
-        out = {}
-        for item in self.options.split(","):
-            key, _, value = item.partition("=")
-            out[key] = value
-        return out
+        return {key: value for key, _, value in (item.partition("=") for item in self.options.split(","))}
 
 
 def _unescape(field: str) -> str:
@@ -63,6 +60,17 @@ def mount_of(path: Path, mounts_text: str | None = None) -> MountEntry:
     if best is None:  # pragma: no cover - "/" is always mounted
         raise RuntimeError(f"no mount holds {real}")
     return best
+
+
+def mount_points() -> set[str]:
+    """Every mount point of this process (bind mounts of the same file system included, which st_dev misses)."""
+    points = set()
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 4:
+                points.add(_unescape(fields[4]))
+    return points
 
 
 @dataclass(frozen=True)

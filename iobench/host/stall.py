@@ -50,12 +50,9 @@ class StorageStalled(EnvironmentRefused):
 
 
 class Watch:
-    """THE one stall watchdog of iobench, for every engine, client, backend and raw tool: nothing moved for
-    `timeout_s`. The caller gives `check` its mark of progress: the count of samples finished so far (the
-    recorder's, or what a DataLoader's workers count as they read, ahead of their batches), or where no sample is
-    seen, what the work says it has done (bounded.in_child's beat, the bytes the CRT client says it received, fio's
-    job processes' counters). Bytes a process reads (/proc's rchar) alone are no measure of an S3 client, whose
-    event loop reads its own wake-ups while the server sends nothing. `stalled(timeout_s)` makes the error."""
+    """THE one stall watchdog of iobench (docs/architecture.md): nothing moved for `timeout_s`. `check` gets the
+    caller's mark of progress: samples finished, or what the work says it has done (never /proc's rchar alone: an S3
+    client's event loop reads its own wake-ups while the server sends nothing). `stalled(timeout_s)` makes the error."""
 
     def __init__(self, timeout_s: float, stalled: Callable[[float], StorageStalled] | None = None):
         self.timeout_s = timeout_s

@@ -1,7 +1,5 @@
-"""A dataset's home behind one interface: the `Store` protocol (base.py) and its two backends, files on a mount
-(folder.py, with its lock (lock.py), clean (clean.py) and metadata phase (metadata.py)) and objects behind an S3
-endpoint (s3.py). `open` (and `home_of`) is the one place that picks the backend, by the location's type; `at`
-makes the location of `--url` or a mount; `source` reads a dataset through its store."""
+"""A dataset's home behind one interface (base.py) and its two backends, folder.py and s3.py: `open` (and `home_of`)
+is the one place that picks the backend, by the location's type (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.s3.clients import READ_CONNECTIONS
 from iobench.s3.url import CLIENTS, S3Location, parse_url
 from iobench.safefs import _DIR_FLAGS
-from iobench.store.base import Cleaned, Content, Home, Location, Progress, Store
+from iobench.store.base import Home, Location, Store
 from iobench.store.folder import Folder, FolderHome
 from iobench.store.s3 import S3Home, S3Store
 
@@ -86,6 +84,5 @@ def dataset_location(where: Store, dataset: Path | None, name: str | None) -> Lo
     return where.location(name)
 
 
-__all__ = ["CLIENTS", "MAX_IN_FLIGHT", "Cleaned", "Content", "Folder", "FolderHome", "Home", "Location", "Progress",
-           "S3Home", "S3Store", "Store", "at", "dataset_location", "home_of", "location", "open", "published",
-           "source"]
+__all__ = ["CLIENTS", "MAX_IN_FLIGHT", "Folder", "FolderHome", "Home", "Location", "S3Home", "S3Store", "Store", "at",
+           "dataset_location", "home_of", "location", "open", "published", "source"]

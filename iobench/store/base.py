@@ -1,30 +1,6 @@
-"""The Store protocol: a dataset's home, whatever holds it, behind the operations iobench needs of it.
-
-A `Store` is where iobench's datasets live: a folder under a mount (store/folder.py: the datasets under
-MOUNT/iobench-data/<name>/) or an object store's bucket and prefix (store/s3.py: s3://BUCKET/PREFIX/<name>/). Every
-layer above it (gen, the commands, the phases) names a dataset by its name or its `Location` and asks the store:
-
-- write (gen): `open(name, create=True)` gives the dataset's `Home`, where a sample's bytes go under their relative
-  key, and the manifest and the marker beside them;
-- list: `names()` (datasets carrying iobench's marker), `marker(name)`; a Home's `entries()` (the manifest's keys
-  and sizes) and `sizes(keys)` (what is there, checked against them);
-- lock: one process per dataset (`lock(location)`, store/lock.py for a folder);
-- clean: only what carries iobench's marker (`clean()`, store/clean.py for a folder);
-- evict: drop the client's cache of the dataset's files before a cold epoch, and say how much of them is still
-  cached (`evict`, `resident`; a folder: host/cache.py; an object store has no client cache: nothing to evict
-  (None), nothing cached (0.0));
-- describe: what the result records about where the data lives (`describe(location)`, the `mount` object; `place`,
-  the short name of a result folder);
-- read: `source(name, manifest)`, the layouts it holds a dataset in (a folder: files, LMDB, tar; a bucket: its
-  objects, tar shards in it); `metadata`, a start-up's probe of it (list, stat, open; or LIST, HEAD, first byte);
-  `raw_command`, the raw baseline's program where it is not fio; `fuse_folders`, where a FUSE view holds it.
-
-What differs between the two backends is said by their values (`items`, `raw`, `client_cache`, `probes`, `entry`),
-never asked by type: nothing outside store/ (and the objects' own sources) knows which backend it has.
-
-The hot path is not here: a run reads through its source (iobench/sources), which the store hands the dataset's
-`Manifest` (a folder: absolute paths in one PathTable); nothing per sample goes through a Store.
-"""
+"""The Store and Home protocols: a dataset's home, whatever holds it, behind the operations iobench needs of it
+(docs/architecture.md, "One storage interface, two backends", tables them for both backends). What differs between
+backends is said by their values (`items`, `raw`, `client_cache`, `probes`, `entry`), never asked by type."""
 
 from __future__ import annotations
 
@@ -106,7 +82,7 @@ class Home(Protocol):
         """The size of every key's sample there (-1: missing), listed or stat-ed on `threads` threads."""
         ...
 
-    def writing(self) -> AbstractContextManager[None]:
+    def writing(self) -> AbstractContextManager[object]:
         """Held while this process writes the dataset: a second writer is refused (one line naming the first)."""
         ...
 

@@ -1,13 +1,7 @@
-"""`iobench clean`: remove iobench's datasets and packs under MOUNT/iobench-data/, and nothing else.
-
-Only a real folder (not a link) directly under MOUNT/iobench-data that carries iobench's marker (a regular file
-`iobench-dataset.json` or `iobench-pack.json` holding a JSON object written by iobench) is removed, with what is in
-it: the packs beside a dataset live inside it (`packed/`). Removal works on open folder descriptors: a link inside is
-unlinked, never followed; a folder on another file system (a mount point inside) is neither entered nor removed;
-the marker goes last, so an interrupted clean leaves a folder that is still recognisably iobench's. A folder being
-written (its writer's lock held) or measured (`<name>.lock` beside it held by a run) is kept. Everything else
-(folders without a marker, links, stray files) is listed as kept, untouched.
-"""
+"""`iobench clean`: remove iobench's datasets and packs under MOUNT/iobench-data/, and nothing else: only a real
+folder directly under it that carries iobench's marker, on open folder descriptors (a link inside unlinked, never
+followed; a mount point inside neither entered nor removed; the marker last), and never one being written or run on.
+Everything else is listed as kept, untouched."""
 
 from __future__ import annotations
 
@@ -15,7 +9,6 @@ import errno
 import fcntl
 import json
 import os
-import re
 import stat
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -31,11 +24,12 @@ from iobench.dataset import (
     read_regular,
 )
 from iobench.errors import explain_oserror
+from iobench.host.mounts import mount_points
+from iobench.safefs import _DIR_FLAGS
 from iobench.sources.pack_folder import PACK_MARKER
 from iobench.store.base import Cleaned
 
 RUN_LOCK_SUFFIX = ".lock"  # `<dataset folder>.lock` beside a dataset: held by a run measuring it
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _marker_kind(dir_fd: int, where: Path) -> str | None:
@@ -73,13 +67,13 @@ def _packs(dir_fd: int, where: Path) -> list[str]:
     """The packs in a dataset's `packed/` folder (relative names), for the listing."""
     found = []
     with suppress(OSError):
-        pfd = os.open("packed", _DIR, dir_fd=dir_fd)
+        pfd = os.open("packed", _DIR_FLAGS, dir_fd=dir_fd)
         try:
             with os.scandir(pfd) as it:
                 names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
             for name in names:
                 with suppress(OSError):
-                    sub = os.open(name, _DIR, dir_fd=pfd)
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=pfd)
                     try:
                         if _marker_kind(sub, where / "packed" / name) == "pack":
                             found.append(f"packed/{name}")
@@ -90,23 +84,12 @@ def _packs(dir_fd: int, where: Path) -> list[str]:
     return found
 
 
-def mount_points() -> set[str]:
-    """Every mount point of this process (bind mounts of the same file system included, which st_dev misses)."""
-    points = set()
-    with suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) > 4:
-                points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
-    return points
-
-
 def _remove_tree(parent_fd: int, name: str, where: Path, dry_run: bool) -> tuple[int, int, list[str]]:
     """Remove the folder `name` (under `parent_fd`) and what is in it, iteratively, on descriptors: links are
     unlinked, not followed; mount points (another file system, or a bind mount) are left whole. Markers go last in
     each folder. Returns (files, bytes, mount points left)."""
     points = mount_points()
-    top = os.open(name, _DIR, dir_fd=parent_fd)
+    top = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     dev = os.fstat(top).st_dev
     files = nbytes = 0
     left: list[str] = []
@@ -135,7 +118,7 @@ def _remove_tree(parent_fd: int, name: str, where: Path, dry_run: bool) -> tuple
                 if str(path / e.name) in points:
                     left.append(str(path / e.name))
                     continue
-                sub = os.open(e.name, _DIR, dir_fd=fd)
+                sub = os.open(e.name, _DIR_FLAGS, dir_fd=fd)
                 if os.fstat(sub).st_dev != dev:
                     os.close(sub)
                     left.append(str(path / e.name))
@@ -193,7 +176,7 @@ def clean(mount: Path, *, dry_run: bool = False) -> list[Cleaned]:
 
 def _clean_one(rfd: int, name: str, path: Path, dry_run: bool) -> Cleaned:
     try:
-        fd = os.open(name, _DIR, dir_fd=rfd)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=rfd)
     except OSError as exc:
         return Cleaned(path, "", False, f"cannot open it ({os.strerror(exc.errno or 0)})")
     with ExitStack() as stack:

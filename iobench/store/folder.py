@@ -1,10 +1,5 @@
-"""The first Store: a folder under a mount. iobench's datasets are MOUNT/iobench-data/<name>/, each a folder of
-files (keys are their relative paths), its `manifest.tsv` and the marker `iobench-dataset.json` beside them.
-
-A dataset is written and read on open folder descriptors by safefs.py's rules (no link followed, files created
-exclusively, markers renamed into place, one writer at a time); the lock is store/lock.py's, clean store/clean.py's,
-eviction host/cache.py's (the page cache), the description host/mounts.py's.
-"""
+"""The first Store: a folder under a mount, MOUNT/iobench-data/<name>/ (files, `manifest.tsv`, the marker
+`iobench-dataset.json`), written and read on open folder descriptors by safefs.py's rules."""
 
 from __future__ import annotations
 
@@ -203,7 +198,7 @@ class FolderHome:
     def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
         return inspect_files(self.fd, self.where, keys, threads, stop)
 
-    def writing(self) -> AbstractContextManager[None]:
+    def writing(self) -> AbstractContextManager[object]:
         return writer_lock(self.fd, self.where)
 
     def put_marker(self, marker: dict) -> None:

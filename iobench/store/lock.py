@@ -1,17 +1,8 @@
-"""What keeps two iobench processes apart: one run (or pack) per dataset at a time, and a result folder of its own
-for every run.
-
-A dataset's lock is an flock(2) on `<dataset folder>.lock`, beside the folder (on the dataset's own file system, so
-that a client on another host sees it where the file system supports it). A dataset iobench did not make, or one
-whose parent folder iobench cannot write, is locked in iobench's state folder instead (this host only). The kernel
-releases an flock when its holder exits, SIGKILL included; the holder writes its pid and command into the file so
-that the one refused can name it. A second run fails at once (`DatasetBusy`, exit code 3: the environment is busy,
-nothing is wrong with the command): two runs at once disturb each other's figures, and cold runs drop the page cache
-under each other.
-
-Result folders are made with os.mkdir, which fails when the folder exists: two runs started in the same second
-get `NAME` and `NAME-2`, never the same result.json.
-"""
+"""What keeps two iobench processes apart: one run (or pack) per dataset at a time (an flock(2) the kernel releases
+when its holder exits, SIGKILL included; the holder writes its pid and command in it so that the one refused can
+name it), and a result folder of its own for every run (os.mkdir is exclusive: NAME, NAME-2, ...). A second run
+fails at once (DatasetBusy, exit code 3): two runs at once disturb each other's figures, and cold runs drop the page
+cache under each other."""
 
 from __future__ import annotations
 
@@ -49,8 +40,10 @@ def state_dir() -> Path:
 
 
 def lock_path(folder: Location) -> Path:
-    """Where the lock of the dataset in `folder` lives (see the module's docstring); a dataset in object storage
-    is locked in this host's state folder (S3 has no lock that a client could hold and lose when it dies)."""
+    """Where the lock of the dataset in `folder` lives: `<folder>.lock` beside it, on its own file system (a client
+    on another host sees it where the file system supports it); in this host's state folder for a dataset iobench
+    did not make, one whose parent it cannot write, or one in object storage (S3 has no lock a client could hold
+    and lose when it dies)."""
     if isinstance(folder, S3Location):
         digest = hashlib.sha1(f"{folder.endpoint} {folder}".encode()).hexdigest()[:16]
         return state_dir() / "locks" / f"s3-{folder.name}-{digest}{LOCK_SUFFIX}"

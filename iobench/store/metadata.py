@@ -1,10 +1,7 @@
-"""The metadata phase of a folder (mdtest-style, on the dataset tree): how long a job spends finding its files
-before the first batch. Listing is what torchvision's ImageFolder does at start-up (scandir of every
-class folder); then stat and open+close without reading, each timed per file on one thread, as the
-start-up code runs. On NFS or Isilon each of these is a round trip; at ImageNet scale they add up.
-
-A FIFO, socket or device among the samples is never opened (a FIFO would block the phase for good): the timed
-stat sees it first and it is reported in one line; open+close uses O_NONBLOCK as well."""
+"""The metadata phase of a folder (mdtest-style): how long a job's start-up spends finding its files before the
+first batch: scandir of every class folder (as torchvision's ImageFolder), then stat and open+close, each timed per
+file on one thread (on NFS each a round trip). A FIFO, socket or device among the samples is never opened (a FIFO
+would block the phase for good): the timed stat sees it first, in one line; open+close uses O_NONBLOCK as well."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The second Store: a bucket's prefix in object storage. iobench's datasets are s3://BUCKET/PREFIX/<name>/, each
-the same keys as a folder's files (`train/n00000000/n00000000_00000000.JPEG`), its `manifest.tsv` and the marker
-`iobench-dataset.json` as objects beside them.
-
-What differs from a folder, and why:
-- a PUT is atomic (a reader never sees half an object), so markers need no rename; it also overwrites: gen writes
-  only under a prefix that is empty or carries iobench's marker;
-- listing is the one way to know what is there: a dataset's keys and sizes come from pages of 1,000 keys;
-- there is no client cache to drop: `evict` and `resident` say so (None), and "warm" means the second read of the
-  same keys (what the server caches is the server's);
-- S3 has no lock a client holds and loses when it dies: one process per dataset is kept on this host (the state
-  folder's lock, store/lock.py);
-- clean deletes a dataset's manifest keys, the keys of its tar packs (`pack --url`: what each pack's marker lists),
-  its manifest and marker (the marker last), never a key it did not write.
-
-Control requests (list, head, put, delete) go through boto3 with a few retries; the reading is the source's
-(iobench/sources/s3.py)."""
+"""The second Store: a bucket's prefix, s3://BUCKET/PREFIX/<name>/ (docs/s3.md, "Where things are"). A PUT is atomic
+(a reader never sees half an object), so markers need no rename; it also overwrites, so gen writes only under a
+prefix that is empty or carries iobench's marker. Control requests (list, head, put, delete) go through boto3 with a
+few retries; the reading is the sources' (iobench/sources/s3.py, s3_tar.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -293,9 +280,6 @@ class S3Home:
         """The object's bytes (None: no such key); one bigger than `limit` is a one-line error."""
         return get_small(self.store.client, self.where, rel, limit)
 
-    def _put(self, rel: str, body: bytes) -> None:
-        put_small(self.store.client, self.where, rel, body)
-
     def listed(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
         """(relative key, size) of the objects under the dataset's prefix, page by page."""
         top = self.where.key("")
@@ -340,14 +324,14 @@ class S3Home:
         there = dict(self.listed())
         return np.fromiter((there.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
 
-    def writing(self) -> AbstractContextManager[None]:
-        return _held(lock.hold(self.where / ".writer"))  # a lock of its own: a run's lock is the dataset's
+    def writing(self) -> AbstractContextManager[object]:
+        return lock.hold(self.where / ".writer")  # a lock of its own: a run's lock is the dataset's
 
     def put_marker(self, marker: dict) -> None:
-        self._put(MARKER, json.dumps(marker, indent=1).encode())
+        put_small(self.store.client, self.where, MARKER, json.dumps(marker, indent=1).encode())
 
     def put_manifest(self, keys: list[str], sizes: np.ndarray) -> None:
-        self._put(MANIFEST, b"".join(tsv_bytes(keys, sizes)))
+        put_small(self.store.client, self.where, MANIFEST, b"".join(tsv_bytes(keys, sizes)))
 
     def put_samples(self, keys: list[str], ids: list[int], lengths: list[int], content: Content, threads: int,
                     progress: Progress | None, stop: threading.Event) -> tuple[int, int]:
@@ -443,9 +427,3 @@ class S3Home:
         return Cleaned(self.where, "dataset", True, files=len(gone), bytes=sum(s for _, s in gone),
                        left=left[:3] + ([f"{len(left) - 3:,} more"] if len(left) > 3 else []),
                        left_why="objects iobench did not write: the marker is kept with them", unit="objects")
-
-
-@contextmanager
-def _held(held: AbstractContextManager[object]) -> Iterator[None]:
-    with held:
-        yield
