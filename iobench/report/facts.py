@@ -330,13 +330,12 @@ def metadata_table(result: Result) -> Table | None:
     m0 = result.metadata[0]
     rows = tuple(_cells(m.cache, f"{m.list_s:.3f}", num(m.stat_per_s), ms(m.stat_ms.p99), num(m.open_close_per_s),
                         ms(m.open_close_ms.p99), f"{m.projected_list_s:,.1f} s") for m in result.metadata)
-    if result.mount.objects:  # the same figures, of requests: LIST pages, HEAD, a first-byte GET
-        return Table(f"metadata: {m0.files:,} keys in {m0.dirs:,} LIST requests, one request at a time",
-                     ("cache", "list s", "HEAD/s", "HEAD p99 ms", "first byte/s", "first byte p99 ms",
-                      f"listing {m0.scale_files:,} keys (predicted)"), rows)
-    return Table(f"metadata: {m0.files:,} files in {m0.dirs:,} folders, one thread",
-                 ("cache", "list s", "stat/s", "stat p99 ms", "open+close/s", "open+close p99 ms",
-                  f"listing {m0.scale_files:,} files (predicted)"), rows)
+    # object storage: the same figures, of requests (LIST pages, HEAD, a first-byte GET)
+    items, dirs, stat, opens = (("keys", "LIST requests, one request at a time", "HEAD", "first byte")
+                                if result.mount.objects else ("files", "folders, one thread", "stat", "open+close"))
+    return Table(f"metadata: {m0.files:,} {items} in {m0.dirs:,} {dirs}",
+                 ("cache", "list s", f"{stat}/s", f"{stat} p99 ms", f"{opens}/s", f"{opens} p99 ms",
+                  f"listing {m0.scale_files:,} {items} (predicted)"), rows)
 
 
 def raw_table(result: Result) -> Table | None:
@@ -345,12 +344,11 @@ def raw_table(result: Result) -> Table | None:
         return None
     rows = tuple(_cells(x.concurrency, x.cache + ("" if raw_valid(x) else " (invalid)"), num(x.samples_per_s),
                         num(x.mb_per_s, 1), ms(x.latency_ms.p50), ms(x.latency_ms.p99), x.samples) for x in b.points)
-    if b.tool != "fio":  # the raw S3 client: every key GET once per point
-        return Table(f"{b.tool} {b.tool_version or ''} GETting all {b.points[0].samples:,} objects",
-                     ("in flight", "cache", "objects/s", "MB/s", "GET p50 ms", "GET p99 ms", "objects"), rows, left=0,
-                     text_cols=(1,), wide=(6,))
-    return Table(f"fio {b.tool_version or ''} on {b.points[0].samples:,} of the files",
-                 ("jobs", "cache", "files/s", "MB/s", "read p50 ms", "read p99 ms", "files"), rows, left=0,
+    fio = b.tool == "fio"  # else the raw S3 client: every key GET once per point
+    depth, unit, op = ("jobs", "files", "read") if fio else ("in flight", "objects", "GET")
+    return Table(f"fio {b.tool_version or ''} on {b.points[0].samples:,} of the files" if fio else
+                 f"{b.tool} {b.tool_version or ''} GETting all {b.points[0].samples:,} objects",
+                 (depth, "cache", f"{unit}/s", "MB/s", f"{op} p50 ms", f"{op} p99 ms", unit), rows, left=0,
                  text_cols=(1,), wide=(6,))
 
 
@@ -393,13 +391,12 @@ def fuse_view_table(result: Result) -> Table | None:
         return None
     runs = {r.mitigation: r for r in result.runs if r.mitigation in ("objects", "fuse-view")}
     rows = []
-    for key, label in (("objects", f"objects: a GET per sample ({result.mount.path})"),
-                       ("fuse-view", f"files: the FUSE view ({f.fstype} at {f.mount})")):
+    objects, files = f.objects_samples_per_s, f.files_samples_per_s
+    for key, label, mine, other in (("objects", f"objects: a GET per sample ({result.mount.path})", objects, files),
+                                    ("fuse-view", f"files: the FUSE view ({f.fstype} at {f.mount})", files, objects)):
         r = runs.get(key)
         if r is None:
             continue
-        mine = f.objects_samples_per_s if key == "objects" else f.files_samples_per_s
-        other = f.files_samples_per_s if key == "objects" else f.objects_samples_per_s
         rows.append(_cells(label + ("" if r.valid else " (invalid)"), num(r.samples_per_s), num(r.mb_per_s, 1),
                            ms(r.opened.p50), ms(r.timed.p50), ms(r.timed.p99),
                            times(mine / other) if other else "-"))
@@ -450,6 +447,15 @@ def stats_table(result: Result) -> Table | None:
     return Table(f"over {result.settings.repeat} repeats: steady-state samples/s (epochs after the first)",
                  ("engine", "readers", "cache", "repeats", "mean", "std", "spread", "stable"), rows,
                  text_cols=(2, 7))
+
+
+def tables(result: Result) -> dict[str, Table | None]:
+    """One result's tables by name (None: nothing to show), in the terminal's order: each writer shows those it has a
+    place for."""
+    return {"metadata": metadata_table(result), "runs": runs_table(result) if result.runs else None,
+            "stats": stats_table(result), "raw": raw_table(result), "efficiency": efficiency_table(result),
+            "mitigations": mitigations_table(result), "fuse_view": fuse_view_table(result),
+            "training": training_table(result), "ranks": ranks_table(result)}
 
 
 # --------------------------------------------------------------------------------------------- what-ifs

@@ -28,19 +28,12 @@ from iobench.report.facts import (
     Facts,
     cache_whatif_table,
     consumer_words,
-    efficiency_table,
     environment,
     facts,
-    fuse_view_table,
     headline,
     labels,
-    metadata_table,
-    mitigations_table,
-    ranks_table,
-    raw_table,
     readers_whatif_table,
-    runs_table,
-    training_table,
+    tables,
     whatif_gpu_note,
     whatifs,
 )
@@ -155,18 +148,14 @@ def _hero(result: Result, f: Facts) -> dict[str, Any]:
 
 
 def _sections(result: Result, f: Facts) -> dict[str, Any]:
-    """What the detail sections of one result show (everything below the verdict)."""
+    """What the detail sections of one result show (everything below the verdict): its tables, by their names in
+    `tables`, and the rest."""
     m = whatifs(result)
     return {
-        "result": result, "settings": result.settings, "baseline": result.baseline,
-        "environment": environment(result), "mono": MONO_ROWS,
-        "throughput": charts.throughput_charts(result, f), "runs": runs_table(result) if result.runs else None,
+        **tables(result), "result": result, "settings": result.settings, "baseline": result.baseline,
+        "environment": environment(result), "mono": MONO_ROWS, "throughput": charts.throughput_charts(result, f),
         "latency": charts.latency_chart(charts.latency_series(result), "latency percentiles per run"),
-        "timeline": charts.main_timeline(f),
-        "raw": raw_table(result), "raw_tool": raw_tool(result), "efficiency": efficiency_table(result),
-        "metadata": metadata_table(result), "mitigations": mitigations_table(result),
-        "fuse_view": fuse_view_table(result),
-        "speedup": charts.speedup_chart(result), "training": training_table(result), "ranks": ranks_table(result),
+        "timeline": charts.main_timeline(f), "raw_tool": raw_tool(result), "speedup": charts.speedup_chart(result),
         "consumer": consumer_words(result),
         "whatif": m, "cache_whatif": cache_whatif_table(m) if m else None,
         "readers_whatif": readers_whatif_table(m) if m else None,

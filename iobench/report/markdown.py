@@ -13,16 +13,10 @@ from iobench.report.facts import (
     cache_whatif_table,
     environment,
     facts,
-    fuse_view_table,
     headline,
     labels,
-    metadata_table,
-    mitigations_table,
-    ranks_table,
-    raw_table,
     readers_whatif_table,
-    runs_table,
-    training_table,
+    tables,
     whatif_gpu_note,
     whatifs,
 )
@@ -48,29 +42,21 @@ def _kv(rows: Sequence[tuple[str, str]]) -> str:
     return _md_table(Table("", ("", ""), tuple(rows)))
 
 
-def _environment(result: Result) -> str:
-    return _kv([(k, f"`{v}`" if k in MONO_ROWS else v) for k, v in environment(result)])
-
-
-def _section(h: str, title: str, t: Table | None, missing: str | None = None) -> list[str]:
-    """A heading and its table; without the table, `missing` in its place (None: no section)."""
-    text = _md_table(t) if t is not None else missing
-    return [f"{h} {title}", "", text, ""] if text is not None else []
-
-
 def _sections(result: Result, h: str = "##") -> list[str]:
-    out = [f"{h} Environment", "", _environment(result), ""]
-    out += _section(h, "Runs", runs_table(result) if result.runs else None)
-    b = result.baseline
-    raw = raw_baseline(result)
-    out += _section(h, raw, raw_table(result), b.note if b and b.note else f"No {raw} in this result.")
-    out += _section(h, "Metadata", metadata_table(result), "No metadata phase in this result.")
-    out += _section(h, "Mitigations", mitigations_table(result),
-                    "No mitigation phase in this result (`--mitigations`).")
-    out += _section(h, "Objects vs the FUSE view", fuse_view_table(result))
-    out += _section(h, "Training runs (emulated GPUs)", training_table(result),
-                    "No training runs: GPUs fed is predicted from the sustained rate.")
-    out += _section(h, "Ranks (distributed run)", ranks_table(result))
+    env = _kv([(k, f"`{v}`" if k in MONO_ROWS else v) for k, v in environment(result)])
+    out = [f"{h} Environment", "", env, ""]
+    t, b, raw = tables(result), result.baseline, raw_baseline(result)
+    # each table under its heading; without it, what is said in its place (None: no section)
+    for key, title, missing in (
+            ("runs", "Runs", None), ("raw", raw, b.note if b and b.note else f"No {raw} in this result."),
+            ("metadata", "Metadata", "No metadata phase in this result."),
+            ("mitigations", "Mitigations", "No mitigation phase in this result (`--mitigations`)."),
+            ("fuse_view", "Objects vs the FUSE view", None),
+            ("training", "Training runs (emulated GPUs)",
+             "No training runs: GPUs fed is predicted from the sustained rate."),
+            ("ranks", "Ranks (distributed run)", None)):
+        text = _md_table(table) if (table := t[key]) is not None else missing
+        out += [f"{h} {title}", "", text, ""] if text is not None else []
     m = whatifs(result)
     if m is not None:
         cache, more = cache_whatif_table(m), readers_whatif_table(m)
