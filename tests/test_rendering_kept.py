@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.report.csv_writer import write_csv
+from iobench.report import write
 from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
 from iobench.result import Result
@@ -29,7 +29,7 @@ def _rendered(case: str, tmp: Path) -> dict[str, str]:
     results = [Result.load(GOLDEN / f"{name}.json") for name in CASES[case]]
     names = CASES[case] if len(results) > 1 else None
     csv_path = tmp / f"{case}.csv"
-    write_csv(results, csv_path, names=names)
+    write(results, csv_path=csv_path, names=names)
     return {"html": render_html(results, names=names), "md": render_markdown(results, names=names),
             "csv": csv_path.read_text()}
 

@@ -17,21 +17,14 @@ from conftest import iobench
 from rich.console import Console
 
 from iobench.errors import UserError
-from iobench.report import (
-    CSV_COLUMNS,
-    Series,
-    facts,
-    line_chart,
-    load_results,
-    render_html,
-    render_markdown,
-    write,
-    write_csv,
-    write_reports,
-)
+from iobench.report import load_results, write, write_reports
 from iobench.report.charts import shows_trend
-from iobench.report.facts import metadata_table, mitigations_table, raw_table, runs_table, training_table
+from iobench.report.csv_writer import CSV_COLUMNS
+from iobench.report.facts import facts, metadata_table, mitigations_table, raw_table, runs_table, training_table
 from iobench.report.format import num
+from iobench.report.html import render_html
+from iobench.report.markdown import render_markdown
+from iobench.report.svg import Series, line_chart
 from iobench.result import Result
 from iobench.ui import UI
 
@@ -265,7 +258,7 @@ def test_markdown_parses(results):
 def test_csv_parses(results, tmp_path):
     a, b = results
     path = tmp_path / "runs.csv"
-    write_csv([a, b], path, names=["A", "B"])
+    write([a, b], csv_path=path, names=["A", "B"])
     with path.open(newline="") as fh:
         reader = csv.DictReader(fh)
         assert tuple(reader.fieldnames or ()) == CSV_COLUMNS
@@ -365,7 +358,7 @@ def test_every_writer_prints_the_tables_facts_built(results, tmp_path):
             for row in n.rows:
                 assert list(row) in term, (t.title, row)
         path = tmp_path / "runs.csv"
-        write_csv([r], path)
+        write([r], csv_path=path)
         with path.open(newline="") as fh:
             rows = list(csv.DictReader(fh))
         runs = runs_table(r)

@@ -196,7 +196,7 @@ def test_plan_refuses_an_implausible_gpu_count_given_to_it():
 def test_a_report_whose_what_ifs_no_plan_would_print_still_renders():
     """A run with a tiny per-GPU rate (--rate 0.001) asks for more GPUs than plan prints: the report's what-ifs are
     left out, the report is written."""
-    from iobench.report import render_markdown
+    from iobench.report.markdown import render_markdown
 
     r = Result.load(EXAMPLE)
     r.settings.rate_per_gpu = 0.001

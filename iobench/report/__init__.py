@@ -13,16 +13,15 @@ from pydantic import ValidationError
 
 from iobench.errors import UserError, explain_oserror
 from iobench.report.compare import compare_headline, compare_table
-from iobench.report.csv_writer import CSV_COLUMNS, write_csv
+from iobench.report.csv_writer import render_csv
 from iobench.report.facts import facts, labels
 from iobench.report.html import render_html
 from iobench.report.markdown import render_markdown
-from iobench.report.svg import Series, line_chart
 from iobench.result import Result, unusable
 from iobench.safefs import write_file
 
-__all__ = ["CSV_COLUMNS", "Series", "compare_headline", "compare_table", "facts", "labels", "line_chart",
-           "load_results", "render_html", "render_markdown", "result_file", "write", "write_csv", "write_reports"]
+__all__ = ["compare_headline", "compare_table", "facts", "labels", "load_results", "result_file", "write",
+           "write_reports"]
 
 
 def _stderr_warning(line: str) -> None:
@@ -63,16 +62,13 @@ def write(results: Sequence[Result], html_path: Path | None = None, md_path: Pat
           csv_path: Path | None = None, names: Sequence[str] | None = None) -> list[Path]:
     """Write the reports asked for; returns the paths written."""
     written = []
-    for path, render in ((html_path, render_html), (md_path, render_markdown), (csv_path, None)):
+    for path, render in ((html_path, render_html), (md_path, render_markdown), (csv_path, render_csv)):
         if path is None:
             continue
         path = Path(path)
         try:
-            if render is None:
-                write_csv(results, path, names)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_file(path, render(list(results), names))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_file(path, render(list(results), names))
         except OSError as exc:  # a write() that fails names no file: the report's own path is said here
             raise explain_oserror(exc, f"cannot write the report {path}") from exc
         written.append(path)

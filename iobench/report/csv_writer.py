@@ -7,13 +7,11 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 
 from iobench.answer.rules import au_fraction, raw_validity
 from iobench.answer.words import raw_tool
 from iobench.report.facts import labels
 from iobench.result import Latency, Result
-from iobench.safefs import write_file
 
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
@@ -72,13 +70,11 @@ def _latency(lat: Latency) -> dict[str, object]:
     return {f"latency_{k}_ms": getattr(lat, k) for k in ("p50", "p90", "p99", "p999", "max", "mean")}
 
 
-def write_csv(results: Sequence[Result], path: Path, names: Sequence[str] | None = None) -> None:
+def render_csv(results: Sequence[Result], names: Sequence[str] | None = None) -> str:
     """CSV with CSV_COLUMNS, one row per run (see csv_rows); empty cells for what does not apply."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fh = io.StringIO(newline="")
     w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="raise")
     w.writeheader()
     for row in csv_rows(list(results), names):
         w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    write_file(path, fh.getvalue())
+    return fh.getvalue()
