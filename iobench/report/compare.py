@@ -50,24 +50,16 @@ def _best_mit(result: Result) -> str | None:
     return f"{m.name} ({m.speedup:.2f}x)"
 
 
-def _storage_gpus(result: Result, f: Facts) -> float | None:
-    return f.verdict.storage_gpus_fed if f.verdict and f.verdict.storage_gpus_fed is not None else None
-
-
-def _client_gpus(result: Result, f: Facts) -> float | None:
-    return f.verdict.client_gpus_fed if f.verdict and f.verdict.client_gpus_fed is not None else None
-
-
 STORAGE_GPUS = "GPUs the storage feeds (one client)"
 STORAGE_RATE = "storage, cold samples/s"
 
 METRICS: tuple[Metric, ...] = (
-    Metric(STORAGE_GPUS, _storage_gpus, "higher"),
+    Metric(STORAGE_GPUS, lambda r, f: f.verdict.storage_gpus_fed if f.verdict else None, "higher"),
     Metric(STORAGE_RATE, lambda r, f: f.storage.samples_per_s if f.storage else None, "higher", num),
     Metric("storage figure from", lambda r, f: f.storage.what if f.storage else None),
     Metric("storage figure, at least", lambda r, f: None if not f.storage else
            ("yes: the client's CPU was saturated" if f.storage.lower_bound else "no")),
-    Metric("GPUs this client fed", _client_gpus),
+    Metric("GPUs this client fed", lambda r, f: f.verdict.client_gpus_fed if f.verdict else None),
     Metric("how this client's count was found", lambda r, f: None if not f.verdict or f.verdict.client_gpus_fed is None
            else ("training runs" if f.verdict.gpus_fed_confirmed else "predicted")),
     Metric("this client's limit", lambda r, f: f.verdict.limit if f.verdict else None),
@@ -171,18 +163,14 @@ def winner_sentences(names: Sequence[str], winners: dict[str, list[int]]) -> lis
             ("cold p99 latency, ms", "Lowest tail latency (p99)"),
             ("listing at full scale, s (predicted)", "Fastest start-up listing"),
             ("open+close/s, cold, 1 thread", "Fastest metadata (open+close)"))
-    out = []
-    for key, words in pick:
-        if key in winners:
-            out.append(f"{words}: {' and '.join(names[j] for j in winners[key])}")
-    return out
+    return [f"{words}: {' and '.join(names[j] for j in winners[key])}" for key, words in pick if key in winners]
 
 
 def compare_headline(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> str:
     """The comparison in one sentence, by the storage's figures (never by the test clients'): whose storage feeds
     the most GPUs, whose reads fastest cold, and by how much. The same result twice names no winner."""
     same = len({str(r.created) + str(r.mount.path) + str(r.host.hostname) for r in results}) == 1
-    fed = [f.verdict.storage_gpus_fed if f.verdict and f.verdict.storage_gpus_fed is not None else None for f in fs]
+    fed = [f.verdict.storage_gpus_fed if f.verdict else None for f in fs]
     rates = [f.storage.samples_per_s if f.storage else None for f in fs]
     out = []
     known = [(g, i) for i, g in enumerate(fed) if g is not None]
