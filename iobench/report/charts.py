@@ -48,10 +48,8 @@ def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
 
 
 def _raw_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
-    if not result.baseline or not result.baseline.points:
-        return []
     by: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for b in result.baseline.points:
+    for b in (result.baseline.points if result.baseline else []):
         by[b.cache].append((float(b.concurrency), b.samples_per_s))
     return [(cache, sorted(v)) for cache, v in sorted(by.items())]
 

@@ -55,6 +55,13 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return ticks
 
 
+def _scale(lo: float, hi: float, log: bool, start: float, length: float) -> Callable[[float], float]:
+    """Where a value from `lo` to `hi` lands on an axis `length` pixels long from `start` (negative: upwards)."""
+    f: Callable[[float], float] = math.log10 if log else (lambda v: v)
+    a, b = f(lo), f(hi)
+    return lambda v: start + (f(v) - a) / (b - a) * length
+
+
 @dataclass(frozen=True)
 class _Entry:
     """One legend entry: a series, or a reference line (dashed, in the reference colour)."""
@@ -93,16 +100,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
     left, right, bottom = 62, 18, 46
     pw, ph = width - left - right, height - top - bottom
 
-    def fx(v: float) -> float:
-        if x_log:
-            return left + (math.log10(v) - math.log10(x0)) / (math.log10(x1) - math.log10(x0)) * pw
-        return left + (v - x0) / (x1 - x0) * pw
-
-    def fy(v: float) -> float:
-        if y_log:
-            return top + ph - (math.log10(v) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)) * ph
-        return top + ph - (v - y0) / (y1 - y0) * ph
-
+    fx, fy = _scale(x0, x1, x_log, left, pw), _scale(y0, y1, y_log, top + ph, -ph)  # y grows upwards
     xt = list(x_ticks) if x_ticks is not None else [(t, short(t)) for t in
                                                      (log_ticks(x0, x1) if x_log else linear_ticks(x0, x1))]
     yt = list(y_ticks) if y_ticks is not None else [(t, short(t)) for t in
