@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.report.html import render_html
 from iobench.report.charts import MIN_TREND_POINTS, _rates, main_timeline, shows_trend, throughput_charts
 from iobench.report.facts import facts
+from iobench.report.html import render_html
 from iobench.report.svg import TICK_CHAR_PX, Series, bar_chart, line_chart
 from iobench.result import Result
 
