@@ -299,9 +299,7 @@ def runs_table(result: Result) -> Table:
         r.cache + ("" if r.complete else " (interrupted)") + ("" if r.valid else " (invalid)"), r.measures,
         num(r.samples_per_s), num(r.mb_per_s, 1),
         *(ms(getattr(r.latency_ms, k)) if r.latency_ms else "-" for k in ("p50", "p99", "p999", "max")),
-        num(r.cpu.iobench_cores, 2) if r.cpu.iobench_cores is not None else "-",
-        num(r.cpu_us_per_sample, 1),
-        num(r.efficiency, 2) if r.efficiency is not None else "-", r.gpus or "-", au_cell(r.au))
+        num(r.cpu.iobench_cores, 2), num(r.cpu_us_per_sample, 1), num(r.efficiency, 2), r.gpus or "-", au_cell(r.au))
         + ((num(r.in_flight), num(r.throttled)) if result.mount.objects else ())
         for r in result.runs)
     # object storage: the requests in flight (readers x --in-flight) and the throttled answers retried
@@ -371,8 +369,7 @@ def mitigations_table(result: Result) -> Table | None:
     rows = tuple(_cells(m.name + ("" if m.valid else " (invalid)"), m.source, num(m.samples_per_s),
                         f"{m.speedup:.2f}x", gb(m.extra_bytes) if m.extra_bytes else "-",
                         f"{m.pack_s:.1f} s" if m.pack_s else "-", m.gpus_fed if m.gpus_fed is not None else "-",
-                        *((num(m.requests) if m.requests is not None else "-", ms(m.first_byte_ms),
-                           ms(m.request_ms)) if gets else ()),
+                        *((num(m.requests), ms(m.first_byte_ms), ms(m.request_ms)) if gets else ()),
                         m.note or m.invalid_reason or "") for m in ms_)
     valid = [i for i, m in enumerate(ms_) if m.valid]  # an invalid row is shown, never the best
     best = max(valid, key=lambda i: ms_[i].speedup, default=None)
@@ -427,8 +424,7 @@ def ranks_table(result: Result) -> Table | None:
         return None
     rows = tuple(_cells(r.rank, r.host, e.epoch, e.cache + ("" if e.complete else " (interrupted)"),
                         num(e.samples), num(e.samples_per_s), f"{e.data_wait_s:.2f}", f"{e.allreduce_s:.2f}",
-                        au_cell(e.au), ms(e.latency_ms.p50), ms(e.latency_ms.p99),
-                        num(e.cpu.iobench_cores, 2) if e.cpu.iobench_cores is not None else "-")
+                        au_cell(e.au), ms(e.latency_ms.p50), ms(e.latency_ms.p99), num(e.cpu.iobench_cores, 2))
                  for r in result.ranks for e in r.epochs)
     d = result.distributed
     where = f"{d.world_size} ranks on {d.nodes} node{'s' if d.nodes > 1 else ''}, " if d else ""
@@ -485,7 +481,7 @@ def cache_whatif_table(m: Measured) -> Table | None:
 def readers_whatif_table(m: Measured) -> Table | None:
     if not m.concurrency_whatif:
         return None
-    rows = tuple(_cells(w.readers, num(w.samples_per_s), num(w.measured) if w.measured is not None else "-", w.gpus)
+    rows = tuple(_cells(w.readers, num(w.samples_per_s), num(w.measured), w.gpus)
                  for w in m.concurrency_whatif)
     return Table("more readers (predicted)", ("readers", "samples/s (predicted)", "measured", "GPUs fed (predicted)"),
                  rows, left=0)
