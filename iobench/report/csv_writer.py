@@ -13,6 +13,7 @@ from iobench.answer.words import raw_tool
 from iobench.report.facts import labels
 from iobench.result import Latency, Result
 
+VERDICT_COLUMNS = ("storage_samples_per_s", "storage_gpus_fed", "client_gpus_fed", "borderline", "limit")
 CSV_COLUMNS = (
     "system", "created", "host", "mount", "fstype", "family", "remote", "dataset_files", "dataset_mean_bytes",
     "kind", "engine", "source", "order", "mitigation", "readers", "workers", "batch_size", "decode", "cache",
@@ -20,8 +21,7 @@ CSV_COLUMNS = (
     "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "latency_mean_ms",
     "open_p50_ms", "open_p99_ms", "decode_p50_ms", "cpu_busy_pct", "iowait_pct", "iobench_cores", "cpu_us_per_sample",
     "efficiency", "gpus", "consumer_rate", "au", "au_min", "delivered_per_s", "valid", "invalid_reason", "gpu", "model",
-    "au_target", "verdict_storage_samples_per_s", "verdict_storage_gpus_fed", "verdict_client_gpus_fed",
-    "verdict_borderline", "verdict_limit",
+    "au_target", *(f"verdict_{k}" for k in VERDICT_COLUMNS),
 )
 
 _UNTIMED = Latency.model_construct(**dict.fromkeys(Latency.model_fields))  # type: ignore[arg-type]  # all empty
@@ -32,15 +32,11 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
     engine the tool that ran: "fio" on files, "awscrt" on objects)."""
     rows: list[dict[str, object]] = []
     for r, n in zip(results, labels(results, names), strict=True):
-        v = r.verdict
         common = {"system": n, "created": r.created, "host": r.host.hostname, "mount": r.mount.path,
                   "fstype": r.mount.fstype, "family": r.mount.family, "remote": r.remote,
                   "dataset_files": r.dataset.files, "dataset_mean_bytes": r.dataset.mean_bytes,
                   "gpu": r.settings.gpu, "model": r.settings.model, "au_target": r.settings.au_target,
-                  "verdict_storage_samples_per_s": v.storage_samples_per_s if v else None,
-                  "verdict_storage_gpus_fed": v.storage_gpus_fed if v else None,
-                  "verdict_client_gpus_fed": v.client_gpus_fed if v else None,
-                  "verdict_borderline": v.borderline if v else None, "verdict_limit": v.limit if v else None}
+                  **{f"verdict_{k}": getattr(r.verdict, k, None) for k in VERDICT_COLUMNS}}
         for x in r.runs:
             opened = x.open_ms or _UNTIMED  # another pipeline timed no read
             rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
