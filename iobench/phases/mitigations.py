@@ -51,6 +51,7 @@ class Variant:
     read_ahead_kb: int | None = None  # device readahead while this variant runs
     readers: int | None = None  # threads or workers, instead of the baseline's
     depth: int = 1  # objects: GETs in flight per reader (--in-flight), the baseline's being 1
+    note: str | None = None  # mitigations[].note
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
         """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
@@ -94,7 +95,7 @@ def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:
         Variant("lmdb", source="lmdb"),
         Variant("lmdb-noreadahead", source="lmdb", readahead=False),
         Variant("tar", source="tar"),
-        Variant("tar-stream", source="tar", stream=True),
+        Variant("tar-stream", source="tar", stream=True, note=STREAM_NOTE),
         Variant(f"readers={baseline_readers * 4}", readers=baseline_readers * 4),
     ]
     if can_set_readahead:
