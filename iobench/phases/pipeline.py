@@ -19,7 +19,7 @@ from iobench.answer.words import counted
 from iobench.dataset import Manifest
 from iobench.phases.epoch import EpochSpec, Lane, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_version, run_fio
-from iobench.phases.fio_job import fio_can_read
+from iobench.phases.fio_job import build_job, fio_can_read
 from iobench.phases.fio_json import FioResult
 from iobench.phases.mitigations import (
     Variant,
@@ -244,7 +244,7 @@ def _objects_baseline(ctx: RunContext, where: store.Store) -> None:
                     return _note(ctx, f"the raw baseline failed at {conc} in flight, {state}: {exc}")
             (ctx.path.parent / tool).mkdir(parents=True, exist_ok=True)
             write_file(ctx.path.parent / tool / f"{name}.json", res.raw_json + "\n")
-            _keep_point(ctx, res, conc, state, res.requests, res.command, counters, f"{tool}/{name}.json",
+            _keep_point(ctx, res, conc, state, res.ios, res.command, counters, f"{tool}/{name}.json",
                         throttled=res.throttled)
 
 
@@ -275,10 +275,11 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     try:
         counters = Counters(None)
         with ui.fio_progress(f"fio, {state}: {n:,} files, {counted(conc, 'job')}") as status:
-            res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
-                          repeats=FIO_COLD_REPEATS if cold else 1,
+            job = build_job(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
+                            name=name)
+            res = run_fio(job, repeats=FIO_COLD_REPEATS if cold else 1,
                           prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
-                          name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
+                          save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
     except FioError as exc:
         _note(ctx, f"fio failed at {conc} jobs, {state}: {exc}")
         return False
