@@ -76,9 +76,9 @@ def _with_errno_text(line: str) -> str:
     return line if text in line else f"{line} [errno {m[1]}: {text}]"
 
 
-def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple[str, ...]:
-    """Keep fio's JSON, the job file and (when small) the iologs in *save_to*, each written atomically; see
-    ``FioResult.saved``."""
+def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> None:
+    """Keep fio's JSON (``<name>.json``), the job file (``<name>.fio``) and, when small (``KEEP_IOLOGS_MAX``), the
+    iologs (``<name>.<j>.iolog``) in *save_to*, each written atomically."""
     save_to.mkdir(parents=True, exist_ok=True)
     out = [save_to / f"{job.name}.json", save_to / job.job_name]
     write_file(out[0], result.raw_json + "\n")
@@ -93,7 +93,6 @@ def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple
     for p in save_to.iterdir():
         if stale.match(p.name) and p not in out:
             p.unlink(missing_ok=True)
-    return tuple(str(p) for p in out)
 
 
 def _drop_counts() -> tuple[int, int] | None:
@@ -269,7 +268,7 @@ def run_fio(
     other than files x loops files / bytes; StorageStalled when it does nothing for ``io_timeout_s``.
 
     The job file and iologs go to a temporary folder; ``save_to``: a folder that keeps fio's JSON (``raw_json``),
-    the job file and, when small, the iologs (``FioResult.saved``). ``repeats``: the same job that many times, the
+    the job file and, when small, the iologs (``_save``). ``repeats``: the same job that many times, the
     fastest kept, ``prepare`` called before each (the caller's eviction: a cold run repeated without the job's
     ``drop_caches`` needs it, as fio leaves the files cached). ``status``: called about every second (``status_of``)."""
     if repeats < 1:
@@ -306,9 +305,9 @@ def run_fio(
                 msg = _with_errno_text(_last_line(err, prefix)) or f"exit status {rc}"
                 raise FioError(f"fio failed: {msg}")
             res = result_from_json(doc, job, wall)
-            results.append(replace(res, foreign_drops=foreign, caveats=_caveats(res.seconds, foreign), raw_json=raw))
+            results.append(replace(res, caveats=_caveats(res.seconds, foreign), raw_json=raw))
         best = max(results, key=lambda r: r.files_per_s)
         result = replace(best, repeats=repeats, runs_files_per_s=tuple(round(r.files_per_s, 2) for r in results))
         if save_to is not None:
-            result = replace(result, saved=_save(result, job, folder, Path(save_to)))
+            _save(result, job, folder, Path(save_to))
     return result

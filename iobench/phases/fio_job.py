@@ -30,7 +30,6 @@ class FioJob:
     sizes: tuple[int, ...]
     orders: tuple[tuple[int, ...], ...]
     """Per job, the indices into ``paths`` it reads, in order, loops included."""
-    loops: int
     drop_caches: bool = False  # each job drops the caches after its setup (build_job)
 
     @property
@@ -171,5 +170,4 @@ def build_job(
         f"read_iolog={logs}",
         "",
     ])
-    return FioJob(job=job, name=name, paths=paths, sizes=size_t, orders=tuple(orders), loops=loops,
-                  drop_caches=drop_caches)
+    return FioJob(job=job, name=name, paths=paths, sizes=size_t, orders=tuple(orders), drop_caches=drop_caches)

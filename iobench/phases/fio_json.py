@@ -57,15 +57,10 @@ class FioResult(Measured):
     """How many times fio ran the job (``run_fio(repeats=...)``); this result is the fastest run's."""
     runs_files_per_s: tuple[float, ...] = ()
     """files/s of every run, in order (the spread shows how steady the storage was)."""
-    foreign_drops: int | None = None
-    """Cache drops (writes to /proc/sys/vm/drop_caches) by other processes while the kept run's fio ran
-    (from /proc/vmstat's drop_pagecache / drop_slab, less fio's own ``drop_caches``); None: not readable."""
     caveats: tuple[str, ...] = ()
-    """Why this figure may be below fio's best (a cache drop by another process during the run, timed reads too
-    short): a baseline to label, and not to rest a verdict on."""
-    saved: tuple[str, ...] = ()
-    """Files written to ``run_fio(save_to=...)``: ``<name>.json`` (``raw_json``), ``<name>.fio`` and, when small
-    (``KEEP_IOLOGS_MAX``), the iologs ``<name>.<j>.iolog``."""
+    """Why this figure may be below fio's best (a cache drop by another process while the kept run's fio ran, from
+    /proc/vmstat less fio's own ``drop_caches``; timed reads too short): a baseline to label, and not to rest a
+    verdict on."""
 
     @property
     def cpu_s(self) -> float | None:
