@@ -63,7 +63,6 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     return finish(result, result_path)
 
 
-OWN_MITIGATIONS = ("objects",)  # stores with mitigations of their own, by what their samples are (Store.items)
 TRAINING_STEPS = 2  # training runs planned for the ETA: the one at the boundary's guess and its neighbour
 
 
@@ -89,7 +88,7 @@ def plan_of(files: int, settings: Settings, where: store.Store) -> Plan:
     if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
     if settings.mitigations:
-        wanted = (object_variants(settings.in_flight) if where.items in OWN_MITIGATIONS else
+        wanted = (object_variants(settings.in_flight) if where.items == "objects" else
                   [Variant("baseline"), *variants(1, False)])
         steps += [Step("mitigations", v.name, files, "mitigations") for v in wanted]
     if settings.fuse_view:
@@ -403,7 +402,7 @@ def _mitigations(ctx: RunContext) -> None:
     objects has its own (phases/objects.py), each with its GETs."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     readers = baseline_readers(result)
-    objects = store.open(manifest.root).items in OWN_MITIGATIONS
+    objects = store.open(manifest.root).items == "objects"  # a store's own mitigations, by what its samples are
     if objects:
         wanted = object_variants(settings.in_flight, readers)
     else:
