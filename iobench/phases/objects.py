@@ -45,10 +45,10 @@ def object_variants(in_flight: list[int], readers: int = 1) -> list[Variant]:
 
 def stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
     """WebDataset's read order for this engine's readers: its threads, or its workers a batch at a time."""
-    stream_order = cast(Any, source).stream_order  # a tar pack's in a bucket (sources/s3_tar.py StreamSource)
+    order_of = cast(Any, source).stream_order  # a tar pack's in a bucket (sources/s3_tar.py StreamSource)
     if engine.workers is None:
-        return stream_order(seed, epoch, readers=engine.concurrency)
-    return stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
+        return order_of(seed, epoch, readers=engine.concurrency)
+    return order_of(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
 
 
 def requests(source: Source, run: Run, lane: Lane) -> tuple[int, dict, dict]:
