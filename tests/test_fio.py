@@ -233,7 +233,7 @@ def test_run_fio_repeats_keeps_the_fastest(dataset: tuple[list[str], list[int]])
     assert round(res.files_per_s, 2) == max(res.runs_files_per_s)
     assert res.ios == 60 and res.bytes == sum(sizes[:60])  # the kept run read every file once
     with pytest.raises(ValueError, match="repeats"):
-        run_fio(paths[:2], 1, repeats=0)
+        run_fio(build_job(paths[:2], 1), repeats=0)
 
 
 def test_foreign_drops_and_caveats() -> None:
