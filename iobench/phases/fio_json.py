@@ -15,7 +15,7 @@ _PERCENTILES = {"p50": "50.000000", "p90": "90.000000", "p99": "99.000000", "p99
 
 
 class FioError(RuntimeError):
-    """fio ran but failed, timed out, or did not do the IO asked of it."""
+    """fio (or the raw client) ran but failed, or did not do the IO asked of it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +50,7 @@ class FioResult(Measured):
     latency (clat) of each read, the ``pread()`` of a whole file, without its ``open()``/``close()``; ``seconds``
     (fio's runtime) includes them: ``files_per_s`` is the full per-file rate."""
 
-    job: str
+    job: str  # the job file fio ran
     extra: dict[str, Any] = field(default_factory=dict)
     """CPU use of fio's jobs (usr_cpu, sys_cpu, %), short reads."""
     repeats: int = 1
