@@ -92,8 +92,7 @@ class _Mine:
     eviction: str | None
     coverage: tuple[int, int, int]
     digest: str
-    mismatched: int  # samples whose read returned another size than the manifest's
-    mismatch: str  # the first of them, with both sizes
+    mismatch: str  # the first sample whose read returned another size than the manifest's, with both ("": none)
     first_batch_s: float | None  # its DataLoader's start-up: from the epoch's start to its first batch
 
 
@@ -226,7 +225,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
         data_wait_s=waits[0], allreduce_s=waits[1], steps=consumer.steps,
         latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
-        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]), mismatched=mismatched,
+        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]),
         mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s()), got.error
 
 
@@ -275,7 +274,7 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
         **fed([p.au for p in parts], [p.consumed for p in parts], [p.window_s for p in parts]), ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest))))
-    odd = [p for p in parts if p.mismatched]
+    odd = [p for p in parts if p.mismatch]
     if odd:  # every sample was read once, but not all of it was the dataset the manifest describes
         said = "; ".join(f"rank {p.rank} on {result.ranks[p.rank].host}: {p.mismatch}" for p in odd)
         run.valid, run.invalid_reason = False, (f"samples read another size than the manifest says ({said}): the "

@@ -24,7 +24,7 @@ import psutil
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
 from iobench.host.stall import StorageStalled, Watch
-from iobench.phases.fio_job import FioJob, build_job
+from iobench.phases.fio_job import FioJob
 from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_output, result_from_json
 from iobench.safefs import write_file
 
@@ -76,9 +76,9 @@ def _with_errno_text(line: str) -> str:
     return line if text in line else f"{line} [errno {m[1]}: {text}]"
 
 
-def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple[str, ...]:
-    """Keep fio's JSON, the job file and (when small) the iologs in *save_to*, each written atomically; see
-    ``FioResult.saved``."""
+def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> None:
+    """Keep fio's JSON (``<name>.json``), the job file (``<name>.fio``) and, when small (``KEEP_IOLOGS_MAX``), the
+    iologs (``<name>.<j>.iolog``) in *save_to*, each written atomically."""
     save_to.mkdir(parents=True, exist_ok=True)
     out = [save_to / f"{job.name}.json", save_to / job.job_name]
     write_file(out[0], result.raw_json + "\n")
@@ -93,7 +93,6 @@ def _save(result: FioResult, job: FioJob, workdir: Path, save_to: Path) -> tuple
     for p in save_to.iterdir():
         if stale.match(p.name) and p not in out:
             p.unlink(missing_ok=True)
-    return tuple(str(p) for p in out)
 
 
 def _drop_counts() -> tuple[int, int] | None:
@@ -133,30 +132,25 @@ FIO_TICK_S = 1.0  # how often a running fio's progress is looked at
 FIO_KILL_WAIT_S = 3.0  # after SIGKILL, how long fio's processes may take to go; those left are stuck in IO
 
 
-def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s: float | None = None,
+def run_watched(cmd: list[str], cwd: Path, io_timeout_s: float | None = None,
                 on_tick: Callable[[int], None] | None = None, tool: str = "fio",
                 env: dict[str, str] | None = None, done: Callable[[], int] | None = None) -> tuple[int, str, str]:
-    """Run fio (or another raw `tool`: the objects' baseline) in a session of its own, so that a timeout stops its
+    """Run fio (or another raw `tool`: the objects' baseline) in a session of its own, so that stopping it stops its
     jobs too. `io_timeout_s`: its processes doing nothing for that long (no byte read, no read() call, no job waking
     up) raises StorageStalled; stopping it never waits more than a few seconds (a job stuck in IO is named, left
     behind). `on_tick`: each tick, the bytes read so far (fio prints no percent done for a replayed iolog). `done`:
     the bytes the tool says it has read, for a tool whose /proc counters move while it waits (the CRT's event loops)."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True, env=env)
-    t0 = time.monotonic()
     watch = None if io_timeout_s is None else Watch(
         io_timeout_s, lambda waited: stalled(f"{tool} ran its baseline", waited, _stop(proc), f"{tool} process"))
     try:
         while True:
             try:
-                left = FIO_TICK_S if timeout_s is None else max(0.0, t0 + timeout_s - time.monotonic())
-                out, err = proc.communicate(timeout=min(FIO_TICK_S, left))
+                out, err = proc.communicate(timeout=FIO_TICK_S)
                 return proc.returncode, out, err
             except subprocess.TimeoutExpired:
                 pass
-            now = time.monotonic()
-            if timeout_s is not None and now - t0 >= timeout_s:
-                break
             if on_tick is not None:
                 on_tick(_bytes_read(proc.pid) if done is None else done())
             if watch is not None:
@@ -166,8 +160,6 @@ def run_watched(cmd: list[str], cwd: Path, timeout_s: float | None, io_timeout_s
     except BaseException:  # Ctrl-C: fio, in a session of its own, would read on
         _stop(proc)
         raise
-    _stop(proc)
-    raise FioError(f"{tool} timed out after {timeout_s} s")
 
 
 def _descendants(pid: int) -> list[int]:
@@ -263,58 +255,44 @@ def status_of(status: FioStatus, k: int, repeats: int, nbytes: int, files: int, 
 
 
 def run_fio(
-    files: Sequence[str | os.PathLike[str]],
-    concurrency: int,
+    job: FioJob,
     *,
-    max_file_size: int | None = None,
-    sizes: Sequence[int] | None = None,
-    loops: int = 1,
-    seed: int | None = None,
-    timeout_s: float | None = None,
-    workdir: str | os.PathLike[str] | None = None,
-    drop_caches: bool = False,
     repeats: int = 1,
     prepare: Callable[[], object] | None = None,
-    name: str = "iobench",
     save_to: str | os.PathLike[str] | None = None,
     io_timeout_s: float | None = None,
     status: FioStatus | None = None,
 ) -> FioResult:
-    """Read *files* with fio (see ``build_job``) and return its measurement; ``fio --readonly``: it cannot write.
-    Raises FioMissing when fio is not on PATH, FioError when it fails (with fio's last error line), times out, or
-    reads other than files x loops files / bytes; StorageStalled when it does nothing for ``io_timeout_s``.
+    """Read the files of *job* (``build_job``) with fio and return its measurement; ``fio --readonly``: it cannot
+    write. Raises FioMissing when fio is not on PATH, FioError when it fails (with fio's last error line) or reads
+    other than files x loops files / bytes; StorageStalled when it does nothing for ``io_timeout_s``.
 
-    The job file and iologs go to a temporary folder, or to *workdir* (kept, to rerun by hand); ``save_to``: a
-    folder that keeps fio's JSON (``raw_json``), the job file and, when small, the iologs (``FioResult.saved``).
-    ``drop_caches`` (root): each job drops the caches again after fio's ``stat()`` of every file (``build_job``).
-    ``repeats``: the same job that many times, the fastest kept, ``prepare`` called before each (the caller's
-    eviction: a cold run repeated without ``drop_caches`` needs it, as fio leaves the files cached).
-    ``status``: called about every second (``status_of``)."""
+    The job file and iologs go to a temporary folder; ``save_to``: a folder that keeps fio's JSON (``raw_json``),
+    the job file and, when small, the iologs (``_save``). ``repeats``: the same job that many times, the
+    fastest kept, ``prepare`` called before each (the caller's eviction: a cold run repeated without the job's
+    ``drop_caches`` needs it, as fio leaves the files cached). ``status``: called about every second (``status_of``)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
-    if drop_caches and not os.access(DROP_CACHES, os.W_OK):
+    if job.drop_caches and not os.access(DROP_CACHES, os.W_OK):
         raise PermissionError(errno.EACCES, f"drop_caches=True needs root: cannot write {DROP_CACHES}")
     exe = _fio_binary()
     if exe is None:
         raise FioMissing()
-    version = fio_version() or "unknown"
-    job = build_job(files, concurrency, max_file_size=max_file_size, sizes=sizes, loops=loops, seed=seed,
-                    name=name, drop_caches=drop_caches)
-    own_drops = concurrency if drop_caches else 0  # each job's exec_prerun
+    own_drops = job.concurrency if job.drop_caches else 0  # each job's exec_prerun
     results: list[FioResult] = []
     with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
-        folder = Path(workdir) if workdir is not None else Path(tmp)
+        folder = Path(tmp)
         job_path = job.write(folder)
         cmd = [exe, "--readonly", "--output-format=json", "--eta=never", job_path.name]
         total_bytes = job.bytes if status is not None else 0
-        setup_bytes = sum(p.stat().st_size for p in folder.glob(f"{glob.escape(name)}.*"))
+        setup_bytes = sum(p.stat().st_size for p in folder.glob(f"{glob.escape(job.name)}.*"))
         for k in range(repeats):
             if prepare is not None:
                 prepare()
             drops0 = _drop_counts()
             t0 = time.perf_counter()
             tick = None if status is None else status_of(status, k, repeats, total_bytes, job.ios, t0, setup_bytes)
-            rc, out, err = run_watched(cmd, folder, timeout_s, io_timeout_s, tick)
+            rc, out, err = run_watched(cmd, folder, io_timeout_s, tick)
             wall = time.perf_counter() - t0
             foreign = _foreign_drops(drops0, _drop_counts(), own_drops)
             try:
@@ -326,12 +304,10 @@ def run_fio(
                 prefix = out[:json_start(out)] if doc is not None else out
                 msg = _with_errno_text(_last_line(err, prefix)) or f"exit status {rc}"
                 raise FioError(f"fio failed: {msg}")
-            res = result_from_json(doc, job, version, wall)
-            results.append(replace(res, foreign_drops=foreign, caveats=_caveats(res.seconds, foreign), raw_json=raw))
+            res = result_from_json(doc, job, wall)
+            results.append(replace(res, caveats=_caveats(res.seconds, foreign), raw_json=raw))
         best = max(results, key=lambda r: r.files_per_s)
         result = replace(best, repeats=repeats, runs_files_per_s=tuple(round(r.files_per_s, 2) for r in results))
         if save_to is not None:
-            result = replace(result, saved=_save(result, job, folder, Path(save_to)))
-    if workdir is not None:
-        result = replace(result, workdir=str(Path(workdir).resolve()))
+            _save(result, job, folder, Path(save_to))
     return result

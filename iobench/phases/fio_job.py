@@ -30,7 +30,7 @@ class FioJob:
     sizes: tuple[int, ...]
     orders: tuple[tuple[int, ...], ...]
     """Per job, the indices into ``paths`` it reads, in order, loops included."""
-    loops: int
+    drop_caches: bool = False  # each job drops the caches after its setup (build_job)
 
     @property
     def concurrency(self) -> int:
@@ -98,7 +98,6 @@ def build_job(
     files: Sequence[str | os.PathLike[str]],
     concurrency: int,
     *,
-    max_file_size: int | None = None,
     sizes: Sequence[int] | None = None,
     loops: int = 1,
     seed: int | None = None,
@@ -108,9 +107,9 @@ def build_job(
     """A fio job reading each of *files* whole, once per loop in total, from *concurrency* jobs: the files shuffled
     (``seed``) and dealt into equal shares, job *j* reading its share in a new order each loop, one ``pread`` of the
     whole file per file (the job file's comments say why each option). *sizes* (bytes, as *files*) saves a ``stat``
-    per file; *max_file_size*, when given, is checked against them and sets ``bs``. ``drop_caches`` (root): each job
-    drops the caches after fio's ``stat()`` of every file, just before its clock starts (inodes cold too). Paths are
-    made absolute; one fio's iolog cannot hold (white space, over 256 bytes): ValueError."""
+    per file. ``drop_caches`` (root): each job drops the caches after fio's ``stat()`` of every file, just before its
+    clock starts (inodes cold too). Paths are made absolute; one fio's iolog cannot hold (white space, over 256
+    bytes): ValueError."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, not {concurrency}")
     if loops < 1:
@@ -127,10 +126,6 @@ def build_job(
     elif len(sizes) != len(paths):
         raise ValueError(f"{len(sizes)} sizes for {len(paths)} files")
     size_t = tuple(int(s) for s in sizes)
-    largest = max(size_t)
-    if max_file_size is not None and largest > max_file_size:
-        big = paths[size_t.index(largest)]
-        raise ValueError(f"{big} is {largest} B, larger than max_file_size={max_file_size}")
 
     rng = random.Random(seed)
     deck = list(range(len(paths)))
@@ -144,7 +139,7 @@ def build_job(
             order.extend(share)
         orders.append(tuple(order))
 
-    bs = max(max_file_size or 0, largest, 4096)
+    bs = max(*size_t, 4096)
     bs = -(-bs // 4096) * 4096
     logs = ":".join(f"{name}.{j}.iolog" for j in range(concurrency))
     job = "\n".join([
@@ -175,4 +170,4 @@ def build_job(
         f"read_iolog={logs}",
         "",
     ])
-    return FioJob(job=job, name=name, paths=paths, sizes=size_t, orders=tuple(orders), loops=loops)
+    return FioJob(job=job, name=name, paths=paths, sizes=size_t, orders=tuple(orders), drop_caches=drop_caches)

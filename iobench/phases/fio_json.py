@@ -1,4 +1,5 @@
-"""Reading fio's JSON: the document found in its output, and the measurement (FioResult) it holds for one job."""
+"""Reading fio's JSON: the document found in its output, and the measurement (FioResult) it holds for one job; what
+every raw baseline measures (Measured)."""
 
 from __future__ import annotations
 
@@ -14,53 +15,52 @@ _PERCENTILES = {"p50": "50.000000", "p90": "90.000000", "p99": "99.000000", "p99
 
 
 class FioError(RuntimeError):
-    """fio ran but failed, timed out, or did not do the IO asked of it."""
+    """fio (or the raw client) ran but failed, or did not do the IO asked of it."""
 
 
-@dataclass(frozen=True)
-class FioResult:
-    """fio's measurement of one job (group_reporting: all ``concurrency`` jobs together). ``latency_ms`` is the
-    completion latency (clat) of each read, the ``pread()`` of a whole file, without its ``open()``/``close()``;
-    ``seconds`` (fio's runtime) includes them: ``files_per_s`` is the full per-file rate."""
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What a raw baseline measured at one point (fio's job, or the raw client's GETs on objects: raw_objects.py)."""
 
-    files_per_s: float
-    mb_per_s: float
-    """10**6 bytes per second, from the bytes fio read."""
+    ios: int  # reads done: files x loops (fio), GETs (objects)
     bytes: int
-    ios: int
     seconds: float
-    """fio's read runtime (1 ms resolution: make runs last >= 1 s with ``loops`` for good figures)."""
+    """The tool's own timed reads (fio's runtime: 1 ms resolution, make runs last >= 1 s with ``loops``)."""
     latency_ms: dict[str, float]
-    """p50, p90, p99, p999, max and mean of the read (clat) latency, in ms."""
-    concurrency: int
-    version: str
-    job: str
-    loops: int = 1
-    files: int = 0
-    iops: float = 0.0
-    """fio's own iops figure (should equal files_per_s)."""
+    """p50, p90, p99, p999, max and mean of each read, in ms."""
     setup_s: float = 0.0
-    """Wall time of the fio process not spent in the timed reads (parsing logs, stat of every file)."""
-    workdir: str | None = None
-    """Where the job file and iologs were kept (``run_fio(workdir=...)``), else None."""
+    """Wall time of the tool's process not spent in the timed reads (parsing logs, stat of every file)."""
+    raw_json: str = field(default="", repr=False)
+    """The tool's own JSON document, as it printed it (fio's ``--output-format=json``, of the run kept: what fio-plot
+    and other fio tooling read)."""
+
+    @property
+    def files_per_s(self) -> float:
+        return self.ios / self.seconds if self.seconds else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        """10**6 bytes per second, from the bytes read."""
+        return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FioResult(Measured):
+    """fio's measurement of one job (group_reporting: all its jobs together). ``latency_ms`` is the completion
+    latency (clat) of each read, the ``pread()`` of a whole file, without its ``open()``/``close()``; ``seconds``
+    (fio's runtime) includes them: ``files_per_s`` is the full per-file rate."""
+
+    job: str  # the job file fio ran
     extra: dict[str, Any] = field(default_factory=dict)
     """CPU use of fio's jobs (usr_cpu, sys_cpu, %), short reads."""
     repeats: int = 1
     """How many times fio ran the job (``run_fio(repeats=...)``); this result is the fastest run's."""
     runs_files_per_s: tuple[float, ...] = ()
     """files/s of every run, in order (the spread shows how steady the storage was)."""
-    foreign_drops: int | None = None
-    """Cache drops (writes to /proc/sys/vm/drop_caches) by other processes while the kept run's fio ran
-    (from /proc/vmstat's drop_pagecache / drop_slab, less fio's own ``drop_caches``); None: not readable."""
     caveats: tuple[str, ...] = ()
-    """Why this figure may be below fio's best (a cache drop by another process during the run, timed reads too
-    short): a baseline to label, and not to rest a verdict on."""
-    raw_json: str = field(default="", repr=False)
-    """fio's own ``--output-format=json`` document, as fio printed it (any lines around it left out), of the
-    run kept: what fio-plot and other fio tooling read."""
-    saved: tuple[str, ...] = ()
-    """Files written to ``run_fio(save_to=...)``: ``<name>.json`` (``raw_json``), ``<name>.fio`` and, when small
-    (``KEEP_IOLOGS_MAX``), the iologs ``<name>.<j>.iolog``."""
+    """Why this figure may be below fio's best (a cache drop by another process while the kept run's fio ran, from
+    /proc/vmstat less fio's own ``drop_caches``; timed reads too short): a baseline to label, and not to rest a
+    verdict on."""
 
     @property
     def cpu_s(self) -> float | None:
@@ -94,7 +94,7 @@ def parse_fio_output(text: str) -> tuple[dict[str, Any], str]:
     return obj, text[start:end]
 
 
-def result_from_json(doc: dict[str, Any], job: FioJob, version: str, wall_s: float) -> FioResult:
+def result_from_json(doc: dict[str, Any], job: FioJob, wall_s: float) -> FioResult:
     jobs = doc.get("jobs") or []
     if len(jobs) != 1:
         raise FioError(f"expected one fio job group (group_reporting=1), got {len(jobs)}")
@@ -116,20 +116,7 @@ def result_from_json(doc: dict[str, Any], job: FioJob, version: str, wall_s: flo
         lat = {k: min(v, clat["max"] / 1e6) for k, v in lat.items()}
         lat["max"] = clat["max"] / 1e6
         lat["mean"] = clat["mean"] / 1e6
-    return FioResult(
-        files_per_s=ios / seconds if seconds else 0.0,
-        mb_per_s=nbytes / seconds / 1e6 if seconds else 0.0,
-        bytes=nbytes,
-        ios=ios,
-        seconds=seconds,
-        latency_ms=lat,
-        concurrency=job.concurrency,
-        version=version,
-        job=job.job,
-        loops=job.loops,
-        files=len(job.paths),
-        iops=float(r.get("iops", 0.0)),
-        setup_s=max(0.0, wall_s - seconds),
-        extra={"usr_cpu": j.get("usr_cpu"), "sys_cpu": j.get("sys_cpu"),
-               "short_ios": r.get("short_ios", 0), "job_runtime_ms": j.get("job_runtime")},
-    )
+    return FioResult(ios=ios, bytes=nbytes, seconds=seconds, latency_ms=lat, job=job.job,
+                     setup_s=max(0.0, wall_s - seconds),
+                     extra={"usr_cpu": j.get("usr_cpu"), "sys_cpu": j.get("sys_cpu"),
+                            "short_ios": r.get("short_ios", 0), "job_runtime_ms": j.get("job_runtime")})

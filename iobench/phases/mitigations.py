@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,7 @@ class Variant:
     read_ahead_kb: int | None = None  # device readahead while this variant runs
     readers: int | None = None  # threads or workers, instead of the baseline's
     depth: int = 1  # objects: GETs in flight per reader (--in-flight), the baseline's being 1
+    note: str | None = None  # mitigations[].note
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
         """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
@@ -94,7 +95,7 @@ def variants(baseline_readers: int, can_set_readahead: bool) -> list[Variant]:
         Variant("lmdb", source="lmdb"),
         Variant("lmdb-noreadahead", source="lmdb", readahead=False),
         Variant("tar", source="tar"),
-        Variant("tar-stream", source="tar", stream=True),
+        Variant("tar-stream", source="tar", stream=True, note=STREAM_NOTE),
         Variant(f"readers={baseline_readers * 4}", readers=baseline_readers * 4),
     ]
     if can_set_readahead:
@@ -220,17 +221,13 @@ def restore_left_settings() -> list[str]:
     return lines
 
 
-def _stderr_warning(line: str) -> None:
-    sys.stderr.write(f"warning: {line}\n")
-
-
 @contextmanager
-def read_ahead_kb(bdi: str, kb: int, warn: Callable[[str], None] = _stderr_warning) -> Iterator[int]:
+def read_ahead_kb(bdi: str, kb: int) -> Iterator[int]:
     """Set the backing device's readahead for the duration, and put the old value back afterwards, also
     when the run is interrupted (Ctrl-C, SIGTERM: iobench turns both into KeyboardInterrupt). The change is
     journaled first: after a SIGKILL the next run puts it back. Yields the device's own value."""
     for line in restore_left_settings():  # a killed run's 1024 is not this device's value
-        warn(line)
+        sys.stderr.write(f"warning: {line}\n")
     f = readahead_file(bdi)
     token = uuid.uuid4().hex
     try:

@@ -1,6 +1,7 @@
 """Object storage's own comparisons (`run --url`, docs/s3.md), each measured in the same run as the plain objects:
-the mitigations (`--mitigations`: the tar shards of `pack --url` by ranged GETs and streamed, more GETs in flight)
-and the FUSE view (`--mount` with `--url`: the same bucket read as files, `fuse_manifest` checks it holds the keys)."""
+the mitigations' variants (`--mitigations`, read as the files' are: the tar shards of `pack --url` by ranged GETs
+and streamed, more GETs in flight) and the FUSE view (`--mount` with `--url`: the same bucket read as files,
+`fuse_manifest` checks it holds the keys)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from iobench.dataset.paths import PathTable
 from iobench.engines import Engine
 from iobench.errors import UserError
 from iobench.phases.epoch import EpochSpec, Lane
-from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers, entry
+from iobench.phases.mitigations import STREAM_NOTE, Variant, baseline_readers
 from iobench.phases.runner import RunContext, step
 from iobench.phases.runner import epoch as epoch_of
 from iobench.progress import Step
@@ -32,60 +33,42 @@ STAT_CHUNK = 256  # files a stat thread checks per task
 DEEPER = 8  # GETs in flight per reader of the "more in flight" row, where the sweep went no deeper
 
 
-def object_variants(in_flight: list[int]) -> list[Variant]:
+def object_variants(in_flight: list[int], readers: int = 1) -> list[Variant]:
     """What `--mitigations` measures on object storage, the baseline first (one GET at a time per reader), the
     last more requests in flight from the same readers (the sweep's deepest --in-flight, at least DEEPER)."""
     deeper = max([DEEPER, *in_flight])
-    return [Variant("baseline"), Variant("tar-range", source="tar"), Variant("tar-stream", source="tar", stream=True),
-            Variant(f"in-flight-{deeper}", source="files", depth=deeper)]
+    return [Variant("baseline"), Variant("tar-range", source="tar"),
+            Variant("tar-stream", source="tar", stream=True, note=STREAM_NOTE + " (one GET per shard)"),
+            Variant(f"in-flight-{deeper}", source="files", depth=deeper,
+                    note=f"{deeper} GETs in flight per reader, {readers * deeper} in all (the others: 1 per reader)")]
 
 
-def object_mitigations(ctx: RunContext) -> None:
-    """The baseline and each object mitigation, cold, at the baseline's readers; then the table."""
-    manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    readers = baseline_readers(result)
-    base_rate = 0.0
-    for v in object_variants(settings.in_flight):
-        # the pack's upload included, when it is missing
-        with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):
-            source = v.open(manifest, ui)
-            pack = source.describe()
-            engine = engines.make(settings, readers, depth=v.depth)
-            order = _stream_order(source, engine, settings.seed, len(result.runs) + 1) if v.stream else None
-            run, lane = _epoch(ctx, engine, source, v.name, order, "shard-stream" if v.stream else "shuffled")
-        requests = getattr(source, "requests", None)
-        got = (requests(lane.order, lane.rec) if requests is not None else
-               (run.samples, run.opened.model_dump(), run.timed.model_dump()))
-        base_rate = base_rate or run.samples_per_s
-        note = (STREAM_NOTE + " (one GET per shard)" if v.stream else
-                f"{v.depth} GETs in flight per reader, {readers * v.depth} in all (the others: 1 per reader)"
-                if v.depth > 1 else None)
-        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, requests=got, note=note))
-        ctx.save()
-
-
-def _stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
+def stream_order(source: Source, engine: Engine, seed: int, epoch: int) -> np.ndarray:
     """WebDataset's read order for this engine's readers: its threads, or its workers a batch at a time."""
-    stream_order = cast(Any, source).stream_order  # a tar pack's in a bucket (sources/s3_tar.py StreamSource)
+    order_of = cast(Any, source).stream_order  # a tar pack's in a bucket (sources/s3_tar.py StreamSource)
     if engine.workers is None:
-        return stream_order(seed, epoch, readers=engine.concurrency)
-    return stream_order(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
+        return order_of(seed, epoch, readers=engine.concurrency)
+    return order_of(seed, epoch, readers=max(1, engine.workers), batch=engine.batch_size or 1)
 
 
-def _epoch(ctx: RunContext, engine: Engine, source: Source, label: str, order: np.ndarray | None,
-           kind: str) -> tuple[Run, Lane]:
-    """One cold epoch of the comparison (`order`: None, the epoch's shuffle), through the runner (kept at once; a
-    failure ends the run)."""
+def requests(source: Source, run: Run, lane: Lane) -> tuple[int, dict, dict]:
+    """A mitigation's GETs: count, time to first byte and whole (a tar stream's, one per shard: its source's)."""
+    own = getattr(source, "requests", None)
+    return own(lane.order, lane.rec) if own is not None else (run.samples, run.opened.model_dump(),
+                                                              run.timed.model_dump())
+
+
+def _epoch(ctx: RunContext, engine: Engine, source: Source, label: str, order: np.ndarray) -> Run:
+    """One cold shuffled epoch of the FUSE view's comparison, through the runner (kept at once; a failure ends the
+    run)."""
     settings, result = ctx.settings, ctx.result
-    spec = EpochSpec(kind, "cold", len(result.runs) + 1, settings.seed, None, result.dataset.fits_in_ram,
+    spec = EpochSpec("shuffled", "cold", len(result.runs) + 1, settings.seed, None, result.dataset.fits_in_ram,
                      order_array=order, mitigation=label, io_timeout_s=settings.io_timeout_s)
-    lanes: list[Lane] = []
     try:
-        run = epoch_of(ctx, None, engine, source, spec, keep=lanes)
+        return epoch_of(ctx, None, engine, source, spec)
     finally:
         engine.close()
         source.close()
-    return run, lanes[0]
 
 
 def fuse_manifest(manifest: Manifest, mount: str) -> Manifest:
@@ -142,7 +125,7 @@ def fuse_phase(ctx: RunContext, fuse: Manifest) -> None:
     for label, m in (("objects", manifest), ("fuse-view", fuse)):
         with step(ctx, Step("fuse view", label, len(manifest), "fuse view")):
             source = store.source("files", m, ui)
-            runs.append(_epoch(ctx, engines.make(settings, readers), source, label, order, "shuffled")[0])
+            runs.append(_epoch(ctx, engines.make(settings, readers), source, label, order))
     rates = [run.samples_per_s for run in runs]
     objects, files = rates
     faster = "files" if files > objects else "objects"

@@ -17,12 +17,11 @@ from iobench.answer.rules import MIN_TRAIN_STEPS, mark_validity, stats, supply_r
 from iobench.answer.search import MAX_LOADER_PROCESSES, next_shape
 from iobench.answer.words import counted
 from iobench.dataset import Manifest
-from iobench.phases.epoch import EpochSpec, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
+from iobench.phases.epoch import EpochSpec, Lane, per_sample_us, prepare_cache, steady_training, train_epoch, warm_up
 from iobench.phases.fio import FioError, fio_version, run_fio
-from iobench.phases.fio_job import fio_can_read
+from iobench.phases.fio_job import build_job, fio_can_read
 from iobench.phases.fio_json import FioResult
 from iobench.phases.mitigations import (
-    STREAM_NOTE,
     Variant,
     baseline_readers,
     entry,
@@ -30,7 +29,7 @@ from iobench.phases.mitigations import (
     readahead_file,
     variants,
 )
-from iobench.phases.objects import fuse_manifest, fuse_phase, object_mitigations, object_variants
+from iobench.phases.objects import fuse_manifest, fuse_phase, object_variants, requests, stream_order
 from iobench.phases.raw_objects import RawResult, run_raw
 from iobench.phases.runner import RunContext, run_phases, step
 from iobench.phases.runner import epoch as epoch_of
@@ -64,7 +63,6 @@ def execute(manifest: Manifest, settings: Settings, result: Result, result_path:
     return finish(result, result_path)
 
 
-MITIGATIONS = {"objects": object_mitigations}  # a store's own mitigations, by what its samples are (Store.items)
 TRAINING_STEPS = 2  # training runs planned for the ETA: the one at the boundary's guess and its neighbour
 
 
@@ -90,7 +88,7 @@ def plan_of(files: int, settings: Settings, where: store.Store) -> Plan:
     if settings.replay and settings.rate_per_gpu is not None and settings.engine == "dataloader":
         steps += [Step("training", "", files * settings.epochs, "training") for _ in range(TRAINING_STEPS)]
     if settings.mitigations:
-        wanted = (object_variants(settings.in_flight) if where.items in MITIGATIONS else
+        wanted = (object_variants(settings.in_flight) if where.items == "objects" else
                   [Variant("baseline"), *variants(1, False)])
         steps += [Step("mitigations", v.name, files, "mitigations") for v in wanted]
     if settings.fuse_view:
@@ -245,7 +243,7 @@ def _objects_baseline(ctx: RunContext, where: store.Store) -> None:
                     return _note(ctx, f"the raw baseline failed at {conc} in flight, {state}: {exc}")
             (ctx.path.parent / tool).mkdir(parents=True, exist_ok=True)
             write_file(ctx.path.parent / tool / f"{name}.json", res.raw_json + "\n")
-            _keep_point(ctx, res, conc, state, res.requests, res.command, counters, f"{tool}/{name}.json",
+            _keep_point(ctx, res, conc, state, res.ios, res.command, counters, f"{tool}/{name}.json",
                         throttled=res.throttled)
 
 
@@ -276,10 +274,11 @@ def _fio_point(ctx: RunContext, where: store.Store, paths: list[str], sizes: lis
     try:
         counters = Counters(None)
         with ui.fio_progress(f"fio, {state}: {n:,} files, {counted(conc, 'job')}") as status:
-            res = run_fio(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
-                          repeats=FIO_COLD_REPEATS if cold else 1,
+            job = build_job(paths, conc, sizes=sizes, seed=settings.seed, drop_caches=cold and root, loops=loops,
+                            name=name)
+            res = run_fio(job, repeats=FIO_COLD_REPEATS if cold else 1,
                           prepare=(lambda: where.evict(paths, timeout_s=timeout)) if cold else None,
-                          name=name, save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
+                          save_to=ctx.path.parent / "fio", io_timeout_s=timeout, status=status)
     except FioError as exc:
         _note(ctx, f"fio failed at {conc} jobs, {state}: {exc}")
         return False
@@ -399,30 +398,36 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
 
 
 def _mitigations(ctx: RunContext) -> None:
-    """The baseline and each mitigation, cold, on the same pattern and reader count; then the table."""
+    """The baseline and each mitigation, cold, on the same pattern and reader count; then the table. A store of
+    objects has its own (phases/objects.py), each with its GETs."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
-    if (own := MITIGATIONS.get(store.open(manifest.root).items)) is not None:
-        return own(ctx)
     readers = baseline_readers(result)
-    can_set = os.geteuid() == 0 and os.access(readahead_file(result.mount.bdi), os.W_OK)
+    objects = store.open(manifest.root).items == "objects"  # a store's own mitigations, by what its samples are
+    if objects:
+        wanted = object_variants(settings.in_flight, readers)
+    else:
+        can_set = os.geteuid() == 0 and os.access(readahead_file(result.mount.bdi), os.W_OK)
+        wanted = [Variant("baseline"), *variants(max(readers, 1), can_set)]
     base_rate = None
-    for v in [Variant("baseline"), *variants(max(readers, 1), can_set)]:
+    for v in wanted:
         epoch = len(result.runs) + 1
+        lanes: list[Lane] = []
         with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):  # a pack's making included
             source = v.open(manifest, ui)
             pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
-            engine = engines.make(settings, v.readers or readers)
+            engine = engines.make(settings, v.readers or readers, depth=v.depth)
             try:  # tar-stream: the shards' own order (WebDataset's shuffle buffer reorders in memory, after the reads)
+                order = ((stream_order(source, engine, settings.seed, epoch) if objects else
+                          shard_read_order(source, settings.seed, epoch)) if v.stream else None)
                 spec = EpochSpec("shard-stream" if v.stream else "shuffled", "cold", epoch, settings.seed,
-                                 result.mount.device, result.dataset.fits_in_ram,
-                                 order_array=shard_read_order(source, settings.seed, epoch) if v.stream else None,
+                                 result.mount.device, result.dataset.fits_in_ram, order_array=order,
                                  willneed=v.willneed, mitigation=v.name, io_timeout_s=settings.io_timeout_s)
                 ahead = read_ahead_kb(result.mount.bdi, v.read_ahead_kb) if v.read_ahead_kb is not None else None
-                run = epoch_of(ctx, None, engine, source, spec, around=ahead)
+                run = epoch_of(ctx, None, engine, source, spec, around=ahead, keep=lanes)
             finally:
                 engine.close()
                 source.close()
         base_rate = base_rate or run.samples_per_s
-        result.mitigations.append(entry(run, v.name, base_rate, settings, pack,
-                                        note=STREAM_NOTE if v.stream else None))
+        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, note=v.note,
+                                        requests=requests(source, run, lanes[0]) if objects else None))
         ctx.save()

@@ -8,45 +8,28 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iobench.dataset import Manifest
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.phases.fio import FioError, FioStatus, run_watched, status_of
+from iobench.phases.fio_json import Measured
 from iobench.store import Store
 
 
-@dataclass(frozen=True)
-class RawResult:
-    """What the raw client measured at one depth: every key read once."""
+@dataclass(frozen=True, kw_only=True)
+class RawResult(Measured):
+    """What the raw client measured at one depth: every key read once (`ios` GETs, `seconds` from the first request
+    sent to the last body received, by the client's own clock; `latency_ms` each GET's, request sent to last byte)."""
 
-    requests: int
-    bytes: int
-    seconds: float
-    """From the first request sent to the last body received (the client's own clock)."""
     cpu_s: float
     """User + system CPU seconds of the client's process over those seconds."""
-    latency_ms: dict[str, float]
-    """p50, p90, p99, p999, max and mean of each GET, request sent to last byte, in ms."""
-    first_byte_ms: dict[str, float]
-    in_flight: int
-    version: str
     command: str
     """The client's command line (no credential is on it: they come from the standard chain)."""
-    setup_s: float = 0.0
     throttled: int = 0
     """Answers the server throttled (503 SlowDown, 429), each sent again after its pause (the CRT's retries off)."""
-    raw_json: str = field(default="", repr=False)
-
-    @property
-    def files_per_s(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
 
 
 def _received(progress: Path) -> int:
@@ -74,7 +57,7 @@ def run_raw(where: Store, manifest: Manifest, keys: Sequence[str], sizes: Sequen
         nbytes = int(sum(sizes))
         t0 = time.perf_counter()
         tick = None if status is None else status_of(status, 0, 1, nbytes, len(keys), t0, 0)
-        rc, out, err = run_watched(cmd, Path(tmp), None, io_timeout_s, tick, tool=tool, env=env,
+        rc, out, err = run_watched(cmd, Path(tmp), io_timeout_s, tick, tool=tool, env=env,
                                    done=lambda: _received(Path(tmp) / "progress"))
         wall = time.perf_counter() - t0
     if rc != 0:
@@ -84,7 +67,6 @@ def run_raw(where: Store, manifest: Manifest, keys: Sequence[str], sizes: Sequen
     if (doc["requests"], doc["bytes"]) != (len(keys), nbytes):
         raise FioError(f"{tool} read {doc['requests']} objects / {doc['bytes']} B, expected {len(keys)} / {nbytes}")
     shown = " ".join(cmd[1:]).replace(sys.executable, "python")
-    return RawResult(requests=doc["requests"], bytes=doc["bytes"], seconds=doc["seconds"], cpu_s=doc["cpu_s"],
-                     latency_ms=doc["latency_ms"], first_byte_ms=doc["first_byte_ms"], in_flight=in_flight,
-                     version=doc["version"], command=f"python {shown}", setup_s=max(0.0, wall - doc["seconds"]),
+    return RawResult(ios=doc["requests"], bytes=doc["bytes"], seconds=doc["seconds"], cpu_s=doc["cpu_s"],
+                     latency_ms=doc["latency_ms"], command=f"python {shown}", setup_s=max(0.0, wall - doc["seconds"]),
                      throttled=int(doc.get("throttled", 0)), raw_json=out.strip())
