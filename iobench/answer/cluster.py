@@ -61,11 +61,6 @@ def _as_client(result: Result, x: HostCpu) -> tuple[Cpu, Result]:
             result.model_copy(update={"host": host}))
 
 
-def from_page_cache(run: Run) -> bool:
-    """A warm epoch that read (or may have read) the page cache: it does not measure the storage."""
-    return run.cache == "warm" and run.measures != "storage"
-
-
 def job_runs(result: Result) -> list[Run]:
     """The epochs of a distributed result that decide: valid and complete, cold where any (warm ones read RAM)."""
     runs = [r for r in result.runs if r.ranks and r.valid and r.complete and r.au is not None]
@@ -138,7 +133,7 @@ def cluster_verdict(result: Result) -> Verdict:
     ]
     hosts = host_cpu(result, run.epoch)
     busy = [x for x in hosts if cpu_saturated(*_as_client(result, x))]
-    ram = from_page_cache(run)
+    ram = run.cache == "warm" and run.measures != "storage"  # read (or may have) the page cache: not the storage
     if hosts:
         top = busy[0] if busy else max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
         evidence.append(f"CPU: on the busiest node, {top.host}, {cpu_words(*_as_client(result, top))}.")
