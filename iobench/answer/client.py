@@ -379,13 +379,11 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
         most = f" and up to {storage.words()}" if storage and storage.high > n else ""
         storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
                          f"gave {gave})")
-    elif asked.fed is False:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
-                         f"{storage.words() if storage else 0})")
-    else:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
-                         + (" (this client's CPU set the pace: it may give more)" if store.lower_bound else
-                            f", within its spread of that (enough for {storage.words() if storage else 0})"))
+    else:  # not fed, or not shown (within its spread, or a lower bound)
+        enough = f" (enough for {storage.words() if storage else 0})"
+        storage_words = f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}" + (
+            enough if asked.fed is False else " (this client's CPU set the pace: it may give more)"
+            if store.lower_bound else f", within its spread of that{enough}")
     client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
     return f"{word}: {storage_words}; {client_words}."
 
