@@ -1,6 +1,6 @@
 """The answer of a run on one client (README.md: How the verdict is reached): the storage's (GPUs its
 capacity feeds from one client like this one), then this client's (what its pipeline fed, and its limit); with
---gpus N the first word answers for those N. Here: the figures, the limit, the words, then `answer`. Every rule is
+--gpus N the first word answers for those N. Here: the figures, the limit, the words, then `verdict`. Every rule is
 rules.py's."""
 
 from __future__ import annotations
@@ -79,12 +79,11 @@ class Pipeline:
 
 @dataclass(frozen=True)
 class Count:
-    """GPUs fed, as a range when the evidence is within its spread of a GPU boundary, and how it was found."""
+    """GPUs fed, as a range when the evidence is within its spread of a GPU boundary."""
 
     low: int
     high: int
     confirmed: bool  # training runs measured it
-    how: str
     near: str = ""  # which figure sits nearest which line (said when borderline, or close to it)
     close: bool = False  # a figure of one run within 5% of its line: no range claimed, but said
 
@@ -151,22 +150,14 @@ class Ceiling:
     cores: float
     cpu_us_per_sample: float  # reading, and decoding with --decode
     decode_us: float | None  # of it, decoding's
-    run: Run
-
-    @property
-    def decodes(self) -> bool:
-        """Its CPU per sample includes decoding (--decode, or a pipeline that decodes)."""
-        return self.run.decode
+    run: Run  # its `decode`: that CPU per sample includes decoding (--decode, or a pipeline that decodes)
 
 
 def ceiling(result: Result, name: str | None = None) -> Ceiling | None:
     """This client's CPU ceiling with input pipeline `name` (default the one asked first), from the run its pipeline
     figure comes from; None where that run measured no CPU per sample (a result written before it) or no pipeline
     ran."""
-    name = name or asked(result)
-    if (result.settings.pipelines or [RAW]) != [RAW] or name != RAW:
-        result = view(result, name)
-    pipe = pipeline(result)
+    pipe = pipeline(view(result, name or asked(result)))
     usable = usable_cores(result)
     if pipe is None or not usable or not pipe.run.cpu_us_per_sample:
         return None
@@ -174,20 +165,13 @@ def ceiling(result: Result, name: str | None = None) -> Ceiling | None:
     return Ceiling(round(usable * 1e6 / us, 2), usable, us, pipe.run.decode_cpu_us_per_sample, pipe.run)
 
 
-def storage_gpus(store: StorageFigure, rate: float, tau: float) -> Count:
-    """GPUs the storage figure feeds, a range within its spread of a line."""
-    low, high = gpus_range(store.samples_per_s, store.spread, rate, tau)
-    line = _nearest_line(store.samples_per_s, low, rate, tau)
-    near = (f"the storage's {store.samples_per_s:,.0f} samples/s against the {line:,.0f} that "
-            f"{round(line / (rate * tau))} need")
-    return Count(low, high, False, "from the storage figure", near,
-                 near_line(store.samples_per_s, line, store.spread))
-
-
-def _nearest_line(x: float, low: int, rate: float, tau: float) -> float:
-    """Of the demands of `low` and `low + 1` GPUs, the one nearer x."""
-    lines = [demand(n, rate, tau) for n in (low, low + 1) if n > 0]
-    return min(lines, key=lambda d: abs(d - x))
+def count_of(x: float, spread: Spread, rate: float, tau: float, whose: str = "the storage's ", fed: int = 0) -> Count:
+    """GPUs a figure feeds (at least `fed`, what a training run fed), a range within its spread of a line; `near`
+    names the nearer of the demands of that count and one more."""
+    low, high = (max(n, fed) for n in gpus_range(x, spread, rate, tau))
+    line = min((demand(n, rate, tau) for n in (low, low + 1) if n > 0), key=lambda d: abs(d - x))
+    near = f"{whose}{x:,.0f} samples/s against the {line:,.0f} that {round(line / (rate * tau))} need"
+    return Count(low, high, False, near, near_line(x, line, spread))
 
 
 def client_count(result: Result, capacity: float, spread: Spread) -> Count:
@@ -205,21 +189,15 @@ def client_count(result: Result, capacity: float, spread: Spread) -> Count:
         best_at = aus.get(fed)
         low = fed - 1 if best_at and spread.low(best_at.au) < tau else fed
         high = fed + 1 if spread.high(best_over.au) >= tau else fed
-        how = (f"a training run at 1 reached AU {au_pct(best_over.au)}" if fed == 0 else
-               f"training runs: AU >= {tau:.0%} at {fed}, {au_pct(best_over.au)} at {fed + 1}")
         nearest = min([c for c in (best_at, best_over) if c is not None], key=lambda c: abs(c.au - tau))
         twice = "" if nearest.runs == 1 else f", run {nearest.runs} times: their mean"
         near = (f"the training run at {nearest.run.gpus} ({readers(nearest.run).split(' x ')[-1]} each{twice}) "
                 f"reached AU {au_pct(nearest.au)} against the {tau:.0%} target")
-        return Count(max(low, 0), high, True, how, near, near_line(nearest.au, tau, spread))
+        return Count(max(low, 0), high, True, near, near_line(nearest.au, tau, spread))
     predicted = gpus_for(capacity, s.rate_per_gpu, tau)
-    if fed > predicted:
-        return Count(fed, fed, False, f"a training run fed {fed}; {fed + 1} was not tried")
-    low, high = gpus_range(capacity, spread, s.rate_per_gpu, tau)
-    how = "predicted from the measured rates" + (f"; a training run confirmed {fed}" if fed else "")
-    line = _nearest_line(capacity, max(low, fed), s.rate_per_gpu, tau)
-    near = f"{capacity:,.0f} samples/s against the {line:,.0f} that {round(line / (s.rate_per_gpu * tau))} need"
-    return Count(max(low, fed), max(high, fed), False, how, near, near_line(capacity, line, spread))
+    if fed > predicted:  # a training run fed more than the rates predict; one more GPU was not tried
+        return Count(fed, fed, False)
+    return count_of(capacity, spread, s.rate_per_gpu, tau, "", fed)
 
 
 @dataclass(frozen=True)
@@ -265,17 +243,6 @@ def _side(yes: bool, no: bool) -> bool | None:
 # ------------------------------------------------------------------------------------------------ the limit
 
 
-def _unit(result: Result) -> str:
-    return "requests in flight" if result.mount.objects else "readers"
-
-
-def _more(result: Result) -> str:
-    """What to raise for more readers: for object storage, the requests in flight (each a GET, not a thread)."""
-    if result.mount.objects:
-        return "requests in flight (--in-flight per reader, e.g. 16,64; or --workers/--threads)"
-    return "--workers (or --threads)"
-
-
 def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread: Spread, still_rising: bool,
            plateau: str | None, asked_fed: bool | None) -> tuple[str, str | None, str]:
     """(limit of this client's answer, another the evidence does not separate from it, the sentence that shows it).
@@ -288,6 +255,9 @@ def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread
     used = (cpu.iobench_cores or 0.0) / usable if usable else 0.0
     cpu_near = bool(usable) and spread.low(used) < CPU_SATURATED <= spread.high(used)
     storage = store.samples_per_s if store else None
+    # what to raise for more readers: for object storage, the requests in flight (each a GET, not a thread)
+    unit, more_of = (("requests in flight", "requests in flight (--in-flight per reader, e.g. 16,64; or "
+                      "--workers/--threads)") if result.mount.objects else ("readers", "--workers (or --threads)"))
     if cpu_saturated(cpu, result):
         more = f"; the storage gave {storage:,.0f} samples/s, so a client with more cores gets more" \
             if storage and storage > pipe.samples_per_s else ""
@@ -301,20 +271,20 @@ def limit_of(result: Result, store: StorageFigure | None, pipe: Pipeline, spread
     near = spread.low(share) < REACHES <= spread.high(share)
     if share >= REACHES and plateau:
         return "storage", other or ("input-pipeline" if near else None), (
-            f"Limit: the storage: the pipeline reached {pct(share)} of it and more {_unit(result)} gave no more "
+            f"Limit: the storage: the pipeline reached {pct(share)} of it and more {unit} gave no more "
             f"({plateau}).")
     if share >= REACHES and still_rising:
         return "input-pipeline", other, ("Limit: the input pipeline's reader count: the rate still rose with the most "
-                                         f"{_unit(result)} measured, so the storage's own limit was not reached: try "
-                                         f"more {_more(result)}.")
+                                         f"{unit} measured, so the storage's own limit was not reached: try "
+                                         f"more {more_of}.")
     if share >= REACHES:
         return "input-pipeline", other, ("Limit: the input pipeline's reader count, perhaps: one reader count was "
                                          "measured, so whether more readers get more from the storage was not "
                                          "tested: sweep --workers (or --threads), e.g. 2,4,8.")
     if still_rising:
-        how = f"the loaders still rose with more {_unit(result)}: more {_more(result)} may get more of it"
+        how = f"the loaders still rose with more {unit}: more {more_of} may get more of it"
     elif plateau:
-        how = (f"more {_unit(result)} gave no more ({plateau}): the per-sample path on this client (opening files, "
+        how = (f"more {unit} gave no more ({plateau}): the per-sample path on this client (opening files, "
                "handing batches between processes), not the storage, sets the pace; --mitigations measures packed "
                "layouts")
     else:
@@ -366,8 +336,7 @@ def _cores(result: Result) -> str:
 
 def pipeline_label(result: Result) -> str:
     """The input pipeline this client's answer is for, in words ("torchvision pipeline (CPU decode)")."""
-    s = result.settings
-    return pipelines.parse((s.pipelines or [pipelines.RAW])[0]).label(gpu_decode=s.consumer == "cuda")
+    return pipelines.parse(asked(result)).label(gpu_decode=result.settings.consumer == "cuda")
 
 
 def first_line(result: Result, store: StorageFigure | None, storage: Count | None, client: Count, limit: str,
@@ -410,13 +379,11 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
         most = f" and up to {storage.words()}" if storage and storage.high > n else ""
         storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
                          f"gave {gave})")
-    elif asked.fed is False:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave} (enough for "
-                         f"{storage.words() if storage else 0})")
-    else:
-        storage_words = (f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}"
-                         + (" (this client's CPU set the pace: it may give more)" if store.lower_bound else
-                            f", within its spread of that (enough for {storage.words() if storage else 0})"))
+    else:  # not fed, or not shown (within its spread, or a lower bound)
+        enough = f" (enough for {storage.words() if storage else 0})"
+        storage_words = f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}" + (
+            enough if asked.fed is False else " (this client's CPU set the pace: it may give more)"
+            if store.lower_bound else f", within its spread of that{enough}")
     client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
     return f"{word}: {storage_words}; {client_words}."
 
@@ -524,7 +491,7 @@ def pipeline_line(name: str, v: Verdict) -> str:
 
 def ceiling_line(c: Ceiling) -> str:
     """The evidence line of this client's CPU ceiling: its cores over the CPU per sample measured."""
-    what = ("reading and decoding" if c.decodes else "reading") if c.decode_us is None else \
+    what = ("reading and decoding" if c.run.decode else "reading") if c.decode_us is None else \
         f"reading and decoding, {c.decode_us:,.1f} us of it decoding"
     return (f"This client's CPU ceiling: ~{c.samples_per_s:,.0f} samples/s = its {c.cores:g} cores / "
             f"{c.cpu_us_per_sample:,.1f} us of CPU per sample ({what}, measured at {readers(c.run)}): the most its "
@@ -590,12 +557,10 @@ def _startup_note(result: Result) -> list[str]:
     m = max(result.metadata, key=lambda x: x.projected_list_s)
     if m.projected_list_s < STARTUP_NOTE_S:
         return []
-    if result.mount.objects:
-        return [f"Start-up: listing {m.scale_files:,} keys ({-(-m.scale_files // 1000):,} LIST requests of 1,000) "
-                f"would take ~{m.projected_list_s / 60:,.1f} min ({m.cache}, predicted from {m.files:,} keys) before "
-                "the first batch."]
-    return [f"Start-up: listing {m.scale_files:,} files as ImageFolder does would take ~{m.projected_list_s / 60:,.1f}"
-            f" min ({m.cache}, predicted from {m.files:,} files) before the first batch."]
+    what, items = ((f"keys ({-(-m.scale_files // 1000):,} LIST requests of 1,000)", "keys") if result.mount.objects
+                   else ("files as ImageFolder does", "files"))
+    return [f"Start-up: listing {m.scale_files:,} {what} would take ~{m.projected_list_s / 60:,.1f} min ({m.cache}, "
+            f"predicted from {m.files:,} {items}) before the first batch."]
 
 
 def _mitigation_note(result: Result) -> list[str]:
@@ -625,20 +590,22 @@ def _fuse_note(result: Result) -> list[str]:
 CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, not the storage or the GPUs
 
 
-def answer(result: Result) -> Verdict:
-    """One client's answer for the first input pipeline asked (--pipeline), with a line for each other one measured
-    (each its own view of the result: `view`, above); the storage's answer is the same for all."""
+def verdict(result: Result) -> Verdict:
+    """The answer of a result: the cluster's for a distributed run (answer/cluster.py), else one client's for the
+    first input pipeline asked (--pipeline), with a line for each other one measured (each its own view of the
+    result: `view`, above); the storage's answer is the same for all."""
+    if result.distributed is not None:
+        return cluster_verdict(result)
     names = result.settings.pipelines or [RAW]
-    if names == [RAW]:
-        return _answer(result, named=False)
-    others = {n: _answer(view(result, n), named=True) for n in names[1:]}
-    v = _answer(view(result, names[0]), named=True, extra=[pipeline_line(n, o) for n, o in others.items()])
+    named = names != [RAW]
+    others = {n: _answer(view(result, n), named, []) for n in names[1:]}
+    v = _answer(view(result, names[0]), named, [pipeline_line(n, o) for n, o in others.items()])
     if others:
         v.pipelines_fed = {names[0]: v.client_gpus_fed, **{n: o.client_gpus_fed for n, o in others.items()}}
     return v
 
 
-def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verdict:
+def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
     """The answer of a result of one pipeline; `named`: the pipeline is named in the first line (a pipeline other
     than raw was asked for); `extra`: evidence lines of the other pipelines."""
     s = result.settings
@@ -665,14 +632,13 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
         fields["demand_samples_per_s"] = round(demand(s.gpus, s.rate_per_gpu, s.au_target), 2)
     where = f"{result.mount.fstype} at {result.mount.path}"
     notes = note_lines(result, invalid)
-    extra = extra or []
     if store is None and pipe is None:
         first, *reasons = no_answer(result, invalid)
         return said(s, first, reasons + dataset_line(result) + extra, notes, **fields)
     evidence = [storage_line(result, store, best, sat, rising), *throttle_line(result, store), *dataset_line(result)]
     if s.rate_per_gpu is None or pipe is None:  # `iobench fio` (no loader), or no GPU consumer to count
         if pipe is None and store is not None and s.replay and s.rate_per_gpu:  # the raw baseline counted, no loader
-            fed = storage_gpus(store, s.rate_per_gpu, s.au_target)
+            fed = count_of(store.samples_per_s, store.spread, s.rate_per_gpu, s.au_target)
             first = (f"{where}: the storage feeds {'at least ' if store.lower_bound else ''}"
                      f"{gpus_short(s, fed.words(), fed.low)} ({store.samples_per_s:,.0f} samples/s cold, "
                      f"{store.what}); no loader run counted, so this client was not measured.")
@@ -697,7 +663,7 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
     # how far this client's rate (and so an AU) moves between identical runs: its replay configuration's spread
     supply = supply_run(result)
     pipe_spread = run_spread(result, supply) if supply is not None else store.spread if store else ASSUMED
-    storage_count = storage_gpus(store, rate, tau) if store else None
+    storage_count = count_of(store.samples_per_s, store.spread, rate, tau) if store else None
     capacity = min(x for x in (store.samples_per_s if store else None, pipe.samples_per_s) if x is not None)
     client = client_count(result, capacity, pipe_spread)
     asked_n = asked_for(result, store, pipe_spread, capacity)
@@ -747,11 +713,3 @@ def _answer(result: Result, named: bool, extra: list[str] | None = None) -> Verd
                 gpus_fed_confirmed=client.confirmed, client_gpus_range=client.range,
                 borderline=bool(client.borderline or (storage_count and storage_count.borderline)
                                 or (asked_n and asked_n.borderline)), **fields)
-
-
-def verdict(result: Result) -> Verdict:
-    """The answer of a result: the cluster's for a distributed run (answer/cluster.py), else one client's
-    (`answer`)."""
-    if result.distributed is not None:
-        return cluster_verdict(result)
-    return answer(result)

@@ -61,11 +61,6 @@ def _as_client(result: Result, x: HostCpu) -> tuple[Cpu, Result]:
             result.model_copy(update={"host": host}))
 
 
-def from_page_cache(run: Run) -> bool:
-    """A warm epoch that read (or may have read) the page cache: it does not measure the storage."""
-    return run.cache == "warm" and run.measures != "storage"
-
-
 def job_runs(result: Result) -> list[Run]:
     """The epochs of a distributed result that decide: valid and complete, cold where any (warm ones read RAM)."""
     runs = [r for r in result.runs if r.ranks and r.valid and r.complete and r.au is not None]
@@ -91,7 +86,7 @@ def _waits(result: Result, run: Run) -> tuple[float, float, float]:
 
 
 def cluster_verdict(result: Result) -> Verdict:
-    """Two answers, as for one client (answer.py): the storage's, for all the job's clients together (the GPUs its
+    """Two answers, as for one client (client.py): the storage's, for all the job's clients together (the GPUs its
     rate to them feeds; at least that many unless the storage was the limit), then the job's (the GPUs its ranks
     kept fed, the slowest rank setting the pace) and what held it back."""
     s = result.settings
@@ -102,7 +97,10 @@ def cluster_verdict(result: Result) -> Verdict:
     invalid = [r for r in result.runs if r.ranks and not r.valid]
     need = demand(d.world_size, s.rate_per_gpu, s.au_target)
     fields: dict = dict(gpus_asked=d.world_size, demand_samples_per_s=round(need, 2))
-    notes = _notes(result, invalid)
+    notes = [server_cache_note(result)] if result.remote else []
+    if d.shared_page_cache:
+        notes.append("Ranks shared a host's page cache.")
+    notes += left_out(invalid, "epoch")
     if not pool:
         why = invalid[0].invalid_reason if invalid else "no epoch finished"
         advised = _advised(result)
@@ -135,7 +133,7 @@ def cluster_verdict(result: Result) -> Verdict:
     ]
     hosts = host_cpu(result, run.epoch)
     busy = [x for x in hosts if cpu_saturated(*_as_client(result, x))]
-    ram = from_page_cache(run)
+    ram = run.cache == "warm" and run.measures != "storage"  # read (or may have) the page cache: not the storage
     if hosts:
         top = busy[0] if busy else max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
         evidence.append(f"CPU: on the busiest node, {top.host}, {cpu_words(*_as_client(result, top))}.")
@@ -197,20 +195,9 @@ def cluster_verdict(result: Result) -> Verdict:
 
 def _advised(result: Result) -> int:
     """--files that give each rank MIN_TRAIN_STEPS + 1 batches and epochs of MIN_SECONDS at twice the fastest
-    rate the job's epochs reached (the rule of answer.advised_files, per rank)."""
+    rate the job's epochs reached (the rule of client.advised_files, per rank)."""
     s, d = result.settings, result.distributed
     assert d is not None
     need = (MIN_TRAIN_STEPS + 1) * s.batch_size * d.world_size
     fastest = max((steady_rate(r) for r in result.runs if r.ranks), default=0.0)
     return round_files(max(need, math.ceil(2 * MIN_SECONDS * fastest)))
-
-
-def _notes(result: Result, invalid: list[Run]) -> list[str]:
-    d = result.distributed
-    assert d is not None
-    out = []
-    if result.remote:
-        out.append(server_cache_note(result))
-    if d.shared_page_cache:
-        out.append("Ranks shared a host's page cache.")
-    return out + left_out(invalid, "epoch")

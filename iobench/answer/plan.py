@@ -527,7 +527,7 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
     if top is not None:
         extra.update(cpu_us_per_sample=top.cpu_us_per_sample, decode_cpu_us_per_sample=top.decode_us,
                      cpu_readers=readers_of(top.run), cpu_pipeline=pipeline or asked(result),
-                     cpu_decoded=top.decodes)
+                     cpu_decoded=top.run.decode)
     if cache == "cold" and c_rate:
         extra["cache_whatif"] = _cache_whatif(p, result, s, c_rate)
     if cache == "cold" and job is None and ref is not None:  # Little's law over one client's loaders; a job has none
@@ -540,15 +540,15 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
 
 
 def _cache_whatif(p: CapacityPlan, result: Result, storage: float, cached: float) -> list[CacheWhatIf]:
-    rows = [CacheWhatIf(x, cache_mix_rate(x, cached, storage),
-                        gpus_supported(cache_mix_rate(x, cached, storage), p.rate_per_gpu, p.au_target))
-            for x in CACHE_FRACTIONS]
+    def row(x: float, label: str = "") -> CacheWhatIf:
+        f = cache_mix_rate(x, cached, storage)
+        return CacheWhatIf(x, f, gpus_supported(f, p.rate_per_gpu, p.au_target), label)
+
+    rows = [row(x) for x in CACHE_FRACTIONS]
     ram = result.host.ram_bytes
     if ram and p.dataset_bytes:
-        x = min(1.0, ram / p.dataset_bytes)
-        f = cache_mix_rate(x, cached, storage)
-        rows.append(CacheWhatIf(x, f, gpus_supported(f, p.rate_per_gpu, p.au_target),
-                                label=f"this client's RAM ({figure(ram / 1e9)} GB) over {planned(p, result)}"))
+        rows.append(row(min(1.0, ram / p.dataset_bytes),
+                        f"this client's RAM ({figure(ram / 1e9)} GB) over {planned(p, result)}"))
         rows.sort(key=lambda r: (r.fraction, r.label))
     return rows
 
@@ -594,10 +594,6 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
         rows.append(ConcurrencyWhatIf(c, pred, uncapped, means.get(c), gpus_supported(pred, p.rate_per_gpu,
                                                                                       p.au_target)))
     return {"concurrency_whatif": rows, "in_flight": in_flight, "cap": cap, "cap_reason": reason}
-
-
-__all__ = ["IMAGENET_FILES", "CacheWhatIf", "CapacityPlan", "ConcurrencyWhatIf", "Implausible", "Measured",
-           "cache_mix_rate", "format_plan", "gpus_supported", "littles_law", "mixed_kinds", "plan", "rate_kind_of"]
 
 
 def _ran(result: Result, model: str) -> bool:

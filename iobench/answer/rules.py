@@ -160,13 +160,6 @@ def raw_valid(b: RawPoint) -> bool:
     return raw_validity(b) is None
 
 
-def read_cpu_us(run: Run) -> float | None:
-    """A run's CPU microseconds per sample for reading alone: its `cpu_us_per_sample` less its decode's."""
-    if run.cpu_us_per_sample is None:
-        return None
-    return max(run.cpu_us_per_sample - (run.decode_cpu_us_per_sample or 0.0), 0.0)
-
-
 def costlier_than_fio(result: Result) -> list[tuple[Run, RawPoint, float]]:
     """The replay runs of the files whose reading cost more than OVER_FIO_CPU x fio's CPU per file at the same
     concurrency and cache state in this result, each with that fio point and the ratio."""
@@ -174,9 +167,9 @@ def costlier_than_fio(result: Result) -> list[tuple[Run, RawPoint, float]]:
            if raw_valid(b) and b.cpu_us_per_sample}
     out = []
     for r in replay_runs(result):
-        b, mine = fio.get((r.concurrency, r.cache)), read_cpu_us(r)
-        if r.source == "files" and b is not None and b.cpu_us_per_sample and mine is not None \
-                and mine > OVER_FIO_CPU * b.cpu_us_per_sample:
+        b, us = fio.get((r.concurrency, r.cache)), r.cpu_us_per_sample
+        mine = max(us - (r.decode_cpu_us_per_sample or 0.0), 0.0) if us is not None else 0.0  # reading alone
+        if r.source == "files" and b is not None and b.cpu_us_per_sample and mine > OVER_FIO_CPU * b.cpu_us_per_sample:
             out.append((r, b, mine / b.cpu_us_per_sample))
     return out
 
@@ -272,7 +265,7 @@ def shaped_runs(result: Result) -> list[Run]:
     s = result.settings
     shaped = [r for r in replay_runs(result) if r.order == "shuffled" and r.engine == s.engine and r.decode == s.decode
               and (r.batch_size is None or r.batch_size == s.batch_size)]
-    cold = [r for r in shaped if r.cache == "cold" and r.measures in FROM_STORAGE]
+    cold = [r for r in shaped if cold_storage_read(r)]
     return steady(cold or [r for r in shaped if r.cache == "warm"])
 
 
