@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench import dataset, store
+from iobench import dataset, safefs, store
 from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
@@ -446,7 +446,7 @@ def test_a_second_writer_is_told_who_is_writing(tmp_path):
     finally:
         os.close(fd)
     assert made(tmp_path) and Path(m.paths[0]).is_file()
-    assert not (m.root / dataset.WRITER_LOCK).exists()  # released and removed
+    assert not (m.root / safefs.WRITER_LOCK).exists()  # released and removed
 
 
 def test_two_gens_at_once_end_cleanly(tmp_path):
@@ -486,7 +486,7 @@ def test_flock_is_what_keeps_writers_apart(tmp_path):
     set_status(m.root, "incomplete")
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(m.root / dataset.WRITER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
+        f"fd = os.open({str(m.root / safefs.WRITER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\nos.write(fd, b'pid 4242 on elsewhere')\nprint('held', flush=True)\n"
         "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
     try:

@@ -30,13 +30,10 @@ from iobench.dataset.gen import (
 )
 from iobench.dataset.imagefolder import scan
 from iobench.safefs import (
-    WRITER_LOCK,
     fmt_bytes,
-    kind_of,
     only_leftovers,
     open_dir,
     open_tree,
-    read_regular,
     refuse,
     write_json_atomic,
     writer_lock,
@@ -44,7 +41,7 @@ from iobench.safefs import (
 
 __all__ = [
     "CHUNK", "DATA_ROOT", "FILES_PER_CLASS", "LOCAL_THREADS", "MANIFEST", "MARKER", "MARKER_LIMIT", "NETWORK_THREADS",
-    "WRITER_LOCK", "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads", "describe_damage",
-    "fmt_bytes", "generate", "inspect_files", "kind_of", "only_leftovers", "open_dir", "open_tree", "parse_manifest",
-    "plan", "read_marker", "read_regular", "refuse", "scan", "spec_of", "write_json_atomic", "writer_lock",
+    "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads", "describe_damage", "fmt_bytes",
+    "generate", "inspect_files", "only_leftovers", "open_dir", "open_tree", "parse_manifest", "plan", "read_marker",
+    "refuse", "scan", "spec_of", "write_json_atomic", "writer_lock",
 ]
