@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
+from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.host.mounts import fs_family, mount_of
 from iobench.safefs import (
@@ -175,10 +175,6 @@ def _map_index(dir_fd: int, tsv: os.stat_result, root: Path) -> tuple[PathTable,
         return map_index(fd, tsv, root)
     finally:
         os.close(fd)
-
-
-def _write_manifest(dir_fd: int, folder: Path, rel: list[str], sizes: np.ndarray) -> None:
-    write_atomic(dir_fd, MANIFEST, tsv_bytes(rel, sizes), folder / MANIFEST)
 
 
 def _whole(v: object) -> bool:

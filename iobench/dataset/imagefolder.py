@@ -37,15 +37,14 @@ from iobench.dataset.folder import (
     Manifest,
     _inside,
     _local,
-    _write_manifest,
     describe_damage,
     inspect_files,
     parse_manifest,
     read_marker,
 )
-from iobench.dataset.paths import MANIFEST, PathTable
+from iobench.dataset.paths import MANIFEST, PathTable, tsv_bytes
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
+from iobench.safefs import open_tree, read_regular, refuse, write_atomic, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
@@ -439,7 +438,7 @@ def _save_cache(root: Path, walk: Walk) -> bool:
         assert fd is not None
         try:
             where = cache_folder(root)
-            _write_manifest(fd, where, rel, sizes)
+            write_atomic(fd, MANIFEST, tsv_bytes(rel, sizes), where / MANIFEST)
             st = os.stat(MANIFEST, dir_fd=fd, follow_symlinks=False)
             info = {"format": CACHE_FORMAT, "iobench": __version__, "tree": base, "files": len(rel),
                     "bytes": int(sizes.sum()), "cached": time.strftime("%Y-%m-%d %H:%M"),

@@ -22,7 +22,6 @@ from iobench.dataset.folder import (
     MARKER,
     Manifest,
     _runs,
-    _write_manifest,
     check_mount,
     entry_line,
     inspect_files,
@@ -32,7 +31,7 @@ from iobench.dataset.folder import (
 )
 from iobench.dataset.gen import default_threads
 from iobench.dataset.jpeg import write_all
-from iobench.dataset.paths import MANIFEST
+from iobench.dataset.paths import MANIFEST, tsv_bytes
 from iobench.errors import UserError, explain_oserror
 from iobench.host import cache, mounts
 from iobench.host.bounded import in_child
@@ -44,6 +43,7 @@ from iobench.safefs import (
     open_tree,
     read_regular,
     refuse,
+    write_atomic,
     write_json_atomic,
     writer_lock,
 )
@@ -205,7 +205,7 @@ class FolderHome:
         write_json_atomic(self.fd, MARKER, marker, self.where / MARKER)
 
     def put_manifest(self, keys: list[str], sizes: np.ndarray) -> None:
-        _write_manifest(self.fd, self.where, keys, sizes)
+        write_atomic(self.fd, MANIFEST, tsv_bytes(keys, sizes), self.where / MANIFEST)
 
     def sync(self) -> None:
         os.sync()

@@ -127,10 +127,6 @@ def hold(folder: Location, command: list[str] | None = None) -> Iterator[Path]:
         # and the next holder rewrites it.
         os.close(fd)
         raise
-    _release(path, fd)
-
-
-def _release(path: Path, fd: int) -> None:
     with suppress(OSError):
         os.unlink(path)  # still holding it: whoever opened this file retries on the path's new one
     os.close(fd)
