@@ -97,18 +97,16 @@ def image_size(path: str, bad: list[tuple[str, bytes]]) -> int:
     put in `bad` (path, first bytes), for the scan to name once all are seen. Not a regular file: one line."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                refuse(path, st.st_mode, "an image file")
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            head = os.pread(fd, HEAD, 0)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise explain_oserror(exc, "cannot read the dataset") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            refuse(path, st.st_mode, "an image file")
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        head = os.pread(fd, HEAD, 0)
-    except OSError as exc:
-        raise explain_oserror(exc, "cannot read the dataset") from exc
-    finally:
-        os.close(fd)
     if not head.startswith(MAGIC):
         bad.append((path, head))
     return st.st_size
