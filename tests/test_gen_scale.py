@@ -124,7 +124,7 @@ def test_default_threads_by_file_system(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("listing", [False, True])
-def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
+def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, monkeypatch, listing):
     spec = GenSpec(600, parse_dist("fixed:3kB"), 3, 0)
     generate(store.open(tmp_path), spec, threads=2)
     folder = _folder(tmp_path, spec)
@@ -132,10 +132,11 @@ def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
     os.unlink(folder / rel[5])
     os.truncate(folder / rel[250], 10)
     (folder / rel[599]).unlink()
+    monkeypatch.setattr(dataset.folder, "_local", lambda path: not listing)  # each folder listed off a local disk
     fd = open_tree(tmp_path, (DATA_ROOT, spec.name), create=False)
     assert fd is not None
     try:
-        found = inspect_files(fd, folder, rel, threads=3, listing=listing)
+        found = inspect_files(fd, folder, rel, threads=3)
         expected = sizes.copy()
         expected[[5, 599]] = -1
         expected[250] = 10
@@ -145,7 +146,7 @@ def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
         (folder / rel[7]).unlink()
         os.symlink("/etc/passwd", folder / rel[7])
         with pytest.raises(UserError, match="symbolic link"):
-            inspect_files(fd, folder, rel, threads=3, listing=listing)
+            inspect_files(fd, folder, rel, threads=3)
     finally:
         os.close(fd)
 
