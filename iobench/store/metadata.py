@@ -1,7 +1,8 @@
 """The metadata phase (mdtest-style): how long a job's start-up spends finding its samples before the first batch,
 one runner (`measure`) over the operations of the Store that holds them. A folder's: scandir of every class folder
-(as torchvision's ImageFolder), then stat and open+close, each timed per file on one thread (on NFS each a round trip). A FIFO, socket or device among the samples is never opened (a FIFO
-would block the phase for good): the timed stat sees it first, in one line; open+close uses O_NONBLOCK as well."""
+(as torchvision's ImageFolder), then stat and open+close, each timed per file on one thread (on NFS each a round
+trip). A FIFO, socket or device among the samples is never opened (a FIFO would block the phase for good): the
+timed stat sees it first, in one line; open+close uses O_NONBLOCK as well."""
 
 from __future__ import annotations
 
