@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,8 +386,7 @@ def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None
         except OSError:
             return True
 
-    found = _first(differs, len(folders), CHECK_CHUNK, threads)
-    return None if found is None else folders[found]
+    return _first(differs, folders, CHECK_CHUNK, threads)
 
 
 def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> str | None:
@@ -402,20 +401,19 @@ def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> 
         except UserError:  # gone, or no longer a file
             return True
 
-    found = _first(differs, len(sizes), STAT_CHUNK, threads)
-    return None if found is None else manifest.paths[found]
+    return _first(differs, manifest.paths, STAT_CHUNK, threads)
 
 
-def _first(differs: Callable[[int], bool], n: int, chunk: int, threads: int) -> int | None:
-    """The first i < n where `differs(i)`, checked `chunk` at a time on `threads` threads; None if none does."""
-    def check(start: int) -> int | None:
-        return next((i for i in range(start, min(start + chunk, n)) if differs(i)), None)
+def _first(differs: Callable[[int], bool], names: Sequence[str], chunk: int, threads: int) -> str | None:
+    """The first of `names` whose index `differs`, checked `chunk` at a time on `threads` threads; None if none does."""
+    def check(start: int) -> str | None:
+        return next((names[i] for i in range(start, min(start + chunk, len(names))) if differs(i)), None)
 
-    starts = range(0, n, chunk)
+    starts = range(0, len(names), chunk)
     if threads <= 1:
-        return next((i for i in map(check, starts) if i is not None), None)
+        return next((found for found in map(check, starts) if found is not None), None)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts))), thread_name_prefix="iobench-scan") as ex:
-        return next((i for i in ex.map(check, starts) if i is not None), None)
+        return next((found for found in ex.map(check, starts) if found is not None), None)
 
 
 def _save_cache(root: Path, walk: Walk) -> bool:
