@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,13 +61,10 @@ class S3Store:
         quiet_metadata_service()
         self.loc = loc
         self.timeout_s = timeout_s
-        self._client: Any = None
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = boto3_client(self.loc, connections=WRITERS, timeout_s=self.timeout_s)
-        return self._client
+    @cached_property
+    def client(self) -> Any:  # made on first use: opening a store touches nothing
+        return boto3_client(self.loc, connections=WRITERS, timeout_s=self.timeout_s)
 
     @property
     def url(self) -> str:
