@@ -132,10 +132,6 @@ class Manifest:
                 return cls(root, PathTable(prefix, b"".join(blocks), offsets), sizes)
         return cls(root, *mapped)
 
-    @classmethod
-    def of(cls, root: Path, rel: list[str], sizes: np.ndarray) -> Manifest:
-        return cls(root, PathTable.relative(root, rel), np.array(sizes, dtype=np.int64))
-
 
 @contextmanager
 def _mapped_regular(where: Path, dir_fd: int) -> Iterator[mmap.mmap | bytes]:

@@ -535,4 +535,4 @@ def _verified(root: Path, threads: int) -> Manifest:
                    f"--classes {p['classes']} --seed {p['seed']}` repairs it")
         raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
                         + how)
-    return Manifest.of(root, rel, sizes)
+    return Manifest(root, PathTable.relative(root, rel), sizes)
