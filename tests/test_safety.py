@@ -17,7 +17,9 @@ import pytest
 from conftest import iobench, make_dataset, needs_root
 
 from iobench import dataset, safefs, store
-from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
+from iobench.dataset import MARKER, GenSpec, Manifest, generate, scan
+from iobench.dataset.folder import inspect_files
+from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
 from iobench.sources import pack_folder, pack_lmdb, pack_tar
@@ -240,7 +242,7 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     rel, sizes = dataset.plan(dataset.spec_of(marker))
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        found = dataset.inspect_files(fd, folder, rel)
+        found = inspect_files(fd, folder, rel)
     finally:
         os.close(fd)
     assert (found < 0).any() and np.all((found < 0) | (found == sizes))  # no file half-written

@@ -5,22 +5,14 @@ place, or an existing tree's scan). Every module writes by iobench/safefs.py's r
 re-exports beside its own."""
 
 from iobench.dataset.folder import (
-    CHUNK,
     DATA_ROOT,
-    MANIFEST,
     MARKER,
-    MARKER_LIMIT,
     Manifest,
     check_mount,
     describe_damage,
-    inspect_files,
-    parse_manifest,
     read_marker,
 )
 from iobench.dataset.gen import (
-    FILES_PER_CLASS,
-    LOCAL_THREADS,
-    NETWORK_THREADS,
     GenSpec,
     default_classes,
     default_threads,
@@ -40,8 +32,7 @@ from iobench.safefs import (
 )
 
 __all__ = [
-    "CHUNK", "DATA_ROOT", "FILES_PER_CLASS", "LOCAL_THREADS", "MANIFEST", "MARKER", "MARKER_LIMIT", "NETWORK_THREADS",
-    "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads", "describe_damage", "fmt_bytes",
-    "generate", "inspect_files", "only_leftovers", "open_dir", "open_tree", "parse_manifest", "plan", "read_marker",
+    "DATA_ROOT", "MARKER", "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads",
+    "describe_damage", "fmt_bytes", "generate", "only_leftovers", "open_dir", "open_tree", "plan", "read_marker",
     "refuse", "scan", "spec_of", "write_json_atomic", "writer_lock",
 ]
