@@ -48,12 +48,11 @@ from iobench.safefs import (
     writer_lock,
 )
 from iobench.sources import Source
-from iobench.sources.pack_folder import PackReport
-from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_folder import PackReport, Progress
 from iobench.sources.pack_lmdb import pack_lmdb
 from iobench.sources.pack_tar import pack_tar
 from iobench.store import clean, lock
-from iobench.store.base import Cleaned, Content, Location, Progress
+from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import metadata_phase
 
 if TYPE_CHECKING:
@@ -152,7 +151,7 @@ class Folder:
                readahead: bool = True, stream: bool = False) -> Source:
         return sources.open(name, manifest, ui, advice=advice, readahead=readahead)
 
-    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         return (pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
                 pack_tar(manifest, shard_size=shard_size, progress=progress))
 

@@ -35,10 +35,9 @@ from iobench.s3.clients import (
 )
 from iobench.s3.raw import NAME, version
 from iobench.s3.url import S3Location
-from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport
-from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport, Progress
 from iobench.store import lock
-from iobench.store.base import Cleaned, Content, Location, Progress
+from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import measure
 
 if TYPE_CHECKING:
@@ -167,7 +166,7 @@ class S3Store:
     def place(self, dataset: Location) -> tuple[str, str]:
         return "s3", str(self.loc)
 
-    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         """tar shards uploaded beside the dataset (an LMDB is not made in a bucket: refused before)."""
         from iobench.sources.pack_s3 import pack_tar_s3
 
