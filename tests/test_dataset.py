@@ -11,6 +11,7 @@ from PIL import Image
 
 from iobench import dataset, store
 from iobench.dataset import MARKER, GenSpec, generate, scan
+from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 
@@ -96,7 +97,7 @@ def test_no_space_mid_write_stops_cleanly_and_resumes(tmp_path, monkeypatch):
         folder = mnt / dataset.DATA_ROOT / spec.name
         marker = json.loads((folder / MARKER).read_text())
         assert marker["status"] == "incomplete"  # never trusted as complete
-        assert len((folder / dataset.MANIFEST).read_text().splitlines()) == 41  # header + every file
+        assert len((folder / MANIFEST).read_text().splitlines()) == 41  # header + every file
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
 

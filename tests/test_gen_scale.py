@@ -21,17 +21,17 @@ from PIL import Image
 from iobench import dataset, store
 from iobench.dataset import (
     DATA_ROOT,
-    FILES_PER_CLASS,
     MARKER,
     GenSpec,
     default_classes,
     folder,
     gen,
     generate,
-    inspect_files,
     open_tree,
     plan,
 )
+from iobench.dataset.folder import inspect_files
+from iobench.dataset.gen import FILES_PER_CLASS
 from iobench.dataset.jpeg import MAX_SEGMENT_PAYLOAD, JpegPool
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
@@ -106,7 +106,7 @@ def test_runs_cut_few_folders_and_deal_the_pieces_across_them():
     todo = list(range(0, 2_000, 2))  # a resumed gen: every other file left to write
     items = folder._runs(rel, todo, threads=8)
     assert sorted(k for _, lo, hi in items for k in range(lo, hi)) == list(range(len(todo)))
-    assert all(hi - lo >= dataset.CHUNK or hi == len(todo) or todo[hi] // 1_000 != todo[lo] // 1_000
+    assert all(hi - lo >= folder.CHUNK or hi == len(todo) or todo[hi] // 1_000 != todo[lo] // 1_000
                for _, lo, hi in items)
     assert len(items) >= 8  # work for every thread
     # consecutive items (taken at the same time by different threads) are in different folders
@@ -117,14 +117,14 @@ def test_default_threads_by_file_system(tmp_path, monkeypatch):
     from iobench.host import mounts
 
     local = dataset.default_threads(tmp_path)
-    assert 2 <= local <= dataset.LOCAL_THREADS
-    assert local == min(dataset.LOCAL_THREADS, max(2, 2 * int(mounts.usable_cpus())))
+    assert 2 <= local <= gen.LOCAL_THREADS
+    assert local == min(gen.LOCAL_THREADS, max(2, 2 * int(mounts.usable_cpus())))
     monkeypatch.setattr(gen, "_local", lambda path: False)
-    assert dataset.default_threads(tmp_path) == dataset.NETWORK_THREADS
+    assert dataset.default_threads(tmp_path) == gen.NETWORK_THREADS
 
 
 @pytest.mark.parametrize("listing", [False, True])
-def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
+def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, monkeypatch, listing):
     spec = GenSpec(600, parse_dist("fixed:3kB"), 3, 0)
     generate(store.open(tmp_path), spec, threads=2)
     folder = _folder(tmp_path, spec)
@@ -132,10 +132,11 @@ def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
     os.unlink(folder / rel[5])
     os.truncate(folder / rel[250], 10)
     (folder / rel[599]).unlink()
+    monkeypatch.setattr(dataset.folder, "_local", lambda path: not listing)  # each folder listed off a local disk
     fd = open_tree(tmp_path, (DATA_ROOT, spec.name), create=False)
     assert fd is not None
     try:
-        found = inspect_files(fd, folder, rel, threads=3, listing=listing)
+        found = inspect_files(fd, folder, rel, threads=3)
         expected = sizes.copy()
         expected[[5, 599]] = -1
         expected[250] = 10
@@ -145,7 +146,7 @@ def test_reuse_check_finds_the_same_damage_listing_or_not(tmp_path, listing):
         (folder / rel[7]).unlink()
         os.symlink("/etc/passwd", folder / rel[7])
         with pytest.raises(UserError, match="symbolic link"):
-            inspect_files(fd, folder, rel, threads=3, listing=listing)
+            inspect_files(fd, folder, rel, threads=3)
     finally:
         os.close(fd)
 

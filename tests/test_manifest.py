@@ -14,8 +14,9 @@ import pytest
 from conftest import make_dataset, needs_root
 
 from iobench import store
-from iobench.dataset import Manifest, parse_manifest
+from iobench.dataset import Manifest
 from iobench.dataset import paths as mf
+from iobench.dataset.folder import parse_manifest
 from iobench.dataset.paths import INDEX, MANIFEST, PathTable, parse_tsv
 from iobench.errors import UserError
 

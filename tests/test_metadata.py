@@ -1,5 +1,6 @@
 import os
 
+import numpy as np
 import pytest
 from conftest import needs_root
 
@@ -21,7 +22,8 @@ def test_listing_counts_only_regular_files(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.jpg").write_bytes(b"1")
     (tmp_path / "a" / "sub").mkdir()
-    assert list_tree([str(tmp_path / "a")]) == 1
+    folders = np.zeros(1)
+    assert list_tree([str(tmp_path / "a")], folders) == 1 and folders[0] == 1
 
 
 @needs_root

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from conftest import iobench, make_dataset, needs_root
 
-from iobench import dataset, store
-from iobench.dataset import MANIFEST, MARKER, GenSpec, Manifest, generate, scan
+from iobench import dataset, safefs, store
+from iobench.dataset import MARKER, GenSpec, Manifest, generate, scan
+from iobench.dataset.folder import inspect_files
+from iobench.dataset.paths import MANIFEST
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import EnvironmentRefused, UserError
 from iobench.sources import pack_folder, pack_lmdb, pack_tar
@@ -240,7 +242,7 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     rel, sizes = dataset.plan(dataset.spec_of(marker))
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        found = dataset.inspect_files(fd, folder, rel)
+        found = inspect_files(fd, folder, rel)
     finally:
         os.close(fd)
     assert (found < 0).any() and np.all((found < 0) | (found == sizes))  # no file half-written
@@ -446,7 +448,7 @@ def test_a_second_writer_is_told_who_is_writing(tmp_path):
     finally:
         os.close(fd)
     assert made(tmp_path) and Path(m.paths[0]).is_file()
-    assert not (m.root / dataset.WRITER_LOCK).exists()  # released and removed
+    assert not (m.root / safefs.WRITER_LOCK).exists()  # released and removed
 
 
 def test_two_gens_at_once_end_cleanly(tmp_path):
@@ -486,7 +488,7 @@ def test_flock_is_what_keeps_writers_apart(tmp_path):
     set_status(m.root, "incomplete")
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(m.root / dataset.WRITER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
+        f"fd = os.open({str(m.root / safefs.WRITER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\nos.write(fd, b'pid 4242 on elsewhere')\nprint('held', flush=True)\n"
         "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
     try:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.dataset import MANIFEST, parse_manifest
 from iobench.dataset import imagefolder as scanning
 from iobench.dataset import scan as dataset_scan
+from iobench.dataset.folder import parse_manifest
 from iobench.dataset.imagefolder import (
     Links,
     Walk,
@@ -24,6 +24,7 @@ from iobench.dataset.imagefolder import (
     image_size,
     scan_tree,
 )
+from iobench.dataset.paths import MANIFEST
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from iobench import __version__, store
-from iobench.dataset import MANIFEST, MARKER
+from iobench.dataset import MARKER
+from iobench.dataset.paths import MANIFEST
 from iobench.host.cache import resident_fraction
 from iobench.host.mounts import mount_of
 from iobench.store import Folder, Store

@@ -5,22 +5,14 @@ place, or an existing tree's scan). Every module writes by iobench/safefs.py's r
 re-exports beside its own."""
 
 from iobench.dataset.folder import (
-    CHUNK,
     DATA_ROOT,
-    MANIFEST,
     MARKER,
-    MARKER_LIMIT,
     Manifest,
     check_mount,
     describe_damage,
-    inspect_files,
-    parse_manifest,
     read_marker,
 )
 from iobench.dataset.gen import (
-    FILES_PER_CLASS,
-    LOCAL_THREADS,
-    NETWORK_THREADS,
     GenSpec,
     default_classes,
     default_threads,
@@ -30,21 +22,17 @@ from iobench.dataset.gen import (
 )
 from iobench.dataset.imagefolder import scan
 from iobench.safefs import (
-    WRITER_LOCK,
     fmt_bytes,
-    kind_of,
     only_leftovers,
     open_dir,
     open_tree,
-    read_regular,
     refuse,
     write_json_atomic,
     writer_lock,
 )
 
 __all__ = [
-    "CHUNK", "DATA_ROOT", "FILES_PER_CLASS", "LOCAL_THREADS", "MANIFEST", "MARKER", "MARKER_LIMIT", "NETWORK_THREADS",
-    "WRITER_LOCK", "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads", "describe_damage",
-    "fmt_bytes", "generate", "inspect_files", "kind_of", "only_leftovers", "open_dir", "open_tree", "parse_manifest",
-    "plan", "read_marker", "read_regular", "refuse", "scan", "spec_of", "write_json_atomic", "writer_lock",
+    "DATA_ROOT", "MARKER", "GenSpec", "Manifest", "check_mount", "default_classes", "default_threads",
+    "describe_damage", "fmt_bytes", "generate", "only_leftovers", "open_dir", "open_tree", "plan", "read_marker",
+    "refuse", "scan", "spec_of", "write_json_atomic", "writer_lock",
 ]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv, tsv_bytes
+from iobench.dataset.paths import INDEX, MANIFEST, PathTable, index_bytes, map_index, parse_tsv
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.host.mounts import fs_family, mount_of
 from iobench.safefs import (
@@ -132,10 +132,6 @@ class Manifest:
                 return cls(root, PathTable(prefix, b"".join(blocks), offsets), sizes)
         return cls(root, *mapped)
 
-    @classmethod
-    def of(cls, root: Path, rel: list[str], sizes: np.ndarray) -> Manifest:
-        return cls(root, PathTable.relative(root, rel), np.array(sizes, dtype=np.int64))
-
 
 @contextmanager
 def _mapped_regular(where: Path, dir_fd: int) -> Iterator[mmap.mmap | bytes]:
@@ -175,10 +171,6 @@ def _map_index(dir_fd: int, tsv: os.stat_result, root: Path) -> tuple[PathTable,
         return map_index(fd, tsv, root)
     finally:
         os.close(fd)
-
-
-def _write_manifest(dir_fd: int, folder: Path, rel: list[str], sizes: np.ndarray) -> None:
-    write_atomic(dir_fd, MANIFEST, tsv_bytes(rel, sizes), folder / MANIFEST)
 
 
 def _whole(v: object) -> bool:
@@ -255,20 +247,19 @@ def check_mount(mount: Path, *, writable: bool) -> Path:
 # ---- checking a dataset's files ------------------------------------------------------------------
 
 def inspect_files(root_fd: int, root: Path, rel: list[str], threads: int = 8,
-                  stop: threading.Event | None = None, *, listing: bool | None = None) -> np.ndarray:
+                  stop: threading.Event | None = None) -> np.ndarray:
     """The size on disk of every file (-1: missing), stat-ed without following links on threads; a link, FIFO,
     socket, device or folder in a file's place (or above one) is a one-line error naming it. A thread stats a
-    folder's files relative to it (1 M files, ext4, warm: 2.1 s against 2.5 s by absolute path). With `listing`
-    (default: off a local disk) each folder is listed first, so that a network file system answers the stats from
-    the listing (sshfs's attribute cache, NFS READDIRPLUS, Lustre statahead; sshfs +1 ms, 20,000 files: 0.4 s
-    against 4.8 s; on ext4 it only adds work, ~25%)."""
+    folder's files relative to it (1 M files, ext4, warm: 2.1 s against 2.5 s by absolute path). Off a local disk
+    each folder is listed first, so that a network file system answers the stats from the listing (sshfs's
+    attribute cache, NFS READDIRPLUS, Lustre statahead; sshfs +1 ms, 20,000 files: 0.4 s against 4.8 s; on ext4 it
+    only adds work, ~25%)."""
     found = np.full(len(rel), -1, dtype=np.int64)
     stop = stop or threading.Event()
     if not rel:
         return found
     local = _local(root)
-    if listing is None:
-        listing = not local
+    listing = not local
     if local:
         threads = min(threads, LOCAL_STAT_THREADS)
 

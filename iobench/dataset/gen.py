@@ -29,6 +29,7 @@ from iobench.host.mounts import usable_cpus
 from iobench.safefs import fmt_bytes
 
 if TYPE_CHECKING:  # types only: store/ imports dataset/, which imports this module (a Store is handed in)
+    from iobench.sources.pack_folder import Progress  # (files done, bytes done) in this call
     from iobench.store.base import Home, Store
 
 FILES_PER_CLASS = 1281  # ImageNet-1k: 1,281,167 training images in 1,000 class folders
@@ -93,9 +94,6 @@ class GenReport:
     seconds: float
     reused: bool
     notes: list[str] = field(default_factory=list)  # what was found changed and repaired
-
-
-Progress = Callable[[int, int], None]  # (files done in this call, bytes done in this call)
 
 
 @dataclass

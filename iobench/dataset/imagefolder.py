@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,15 +37,14 @@ from iobench.dataset.folder import (
     Manifest,
     _inside,
     _local,
-    _write_manifest,
     describe_damage,
     inspect_files,
     parse_manifest,
     read_marker,
 )
-from iobench.dataset.paths import MANIFEST, PathTable
+from iobench.dataset.paths import MANIFEST, PathTable, tsv_bytes
 from iobench.errors import UserError, explain_oserror
-from iobench.safefs import open_tree, read_regular, refuse, write_json_atomic
+from iobench.safefs import open_tree, read_regular, refuse, write_atomic, write_json_atomic
 
 SCAN_THREADS = 16  # listings in flight where listing is slow: on NFS/sshfs each listing and stat is a round trip
 CACHE_PARTS = ("iobench", "scans")  # under $XDG_CACHE_HOME
@@ -98,18 +97,16 @@ def image_size(path: str, bad: list[tuple[str, bytes]]) -> int:
     put in `bad` (path, first bytes), for the scan to name once all are seen. Not a regular file: one line."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                refuse(path, st.st_mode, "an image file")
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            head = os.pread(fd, HEAD, 0)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise explain_oserror(exc, "cannot read the dataset") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            refuse(path, st.st_mode, "an image file")
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        head = os.pread(fd, HEAD, 0)
-    except OSError as exc:
-        raise explain_oserror(exc, "cannot read the dataset") from exc
-    finally:
-        os.close(fd)
     if not head.startswith(MAGIC):
         bad.append((path, head))
     return st.st_size
@@ -389,8 +386,7 @@ def _changed(folders: list[str], mtimes: np.ndarray, threads: int) -> str | None
         except OSError:
             return True
 
-    found = _first(differs, len(folders), CHECK_CHUNK, threads)
-    return None if found is None else folders[found]
+    return _first(differs, folders, CHECK_CHUNK, threads)
 
 
 def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> str | None:
@@ -405,20 +401,19 @@ def _resized(manifest: Manifest, threads: int, bad: list[tuple[str, bytes]]) -> 
         except UserError:  # gone, or no longer a file
             return True
 
-    found = _first(differs, len(sizes), STAT_CHUNK, threads)
-    return None if found is None else manifest.paths[found]
+    return _first(differs, manifest.paths, STAT_CHUNK, threads)
 
 
-def _first(differs: Callable[[int], bool], n: int, chunk: int, threads: int) -> int | None:
-    """The first i < n where `differs(i)`, checked `chunk` at a time on `threads` threads; None if none does."""
-    def check(start: int) -> int | None:
-        return next((i for i in range(start, min(start + chunk, n)) if differs(i)), None)
+def _first(differs: Callable[[int], bool], names: Sequence[str], chunk: int, threads: int) -> str | None:
+    """The first of `names` whose index `differs`, checked `chunk` at a time on `threads` threads; None if none does."""
+    def check(start: int) -> str | None:
+        return next((names[i] for i in range(start, min(start + chunk, len(names))) if differs(i)), None)
 
-    starts = range(0, n, chunk)
+    starts = range(0, len(names), chunk)
     if threads <= 1:
-        return next((i for i in map(check, starts) if i is not None), None)
+        return next((found for found in map(check, starts) if found is not None), None)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts))), thread_name_prefix="iobench-scan") as ex:
-        return next((i for i in ex.map(check, starts) if i is not None), None)
+        return next((found for found in ex.map(check, starts) if found is not None), None)
 
 
 def _save_cache(root: Path, walk: Walk) -> bool:
@@ -439,7 +434,7 @@ def _save_cache(root: Path, walk: Walk) -> bool:
         assert fd is not None
         try:
             where = cache_folder(root)
-            _write_manifest(fd, where, rel, sizes)
+            write_atomic(fd, MANIFEST, tsv_bytes(rel, sizes), where / MANIFEST)
             st = os.stat(MANIFEST, dir_fd=fd, follow_symlinks=False)
             info = {"format": CACHE_FORMAT, "iobench": __version__, "tree": base, "files": len(rel),
                     "bytes": int(sizes.sum()), "cached": time.strftime("%Y-%m-%d %H:%M"),
@@ -540,4 +535,4 @@ def _verified(root: Path, threads: int) -> Manifest:
                    f"--classes {p['classes']} --seed {p['seed']}` repairs it")
         raise UserError(f"the dataset {root} differs from its manifest: {describe_damage(root, rel, sizes, found, bad)}"
                         + how)
-    return Manifest.of(root, rel, sizes)
+    return Manifest(root, PathTable.relative(root, rel), sizes)

@@ -16,8 +16,7 @@ import numpy as np
 from iobench.dataset.folder import Manifest
 from iobench.s3.url import S3Location
 from iobench.safefs import fmt_bytes
-from iobench.sources.pack_folder import PackReport
-from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_folder import PackReport, Progress
 
 if TYPE_CHECKING:
     from iobench.result import Metadata
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 Location = Path | S3Location  # where one dataset lives: a folder, or a bucket's prefix
 Content = Callable[[int], Sequence[bytes | memoryview]]  # the bytes of the k-th sample written, in parts
-Progress = Callable[[int, int], None]  # (samples done, bytes done) so far in this write
 
 
 @dataclass
@@ -197,7 +195,7 @@ class Store(Protocol):
         shard per request."""
         ...
 
-    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         """The dataset packed as `fmt` (lmdb, tar) beside it, made or reused (`iobench pack`)."""
         ...
 

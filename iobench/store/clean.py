@@ -13,19 +13,10 @@ import stat
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
-from iobench.dataset import (
-    DATA_ROOT,
-    MARKER,
-    MARKER_LIMIT,
-    WRITER_LOCK,
-    check_mount,
-    kind_of,
-    open_dir,
-    read_regular,
-)
+from iobench.dataset.folder import DATA_ROOT, MARKER, MARKER_LIMIT, check_mount
 from iobench.errors import explain_oserror
 from iobench.host.mounts import mount_points
-from iobench.safefs import _DIR_FLAGS
+from iobench.safefs import _DIR_FLAGS, WRITER_LOCK, kind_of, open_dir, read_regular
 from iobench.sources.pack_folder import PACK_MARKER
 from iobench.store.base import Cleaned
 

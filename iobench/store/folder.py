@@ -22,7 +22,6 @@ from iobench.dataset.folder import (
     MARKER,
     Manifest,
     _runs,
-    _write_manifest,
     check_mount,
     entry_line,
     inspect_files,
@@ -32,7 +31,7 @@ from iobench.dataset.folder import (
 )
 from iobench.dataset.gen import default_threads
 from iobench.dataset.jpeg import write_all
-from iobench.dataset.paths import MANIFEST
+from iobench.dataset.paths import MANIFEST, tsv_bytes
 from iobench.errors import UserError, explain_oserror
 from iobench.host import cache, mounts
 from iobench.host.bounded import in_child
@@ -44,16 +43,16 @@ from iobench.safefs import (
     open_tree,
     read_regular,
     refuse,
+    write_atomic,
     write_json_atomic,
     writer_lock,
 )
 from iobench.sources import Source
-from iobench.sources.pack_folder import PackReport
-from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_folder import PackReport, Progress
 from iobench.sources.pack_lmdb import pack_lmdb
 from iobench.sources.pack_tar import pack_tar
 from iobench.store import clean, lock
-from iobench.store.base import Cleaned, Content, Location, Progress
+from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import metadata_phase
 
 if TYPE_CHECKING:
@@ -152,7 +151,7 @@ class Folder:
                readahead: bool = True, stream: bool = False) -> Source:
         return sources.open(name, manifest, ui, advice=advice, readahead=readahead)
 
-    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         return (pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
                 pack_tar(manifest, shard_size=shard_size, progress=progress))
 
@@ -205,7 +204,7 @@ class FolderHome:
         write_json_atomic(self.fd, MARKER, marker, self.where / MARKER)
 
     def put_manifest(self, keys: list[str], sizes: np.ndarray) -> None:
-        _write_manifest(self.fd, self.where, keys, sizes)
+        write_atomic(self.fd, MANIFEST, tsv_bytes(keys, sizes), self.where / MANIFEST)
 
     def sync(self) -> None:
         os.sync()

@@ -90,12 +90,9 @@ def hold(folder: Location, command: list[str] | None = None) -> Iterator[Path]:
     """Hold the dataset's lock for the duration; DatasetBusy (one line naming the holder) when another process
     holds it. Yields the lock file, removed on release."""
     path = lock_path(folder)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot make the lock for {folder}") from exc
     while True:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise explain_oserror(exc, f"cannot make the lock for {folder}") from exc
@@ -127,10 +124,6 @@ def hold(folder: Location, command: list[str] | None = None) -> Iterator[Path]:
         # and the next holder rewrites it.
         os.close(fd)
         raise
-    _release(path, fd)
-
-
-def _release(path: Path, fd: int) -> None:
     with suppress(OSError):
         os.unlink(path)  # still holding it: whoever opened this file retries on the path's new one
     os.close(fd)
@@ -142,14 +135,9 @@ def claim_folder(path: Path) -> Path:
     while True:
         p = path if n == 1 else path.with_name(f"{path.name}-{n}")
         try:
-            os.mkdir(p)
+            os.makedirs(p)  # the folders above it made as needed; exclusive for `p` itself
             return p
         except FileExistsError:
             n += 1
-        except FileNotFoundError:
-            try:
-                p.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise explain_oserror(exc, f"cannot make the result folder {p}") from exc
         except OSError as exc:
             raise explain_oserror(exc, f"cannot make the result folder {p}") from exc

@@ -1,14 +1,15 @@
-"""The metadata phase of a folder (mdtest-style): how long a job's start-up spends finding its files before the
-first batch: scandir of every class folder (as torchvision's ImageFolder), then stat and open+close, each timed per
-file on one thread (on NFS each a round trip). A FIFO, socket or device among the samples is never opened (a FIFO
-would block the phase for good): the timed stat sees it first, in one line; open+close uses O_NONBLOCK as well."""
+"""The metadata phase (mdtest-style): how long a job's start-up spends finding its samples before the first batch,
+one runner (`measure`) over the operations of the Store that holds them. A folder's: scandir of every class folder
+(as torchvision's ImageFolder), then stat and open+close, each timed per file on one thread (on NFS each a round
+trip). A FIFO, socket or device among the samples is never opened (a FIFO would block the phase for good): the
+timed stat sees it first, in one line; open+close uses O_NONBLOCK as well."""
 
 from __future__ import annotations
 
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ SAMPLE = 20_000  # stat and open+close time a random sample this large (listing 
 PARTS = ("evicting the page cache", "listing the dataset", "stat of the samples", "open+close of the samples")
 
 
-def list_tree(dirs: list[str], beat=None) -> int:
+def list_tree(dirs: list[str], beat: np.ndarray) -> int:
     """scandir every folder, as ImageFolder does; returns the regular files seen. `beat[0]` counts the folders."""
     files = 0
     for d in dirs:
@@ -32,15 +33,12 @@ def list_tree(dirs: list[str], beat=None) -> int:
             for entry in it:
                 if entry.is_file():
                     files += 1
-        if beat is not None:
-            beat[0] += 1
+        beat[0] += 1
     return files
 
 
-def timed(paths: Sequence[str], op, ns: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-    """Rate and per-file ns of `op` over `paths`; `ns` (shared with a watchdog) receives the times as they come."""
-    if ns is None:
-        ns = np.empty(len(paths), dtype=np.int64)
+def timed(paths: Sequence[str], op: Callable[[str], object], ns: np.ndarray) -> float:
+    """Rate of `op` over `paths`; `ns` (shared with a watchdog) receives the per-file times as they come."""
     clock = time.perf_counter_ns
     t0 = clock()
     for i, p in enumerate(paths):
@@ -48,7 +46,34 @@ def timed(paths: Sequence[str], op, ns: np.ndarray | None = None) -> tuple[float
         op(p)
         ns[i] = clock() - t
     seconds = (clock() - t0) / 1e9
-    return len(paths) / seconds if seconds > 0 else 0.0, ns
+    return len(paths) / seconds if seconds > 0 else 0.0
+
+
+def measure(manifest: Manifest, most: int, seed: int, state: str, scale_files: int,
+            listing: Callable[[], tuple[int, int]], stat_op: Callable[[str], object],
+            open_op: Callable[[str], object], ready: Callable[[int], str | None],
+            ns: np.ndarray | None = None) -> Metadata:
+    """One pass of the metadata phase, whatever holds the dataset (its Store gives the operations): `listing()`
+    (folders or LIST pages, entries seen), then `stat_op` and `open_op` on a random sample of at most `most` samples,
+    one at a time, each timed. `ready(part)` readies the cache before each part (1, 2, 3) and says how (the
+    result's `eviction`); `ns` (2 x the sample) receives the per-sample times as they come."""
+    rng = np.random.default_rng([seed, 0x3E7A])
+    n = min(most, len(manifest))
+    sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
+    ns = np.empty(2 * n, dtype=np.int64) if ns is None else ns
+    ready(1)
+    t = time.perf_counter()
+    dirs, files = listing()
+    list_s = round(time.perf_counter() - t, 6)
+    ready(2)
+    stat_rate = timed(sample, stat_op, ns[:n])
+    eviction = ready(3)
+    oc_rate = timed(sample, open_op, ns[n:])
+    return Metadata(cache=state, eviction=eviction, dirs=dirs, files=files, list_s=list_s,
+                    stat_files=n, stat_per_s=round(stat_rate, 1), stat_ms=Latency(**latency_summary(ns[:n])),
+                    open_close_files=n, open_close_per_s=round(oc_rate, 1),
+                    open_close_ms=Latency(**latency_summary(ns[n:])), scale_files=scale_files,
+                    projected_list_s=round(list_s * scale_files / max(files, 1), 3))
 
 
 def _stat(path: str) -> None:
@@ -79,31 +104,15 @@ def metadata_phase(manifest: Manifest, state: str, scale_files: int, seed: int =
 
 def _phase(manifest: Manifest, state: str, scale_files: int, seed: int, beat: np.ndarray) -> Metadata:
     dirs = sorted({os.path.dirname(p) for p in manifest.paths})
-    rng = np.random.default_rng([seed, 0x3E7A])
-    n = min(SAMPLE, len(manifest))
-    sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
-    eviction = None
     counter = beat[1:2]
 
-    def prepare() -> None:
-        nonlocal eviction
+    def ready(part: int) -> str | None:
+        how = None
         if state == "cold":
             beat[0] = 0
-            eviction = cache._evict(manifest.paths, None, counter)
+            how = cache._evict(manifest.paths, None, counter)
+        beat[0] = part
+        return how
 
-    prepare()
-    beat[0] = 1
-    t = time.perf_counter()
-    files = list_tree(dirs, counter)
-    list_s = round(time.perf_counter() - t, 6)
-    prepare()
-    beat[0] = 2
-    stat_rate, stat_ns = timed(sample, _stat, beat[2:2 + n])
-    prepare()
-    beat[0] = 3
-    oc_rate, oc_ns = timed(sample, _open_close, beat[2 + n:])
-    return Metadata(cache=state, eviction=eviction, dirs=len(dirs), files=files, list_s=list_s,
-                    stat_files=n, stat_per_s=round(stat_rate, 1), stat_ms=Latency(**latency_summary(stat_ns)),
-                    open_close_files=n, open_close_per_s=round(oc_rate, 1),
-                    open_close_ms=Latency(**latency_summary(oc_ns)), scale_files=scale_files,
-                    projected_list_s=round(list_s * scale_files / max(files, 1), 3))
+    return measure(manifest, SAMPLE, seed, state, scale_files, lambda: (len(dirs), list_tree(dirs, counter)), _stat,
+                   _open_close, ready, beat[2:])

@@ -9,9 +9,9 @@ import json
 import os
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +21,7 @@ import iobench
 from iobench.dataset.folder import CHUNK, MARKER, MARKER_LIMIT, Manifest, check_marker, entry_line, run_bounded
 from iobench.dataset.paths import MANIFEST, PathTable, parse_tsv, tsv_bytes
 from iobench.errors import UserError
-from iobench.record.recorder import latency_summary
-from iobench.result import Latency, Metadata
+from iobench.result import Metadata
 from iobench.s3.clients import (
     READ_CONNECTIONS,
     READ_RETRIES,
@@ -36,11 +35,10 @@ from iobench.s3.clients import (
 )
 from iobench.s3.raw import NAME, version
 from iobench.s3.url import S3Location
-from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport
-from iobench.sources.pack_folder import Progress as PackProgress
+from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport, Progress
 from iobench.store import lock
-from iobench.store.base import Cleaned, Content, Location, Progress
-from iobench.store.metadata import timed
+from iobench.store.base import Cleaned, Content, Location
+from iobench.store.metadata import measure
 
 if TYPE_CHECKING:
     from iobench.sources import Source
@@ -62,13 +60,10 @@ class S3Store:
         quiet_metadata_service()
         self.loc = loc
         self.timeout_s = timeout_s
-        self._client: Any = None
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = boto3_client(self.loc, connections=WRITERS, timeout_s=self.timeout_s)
-        return self._client
+    @cached_property
+    def client(self) -> Any:  # made on first use: opening a store touches nothing
+        return boto3_client(self.loc, connections=WRITERS, timeout_s=self.timeout_s)
 
     @property
     def url(self) -> str:
@@ -171,7 +166,7 @@ class S3Store:
     def place(self, dataset: Location) -> tuple[str, str]:
         return "s3", str(self.loc)
 
-    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: PackProgress | None) -> PackReport:
+    def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         """tar shards uploaded beside the dataset (an LMDB is not made in a bucket: refused before)."""
         from iobench.sources.pack_s3 import pack_tar_s3
 
@@ -213,28 +208,22 @@ class S3Store:
         time-out (no hang on a server that stops answering: one line, exit 3)."""
         loc = _loc(manifest.root)
         client = boto3_client(loc, timeout_s=self.timeout_s if timeout_s is None else timeout_s, attempts=1)
-        rng = np.random.default_rng([seed, 0x3E7A])
-        n = min(OBJECT_SAMPLE, len(manifest))
-        sample = [manifest.paths[i] for i in rng.choice(len(manifest), size=n, replace=False).tolist()]
-        top = loc.key("")
-        try:
-            t = time.perf_counter()
+
+        def listing() -> tuple[int, int]:
             pages = keys = 0
             for page in client.get_paginator("list_objects_v2").paginate(
-                    Bucket=loc.bucket, Prefix=top, PaginationConfig={"PageSize": PAGE}):
+                    Bucket=loc.bucket, Prefix=loc.key(""), PaginationConfig={"PageSize": PAGE}):
                 pages += 1
                 keys += page.get("KeyCount", len(page.get("Contents", [])))
-            list_s = round(time.perf_counter() - t, 6)
-            head_rate, head_ns = timed(sample, lambda k: client.head_object(Bucket=loc.bucket, Key=k))
-            first_rate, first_ns = timed(sample, lambda k: client.get_object(Bucket=loc.bucket, Key=k,
-                                                                              Range="bytes=0-0")["Body"].read())
+            return pages, keys
+
+        try:
+            return measure(manifest, OBJECT_SAMPLE, seed, state, scale_files, listing,
+                           lambda k: client.head_object(Bucket=loc.bucket, Key=k),
+                           lambda k: client.get_object(Bucket=loc.bucket, Key=k, Range="bytes=0-0")["Body"].read(),
+                           lambda part: "no client cache (object storage): a warm pass is the second")
         except Exception as exc:
             raise explain(exc, loc, "the metadata phase (LIST, HEAD) on") from None
-        return Metadata(cache=state, eviction="no client cache (object storage): a warm pass is the second",
-                        dirs=pages, files=keys, list_s=list_s, stat_files=n, stat_per_s=round(head_rate, 1),
-                        stat_ms=Latency(**latency_summary(head_ns)), open_close_files=n,
-                        open_close_per_s=round(first_rate, 1), open_close_ms=Latency(**latency_summary(first_ns)),
-                        scale_files=scale_files, projected_list_s=round(list_s * scale_files / max(keys, 1), 3))
 
     def raw_command(self, dataset: Location, keys: str, in_flight: int,
                     io_timeout_s: float) -> tuple[list[str], dict[str, str]]:
