@@ -44,31 +44,24 @@ def int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     return values
 
 
-def choices(text: str, allowed: tuple[str, ...], what: str, every: str = "both") -> tuple[str, ...]:
-    """A comma list of names out of `allowed`; `every` ("both", or "all" of three) stands for them all."""
-    values = allowed if text == every else tuple(v.strip() for v in text.split(","))
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or {every})")
-    return values
-
-
-class Listed(click.ParamType):
-    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all): help and shell
-    completion list the names; the value is the tuple (`choices` judges it, one line for a bad name)."""
-
-    name = "list"
+class Listed(click.Choice):
+    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all): help lists the
+    names (click's Choice), shell completion the names after the last comma; the value is the tuple (one line for a
+    bad name)."""
 
     def __init__(self, allowed: tuple[str, ...], what: str, every: str = "both"):
+        super().__init__((*allowed, every))
         self.allowed, self.what, self.every = allowed, what, every
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join((*self.allowed, self.every)) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
         if isinstance(value, tuple):
             return value
-        return choices(str(value), self.allowed, self.what, self.every)
+        text = str(value)
+        values = self.allowed if text == self.every else tuple(v.strip() for v in text.split(","))
+        bad = [v for v in values if v not in self.allowed]
+        if bad:
+            raise UserError(f"{self.what}: unknown {', '.join(bad)} (use {', '.join(self.allowed)} or {self.every})")
+        return values
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[CompletionItem]:
@@ -78,25 +71,17 @@ class Listed(click.ParamType):
         return [CompletionItem(head + n) for n in names if n.startswith(last) and n not in done.split(",")]
 
 
-class Named(click.ParamType):
-    """A name out of a table (the GPUs or models of iobench.gpu.rates) that help and shell completion list; an alias
-    is put as the table's name (`normalise`), any other name is passed on as given, to be judged where it is used
-    (a GPU or model the table lacks is fine with --rate)."""
-
-    name = "name"
+class Named(click.Choice):
+    """A name out of a table (the GPUs or models of iobench.gpu.rates) that help and shell completion list (click's
+    Choice); an alias is put as the table's name (`normalise`), any other name is passed on as given, to be judged
+    where it is used (a GPU or model the table lacks is fine with --rate)."""
 
     def __init__(self, names: tuple[str, ...], normalise: Callable[[str], str | None]):
-        self.names, self.normalise = names, normalise
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join(self.names) + "]"
+        super().__init__(names, case_sensitive=False)
+        self.normalise = normalise
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return self.normalise(str(value)) or str(value)
-
-    def shell_complete(self, ctx: click.Context, param: click.Parameter,
-                       incomplete: str) -> list[CompletionItem]:
-        return [CompletionItem(n) for n in self.names if n.startswith(incomplete.lower())]
 
 
 class Renamed(click.Option):
