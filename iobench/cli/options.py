@@ -310,10 +310,4 @@ class RunOptions:
                 v[name] = int_list(v[name], "--" + name.replace("_", "-"), minimum=least)
         if isinstance(v.get("pipeline"), str):
             v["pipeline"] = pipelines.parse_list(v["pipeline"])
-        # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
-        if "source" in v:
-            v["source"] = SOURCE.convert(v["source"], None, None)
-        if v.get("order") is not None:
-            v["order"] = ORDER.convert(v["order"], None, None)
-        v["cache"] = CACHE.convert(v["cache"], None, None)
-        return cls(**v)
+        return cls(**v)  # click gives --cache, --order and --source as tuples (CACHE, ORDER, SOURCE), defaults too
