@@ -23,7 +23,7 @@ from iobench.cli.options import (
     GPU,
     MODEL,
     Renamed,
-    check_io_timeout,
+    check_seconds,
     gen_options,
     s3_options,
     shape_of,
@@ -69,7 +69,7 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
         io_timeout: float, quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
     ui = UI(quiet)
-    check_io_timeout(io_timeout)
+    check_seconds(io_timeout)
     where = store.at(mount, url, endpoint_url, profile, s3_client)
     probe(where, io_timeout)
     store.open(where, timeout_s=io_timeout).check(writable=True)
@@ -261,7 +261,7 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
               help="AU a GPU must reach to count as fed (MLPerf Storage: 0.90 for resnet50 and unet3d, 0.85 for "
                    "retinanet, 0.70 for cosmoflow).")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
-@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+@click.option("--rate-kind", type=click.Choice(KINDS), default=None,
               help="Kind of table rate (see `iobench gpus`) [default: the first kind the GPU and model have, in "
                    "the order measured, published, mlperf-storage; printed beside the rate]; not with --rate.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
@@ -310,7 +310,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
 
 
 @click.command()
-@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+@click.option("--rate-kind", type=click.Choice(KINDS), default=None,
               help="List rows of this kind only [default: all].")
 @click.option("--json", "json_path", default=None,
               help="Also write the rows as JSON here (- for stdout): a list of {model, gpu, samples_per_s, batch, "

@@ -229,10 +229,10 @@ def _commas(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
-def check_io_timeout(seconds: float) -> float:
-    """--io-timeout (run, gen): a number of seconds > 0, else one line."""
+def check_seconds(seconds: float, opt: str = "--io-timeout") -> float:
+    """--io-timeout (run, fio, gen), --timeout (run): a number of seconds > 0, else one line."""
     if not seconds > 0 or math.isinf(seconds):
-        raise UserError(f"--io-timeout must be a number of seconds > 0, got {seconds:g}")
+        raise UserError(f"{opt} must be a number of seconds > 0, got {seconds:g}")
     return seconds
 
 
@@ -302,7 +302,7 @@ class RunOptions:
         repeat = v.get("repeat", 1)
         if repeat < 1:
             raise UserError(f"--repeat must be >= 1, got {repeat}")
-        check_io_timeout(v.get("io_timeout", 60.0))
+        check_seconds(v.get("io_timeout", 60.0))
         if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
             raise UserError("--prefetch-factor and --gpus must be >= 1")
         for name, least in (("workers", 0), ("threads", 1), ("in_flight", 1)):
