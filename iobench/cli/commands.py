@@ -104,12 +104,7 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
         raise UserError("--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give "
                         "one or the other")
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
-    try:
-        shard_bytes = parse_size(shard_size)
-    except UserError as exc:
-        raise UserError(f"--shard-size: {exc}") from None
-    if shard_bytes < 1:
-        raise UserError(f"--shard-size must be more than 0, got {shard_size!r}")
+    shard_bytes = _size(shard_size, "--shard-size")
     shape = shape_of(files, size_dist, classes, seed)  # --files 0 is refused here
     shaped = [opt for opt, value in (("--files", files), ("--size-dist", size_dist), ("--classes", classes),
                                      ("--seed", seed)) if value is not None]
@@ -117,6 +112,17 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
     packing(where, dataset, shape, formats, shard_bytes, UI(quiet))
+
+
+def _size(text: str, opt: str) -> int:
+    """A size as --size-dist writes one (256MiB, 110kB), in bytes, more than 0: else one line naming `opt`."""
+    try:
+        size = parse_size(text)
+    except UserError as exc:
+        raise UserError(f"{opt}: {exc}") from None
+    if size < 1:
+        raise UserError(f"{opt} must be more than 0, got {text!r}")
+    return size
 
 
 @click.command()
@@ -284,12 +290,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
     if mean_size is not None:
         if mean_kb is not None:
             raise UserError("--mean-kb is the old spelling of --mean-size: give one")
-        try:
-            mean_kb = parse_size(mean_size) / 1000
-        except UserError as exc:
-            raise UserError(f"--mean-size: {exc}") from None
-        if not mean_kb > 0:
-            raise UserError(f"--mean-size must be more than 0, got {mean_size!r}")
+        mean_kb = _size(mean_size, "--mean-size") / 1000
     if pipeline is not None and not result_paths:
         raise UserError("--pipeline picks the measured CPU per sample of a result's pipeline: give --result")
     results = reporting.load_results(result_paths) if result_paths else []
