@@ -45,9 +45,8 @@ def int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
 
 
 class Listed(click.Choice):
-    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all): help lists the
-    names (click's Choice), shell completion the names after the last comma; the value is the tuple (one line for a
-    bad name)."""
+    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all), listed by click's
+    Choice, completed after the last comma; the value is the tuple (one line for a bad name)."""
 
     def __init__(self, allowed: tuple[str, ...], what: str, every: str = "both"):
         super().__init__((*allowed, every))
