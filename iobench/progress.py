@@ -79,15 +79,8 @@ class Plan:
 
     def run_left(self) -> float | None:
         """Seconds left of the run: the running step's, then each later step's estimate (None: nothing measured)."""
-        left = self.step_left()
-        if left is None:
-            return None
-        for step in self.steps[self.at + 1:]:
-            est = self.estimate(step)
-            if est is None:
-                return None
-            left += est
-        return left
+        left = [self.step_left(), *(self.estimate(step) for step in self.steps[self.at + 1:])]
+        return None if None in left else sum(s for s in left if s is not None)
 
 
 def clock(seconds: float | None) -> str:
