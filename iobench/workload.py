@@ -273,12 +273,13 @@ def load(name_or_path: str | Path) -> Workload:
     return read(shipped[text])
 
 
-def available() -> list[tuple[str, str]]:
-    """(name, description) of every shipped workload, by name."""
-    out = []
+def available() -> list[tuple[str, str, Workload | None]]:
+    """(name, description, the workload: None where its file is invalid) of every shipped workload, by name."""
+    out: list[tuple[str, str, Workload | None]] = []
     for name, path in _shipped().items():
         try:
-            out.append((name, read(path).description))
+            w = read(path)
+            out.append((name, w.description, w))
         except UserError as exc:
-            out.append((name, f"(invalid: {exc})"))
+            out.append((name, f"(invalid: {exc})", None))
     return out

@@ -40,7 +40,7 @@ from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
 from iobench.ui import UI
-from iobench.workload import available, load
+from iobench.workload import available
 
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "result.schema.json"  # shipped; `schema --write` remakes it
 
@@ -370,13 +370,10 @@ def workloads(json_path: str | None) -> None:
     t.add_column("name")
     t.add_column("what it is", overflow="fold")
     rows = []
-    for name, description in available():
+    for name, description, parsed in available():  # each file read once, for the table and the JSON
         t.add_row(name, description)
-        try:
-            parsed = load(name).model_dump(mode="json")
-        except UserError:
-            parsed = None
-        rows.append({"name": name, "description": description, "workload": parsed})
+        rows.append({"name": name, "description": description,
+                     "workload": parsed.model_dump(mode="json") if parsed else None})
     ui.out.print(t)
     if json_path is not None:
         write_json(dump(rows), json_path)
