@@ -56,21 +56,15 @@ class Plan:
         same = [i for i, s in enumerate(self.steps) if s.phase == step.phase]
         return same.index(self.at) + 1, len(same), self.at + 1, len(self.steps)
 
-    def _seconds_per_unit(self, step: Step) -> float | None:
-        done = [s for s in self.steps if s.seconds is not None and s.work > 0]
-        for pick in ([s for s in done if s.kind == step.kind], [s for s in done if s.phase == step.phase]):
-            if pick:
-                return sum(s.seconds or 0.0 for s in pick) / sum(s.work for s in pick)
-        return None
-
     def estimate(self, step: Step) -> float | None:
         """Seconds a step not yet run should take: its work at its kind's measured rate (else its phase's); a phase
         never measured: the mean step so far."""
-        per = self._seconds_per_unit(step)
-        if per is not None:
-            return per * step.work
-        done = [s.seconds for s in self.steps if s.seconds is not None]
-        return sum(done) / len(done) if done else None
+        done = [s for s in self.steps if s.seconds is not None]
+        measured = [s for s in done if s.work > 0]
+        for pick in ([s for s in measured if s.kind == step.kind], [s for s in measured if s.phase == step.phase]):
+            if pick:
+                return sum(s.seconds or 0.0 for s in pick) / sum(s.work for s in pick) * step.work
+        return sum(s.seconds or 0.0 for s in done) / len(done) if done else None
 
     def step_left(self) -> float | None:
         """Seconds left of the running step: from its part done, else its estimate."""
@@ -85,15 +79,8 @@ class Plan:
 
     def run_left(self) -> float | None:
         """Seconds left of the run: the running step's, then each later step's estimate (None: nothing measured)."""
-        left = self.step_left()
-        if left is None:
-            return None
-        for step in self.steps[self.at + 1:]:
-            est = self.estimate(step)
-            if est is None:
-                return None
-            left += est
-        return left
+        left = [self.step_left(), *(self.estimate(step) for step in self.steps[self.at + 1:])]
+        return None if None in left else sum(s for s in left if s is not None)
 
 
 def clock(seconds: float | None) -> str:

@@ -17,7 +17,6 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskID
-from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -284,8 +283,7 @@ class UI:
         if not self.out.is_terminal:
             # A log or a pipe: each row on one line, however wide the table (the 160 columns of `out` would wrap it).
             table = rich_table(t, dict.fromkeys(range(len(t.head))), framed=True)
-            width = Measurement.get(self.out, self.out.options.update_width(100_000), table).maximum
-            Console(file=self.out.file, width=max(width, self.out.width), soft_wrap=True).print(table)
+            Console(file=self.out.file, width=max(_width(self.out, table), self.out.width), soft_wrap=True).print(table)
             return
         table, hidden = fit(t, self.out, self.out.width)
         screen = self._screen()
@@ -349,13 +347,8 @@ def fit(t: ReportTable, console: Console, width: int) -> tuple[Table, list[str]]
 
 
 def _width(console: Console, table: Table) -> int:
-    """The columns `table` takes, its title aside (a title wraps)."""
-    title, table.title = table.title, None
-    try:
-        lines = console.render_lines(table, console.options.update_width(100_000), pad=False)
-    finally:
-        table.title = title
-    return max((Segment.get_line_length(line) for line in lines), default=0)
+    """The columns `table` takes, its title aside (a title wraps): rich's measure of it, however wide the screen."""
+    return Measurement.get(console, console.options.update_width(100_000), table).maximum
 
 def _same_terminal(a: Console, b: Console) -> bool:
     try:

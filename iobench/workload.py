@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -20,10 +21,20 @@ DEFAULT = "imagenet-resnet50"
 """The workload `iobench run` replays when given none."""
 
 SUFFIX = ".toml"
+T = TypeVar("T")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _checked(check: Callable[[], T]) -> T:
+    """A field's check that says a UserError, as the ValueError pydantic reports at the field's place (a pipeline's
+    message names --pipeline: the field's place is said instead)."""
+    try:
+        return check()
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix("--pipeline: ")) from None
 
 
 class DatasetShape(_Model):
@@ -37,10 +48,7 @@ class DatasetShape(_Model):
     @field_validator("size_dist")
     @classmethod
     def _dist(cls, v: str) -> str:
-        try:
-            return parse_dist(v).spec
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
+        return _checked(lambda: parse_dist(v).spec)
 
 
 class Pattern(_Model):
@@ -74,10 +82,7 @@ class Pattern(_Model):
     def _pipelines(cls, v: Any) -> Any:
         if isinstance(v, str):
             v = v.split(",")
-        try:
-            return list(pipelines.parse_list(",".join(v))) if isinstance(v, list | tuple) else v
-        except UserError as exc:
-            raise ValueError(str(exc).removeprefix("--pipeline: ")) from None
+        return list(_checked(lambda: pipelines.parse_list(",".join(v)))) if isinstance(v, list | tuple) else v
 
     @field_validator("workers", "threads")
     @classmethod
@@ -104,12 +109,7 @@ class Consumer(_Model):
     @field_validator("kind")
     @classmethod
     def _kind(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            return gpus.normalise_kind(v)
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
+        return v if v is None else _checked(lambda: gpus.normalise_kind(v))
 
     @field_validator("rate")
     @classmethod
@@ -126,16 +126,12 @@ class Consumer(_Model):
             model = gpus.canonical_model(self.model) or self.model
             gpu = gpus.canonical_gpu(self.gpu) or self.gpu
         else:
-            try:
-                row = gpus.lookup(self.model, self.gpu, self.kind)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
+            row = _checked(lambda: gpus.lookup(self.model, self.gpu, self.kind))
             model, gpu = row.model, row.gpu
         # frozen model: normalise the names in place, once, while validating
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "gpu", gpu)
         return self
-
 
 
 class Workload(_Model):
@@ -277,12 +273,13 @@ def load(name_or_path: str | Path) -> Workload:
     return read(shipped[text])
 
 
-def available() -> list[tuple[str, str]]:
-    """(name, description) of every shipped workload, by name."""
-    out = []
+def available() -> list[tuple[str, str, Workload | None]]:
+    """(name, description, the workload: None where its file is invalid) of every shipped workload, by name."""
+    out: list[tuple[str, str, Workload | None]] = []
     for name, path in _shipped().items():
         try:
-            out.append((name, read(path).description))
+            w = read(path)
+            out.append((name, w.description, w))
         except UserError as exc:
-            out.append((name, f"(invalid: {exc})"))
+            out.append((name, f"(invalid: {exc})", None))
     return out

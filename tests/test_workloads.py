@@ -40,7 +40,7 @@ def write(tmp_path: Path, text: str, name: str = "mine.toml") -> Path:
 
 
 def test_required_workloads_are_shipped_and_load():
-    names = dict(workload.available())
+    names = {name: description for name, description, _ in workload.available()}
     assert set(names) >= REQUIRED
     for name, description in names.items():
         w = workload.load(name)
@@ -61,7 +61,7 @@ def test_default_is_imagenet_resnet50_on_a_sourced_gpu():
 def test_mlperf_workloads_say_their_kind_the_others_take_each_gpus_first():
     """The bug: the default workload said kind "measured", so `run --gpu h100` was an error; MLPerf Storage's
     workloads mean something at its emulated accelerators only, so they keep their kind."""
-    kinds = {name: workload.load(name).rate().kind for name, _ in workload.available()}
+    kinds = {name: workload.load(name).rate().kind for name, _, _ in workload.available()}
     for name in ("mlperf-storage-resnet50", "mlperf-storage-retinanet", "coco-detection"):
         assert kinds[name] == workload.load(name).consumer.kind == "mlperf-storage", name
     for name in ("imagenet-resnet50", "imagenet-vit-b16", "small-files-4k"):

@@ -23,7 +23,7 @@ from iobench.cli.options import (
     GPU,
     MODEL,
     Renamed,
-    check_io_timeout,
+    check_seconds,
     gen_options,
     s3_options,
     shape_of,
@@ -40,7 +40,7 @@ from iobench.safefs import fmt_bytes, write_file
 from iobench.session import make, probe
 from iobench.session import pack as packing
 from iobench.ui import UI
-from iobench.workload import available, load
+from iobench.workload import available
 
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "result.schema.json"  # shipped; `schema --write` remakes it
 
@@ -69,7 +69,7 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
         io_timeout: float, quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
     ui = UI(quiet)
-    check_io_timeout(io_timeout)
+    check_seconds(io_timeout)
     where = store.at(mount, url, endpoint_url, profile, s3_client)
     probe(where, io_timeout)
     store.open(where, timeout_s=io_timeout).check(writable=True)
@@ -104,12 +104,7 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
         raise UserError("--url places the datasets in a bucket; --dataset reads an existing tree on a mount: give "
                         "one or the other")
     # every option value is checked before any work: a bad --shard-size must not wait for the LMDB to be built
-    try:
-        shard_bytes = parse_size(shard_size)
-    except UserError as exc:
-        raise UserError(f"--shard-size: {exc}") from None
-    if shard_bytes < 1:
-        raise UserError(f"--shard-size must be more than 0, got {shard_size!r}")
+    shard_bytes = _size(shard_size, "--shard-size")
     shape = shape_of(files, size_dist, classes, seed)  # --files 0 is refused here
     shaped = [opt for opt, value in (("--files", files), ("--size-dist", size_dist), ("--classes", classes),
                                      ("--seed", seed)) if value is not None]
@@ -117,6 +112,17 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
         raise UserError(f"{shaped[0]} picks a dataset under --mount by its shape; --dataset names one: give one or the "
                         "other")
     packing(where, dataset, shape, formats, shard_bytes, UI(quiet))
+
+
+def _size(text: str, opt: str) -> int:
+    """A size as --size-dist writes one (256MiB, 110kB), in bytes, more than 0: else one line naming `opt`."""
+    try:
+        size = parse_size(text)
+    except UserError as exc:
+        raise UserError(f"{opt}: {exc}") from None
+    if size < 1:
+        raise UserError(f"{opt} must be more than 0, got {text!r}")
+    return size
 
 
 @click.command()
@@ -261,7 +267,7 @@ def _run_figures(run: Any) -> dict[str, Any] | None:
               help="AU a GPU must reach to count as fed (MLPerf Storage: 0.90 for resnet50 and unet3d, 0.85 for "
                    "retinanet, 0.70 for cosmoflow).")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
-@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+@click.option("--rate-kind", type=click.Choice(KINDS), default=None,
               help="Kind of table rate (see `iobench gpus`) [default: the first kind the GPU and model have, in "
                    "the order measured, published, mlperf-storage; printed beside the rate]; not with --rate.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True, help="GPUs per client node.")
@@ -284,12 +290,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
     if mean_size is not None:
         if mean_kb is not None:
             raise UserError("--mean-kb is the old spelling of --mean-size: give one")
-        try:
-            mean_kb = parse_size(mean_size) / 1000
-        except UserError as exc:
-            raise UserError(f"--mean-size: {exc}") from None
-        if not mean_kb > 0:
-            raise UserError(f"--mean-size must be more than 0, got {mean_size!r}")
+        mean_kb = _size(mean_size, "--mean-size") / 1000
     if pipeline is not None and not result_paths:
         raise UserError("--pipeline picks the measured CPU per sample of a result's pipeline: give --result")
     results = reporting.load_results(result_paths) if result_paths else []
@@ -310,7 +311,7 @@ def plan_cmd(gpu: str, gpus_: int, model: str, dataset_files: int, mean_size: st
 
 
 @click.command()
-@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+@click.option("--rate-kind", type=click.Choice(KINDS), default=None,
               help="List rows of this kind only [default: all].")
 @click.option("--json", "json_path", default=None,
               help="Also write the rows as JSON here (- for stdout): a list of {model, gpu, samples_per_s, batch, "
@@ -369,13 +370,10 @@ def workloads(json_path: str | None) -> None:
     t.add_column("name")
     t.add_column("what it is", overflow="fold")
     rows = []
-    for name, description in available():
+    for name, description, parsed in available():  # each file read once, for the table and the JSON
         t.add_row(name, description)
-        try:
-            parsed = load(name).model_dump(mode="json")
-        except UserError:
-            parsed = None
-        rows.append({"name": name, "description": description, "workload": parsed})
+        rows.append({"name": name, "description": description,
+                     "workload": parsed.model_dump(mode="json") if parsed else None})
     ui.out.print(t)
     if json_path is not None:
         write_json(dump(rows), json_path)

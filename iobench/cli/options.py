@@ -44,31 +44,23 @@ def int_list(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     return values
 
 
-def choices(text: str, allowed: tuple[str, ...], what: str, every: str = "both") -> tuple[str, ...]:
-    """A comma list of names out of `allowed`; `every` ("both", or "all" of three) stands for them all."""
-    values = allowed if text == every else tuple(v.strip() for v in text.split(","))
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise UserError(f"{what}: unknown {', '.join(bad)} (use {', '.join(allowed)} or {every})")
-    return values
-
-
-class Listed(click.ParamType):
-    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all): help and shell
-    completion list the names; the value is the tuple (`choices` judges it, one line for a bad name)."""
-
-    name = "list"
+class Listed(click.Choice):
+    """A comma list of names out of `allowed` (`every`, "both" by default, stands for them all), listed by click's
+    Choice, completed after the last comma; the value is the tuple (one line for a bad name)."""
 
     def __init__(self, allowed: tuple[str, ...], what: str, every: str = "both"):
+        super().__init__((*allowed, every))
         self.allowed, self.what, self.every = allowed, what, every
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join((*self.allowed, self.every)) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
         if isinstance(value, tuple):
             return value
-        return choices(str(value), self.allowed, self.what, self.every)
+        text = str(value)
+        values = self.allowed if text == self.every else tuple(v.strip() for v in text.split(","))
+        bad = [v for v in values if v not in self.allowed]
+        if bad:
+            raise UserError(f"{self.what}: unknown {', '.join(bad)} (use {', '.join(self.allowed)} or {self.every})")
+        return values
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[CompletionItem]:
@@ -78,25 +70,17 @@ class Listed(click.ParamType):
         return [CompletionItem(head + n) for n in names if n.startswith(last) and n not in done.split(",")]
 
 
-class Named(click.ParamType):
-    """A name out of a table (the GPUs or models of iobench.gpu.rates) that help and shell completion list; an alias
-    is put as the table's name (`normalise`), any other name is passed on as given, to be judged where it is used
-    (a GPU or model the table lacks is fine with --rate)."""
-
-    name = "name"
+class Named(click.Choice):
+    """A name out of a table (the GPUs or models of iobench.gpu.rates) that help and shell completion list (click's
+    Choice); an alias is put as the table's name (`normalise`), any other name is passed on as given, to be judged
+    where it is used (a GPU or model the table lacks is fine with --rate)."""
 
     def __init__(self, names: tuple[str, ...], normalise: Callable[[str], str | None]):
-        self.names, self.normalise = names, normalise
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join(self.names) + "]"
+        super().__init__(names, case_sensitive=False)
+        self.normalise = normalise
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return self.normalise(str(value)) or str(value)
-
-    def shell_complete(self, ctx: click.Context, param: click.Parameter,
-                       incomplete: str) -> list[CompletionItem]:
-        return [CompletionItem(n) for n in self.names if n.startswith(incomplete.lower())]
 
 
 class Renamed(click.Option):
@@ -244,10 +228,10 @@ def _commas(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
-def check_io_timeout(seconds: float) -> float:
-    """--io-timeout (run, gen): a number of seconds > 0, else one line."""
+def check_seconds(seconds: float, opt: str = "--io-timeout") -> float:
+    """--io-timeout (run, fio, gen), --timeout (run): a number of seconds > 0, else one line."""
     if not seconds > 0 or math.isinf(seconds):
-        raise UserError(f"--io-timeout must be a number of seconds > 0, got {seconds:g}")
+        raise UserError(f"{opt} must be a number of seconds > 0, got {seconds:g}")
     return seconds
 
 
@@ -317,7 +301,7 @@ class RunOptions:
         repeat = v.get("repeat", 1)
         if repeat < 1:
             raise UserError(f"--repeat must be >= 1, got {repeat}")
-        check_io_timeout(v.get("io_timeout", 60.0))
+        check_seconds(v.get("io_timeout", 60.0))
         if any(v.get(name) is not None and v[name] < 1 for name in ("prefetch_factor", "gpus")):
             raise UserError("--prefetch-factor and --gpus must be >= 1")
         for name, least in (("workers", 0), ("threads", 1), ("in_flight", 1)):
@@ -325,10 +309,4 @@ class RunOptions:
                 v[name] = int_list(v[name], "--" + name.replace("_", "-"), minimum=least)
         if isinstance(v.get("pipeline"), str):
             v["pipeline"] = pipelines.parse_list(v["pipeline"])
-        # click gives the tuples (CACHE, ORDER, SOURCE); a default or a caller's value may be the text
-        if "source" in v:
-            v["source"] = SOURCE.convert(v["source"], None, None)
-        if v.get("order") is not None:
-            v["order"] = ORDER.convert(v["order"], None, None)
-        v["cache"] = CACHE.convert(v["cache"], None, None)
-        return cls(**v)
+        return cls(**v)  # click gives --cache, --order and --source as tuples (CACHE, ORDER, SOURCE), defaults too

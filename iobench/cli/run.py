@@ -5,7 +5,6 @@ P, or a rank under torchrun) goes through here too: the launcher starts P ranks 
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import sys
 from typing import Any
@@ -21,6 +20,7 @@ from iobench.cli.options import (
     ORDER,
     SOURCE,
     RunOptions,
+    check_seconds,
     measure_options,
     shape_of,
 )
@@ -29,6 +29,7 @@ from iobench.distributed.epochs import workers_per_rank
 from iobench.distributed.job import world
 from iobench.distributed.launch import launch
 from iobench.errors import EXIT_NOT_FED, UserError
+from iobench.gpu.rates import KINDS
 from iobench.host.mounts import usable_cpus
 from iobench.output import STDOUT
 from iobench.result import Result, Settings
@@ -95,7 +96,7 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
 @click.option("--gpu", type=GPU, default=None,
               help="Kind of GPU (see `iobench gpus`).  [default: the workload's: h200]")
 @click.option("--rate", type=float, default=None, help="Samples/s one GPU consumes (instead of the table's).")
-@click.option("--rate-kind", type=click.Choice(["measured", "published", "mlperf-storage"]), default=None,
+@click.option("--rate-kind", type=click.Choice(KINDS), default=None,
               help="Kind of table rate (see `iobench gpus`); not with --rate.  [default: the workload's: measured; "
                    "a workload without a kind takes the first its GPU and model have, in the order measured, "
                    "published, mlperf-storage]")
@@ -145,9 +146,7 @@ def run(**params: Any) -> None:
         pipelines.check(pipelines.parse(name))
     orders = o.order or (p.order,)
     refuse(o, Case(engine, fallback=bool(notes), distributed=many, orders=orders))
-    timeout_s = DEFAULT_RANK_TIMEOUT_S if o.timeout is None else o.timeout
-    if not timeout_s > 0 or math.isinf(timeout_s):
-        raise UserError(f"--timeout must be a number of seconds > 0, got {timeout_s:g}")
+    timeout_s = check_seconds(DEFAULT_RANK_TIMEOUT_S if o.timeout is None else o.timeout, "--timeout")
     if o.consumer == "cuda":
         _check_cuda(engine)
     settings = _settings(o, wl, engine, orders)
