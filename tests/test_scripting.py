@@ -135,13 +135,16 @@ def test_a_real_result_validates_against_the_schema(json_run):
         jsonschema.validate({**raw, "surprise": 1}, schema)
 
 
-@pytest.mark.quiet  # whether the GPUs asked are fed is judged from rates
 def test_exit_1_only_with_check_when_the_gpus_asked_about_are_not_fed(mount, tmp_path):
+    """2 GPUs of 100,000 samples/s each are far past what this local disk gives: "No", or on a host whose cores
+    are busy (the storage figure then "at least") "Not shown"; --check exits 1 on both. Which of the two, on a
+    storage of known cap, is test_verdict_limits.py's test_asked_gpus_fed_and_not_fed."""
     asked = ("--gpus", "2", "--rate", "100000")
     proc = iobench(*_run(mount, *asked, "--check", "--quiet", "--out", str(tmp_path / "a")))
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.startswith("verdict: No") and len(proc.stdout.splitlines()) == 1, proc.stdout
-    assert Result.load(tmp_path / "a" / "result.json").verdict.asked_fed is False
+    assert proc.stdout.startswith(("verdict: No:", "verdict: Not shown:")), proc.stdout
+    assert len(proc.stdout.splitlines()) == 1, proc.stdout
+    assert Result.load(tmp_path / "a" / "result.json").verdict.asked_fed is not True
     assert iobench(*_run(mount, *asked, "--quiet", "--out", str(tmp_path / "b"))).returncode == 0  # no --check
 
 
