@@ -241,23 +241,11 @@ class UI:
         """The report's tables, each with the rows not shown yet (called as each phase ends)."""
         if self.quiet:
             return
-        from iobench.report.facts import (
-            efficiency_table,
-            fuse_view_table,
-            metadata_table,
-            mitigations_table,
-            ranks_table,
-            raw_table,
-            runs_table,
-            stats_table,
-        )
+        from iobench.report.facts import tables
 
-        for key, t in (("metadata", metadata_table(result)), ("runs", runs_table(result) if result.runs else None),
-                       ("stats", stats_table(result)), ("raw", raw_table(result)),
-                       ("efficiency", efficiency_table(result)), ("mitigations", mitigations_table(result)),
-                       ("fuse view", fuse_view_table(result)), ("ranks", ranks_table(result))):
+        for key, t in tables(result).items():
             shown = self._shown.get(key, 0)
-            if t is None or len(t.rows) <= shown:
+            if key == "training" or t is None or len(t.rows) <= shown:  # training runs are rows of the runs table
                 continue
             self._shown[key] = len(t.rows)
             if shown:
