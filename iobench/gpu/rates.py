@@ -316,12 +316,6 @@ def check_rate_and_kind(rate: float | None, kind: str | None) -> None:
                         f"drop --rate-kind {kind}, or drop --rate to take the table's {kind} row")
 
 
-def per_gpu_rate(model: str, gpu: str, rate: float | None, kind: str | None = None) -> tuple[float, str]:
-    """(samples/s one GPU consumes, where that figure comes from): `rate_for` without the kind."""
-    found = rate_for(model, gpu, rate, kind)
-    return found.samples_per_s, found.source
-
-
 def kind_of_source(source: str | None) -> str | None:
     """The kind of a rate from its source text (for results written before `Settings.rate_kind`): "given",
     a kind of KINDS, or None when the text does not say."""
