@@ -215,7 +215,6 @@ def test_kind_of_source_reads_old_and_new_sources(source, kind):
 def test_cpu_cores_for_decode():
     assert gpus.cpu_cores_for_decode(335.2) == pytest.approx(1.0)
     assert gpus.cpu_cores_for_decode(4677.3) == pytest.approx(13.95, abs=0.01)  # ~14 cores feed one H200
-    assert gpus.cpu_cores_for_decode(1000, per_core=500) == 2.0
     assert gpus.cpu_cores_for_decode(0) == 0.0
 
 
