@@ -23,7 +23,7 @@ DALI_INSTALL = "pip install 'iobench[dali]' (or pip install nvidia-dali-cuda130)
 LABELS = {
     "raw": "raw reader (bytes into the batch, as DALI's file reader feeds a GPU decode)",
     "torchvision": "torchvision pipeline (CPU decode)",
-    "dali": "DALI pipeline (decode)",
+    "dali": "DALI pipeline ({} decode)",  # where it decodes: GPU or CPU
     "dali-raw": "DALI file reader (no decode)",
 }
 
@@ -50,9 +50,7 @@ class Spec:
     def label(self, gpu_decode: bool = False) -> str:
         if self.kind == "user":
             return f"pipeline {self.text} (yours)"
-        if self.kind == "dali":
-            return f"DALI pipeline ({'GPU' if gpu_decode else 'CPU'} decode)"
-        return LABELS[self.text]
+        return LABELS[self.text].format("GPU" if gpu_decode else "CPU")
 
 
 def parse(text: str) -> Spec:
