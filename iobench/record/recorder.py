@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import psutil
@@ -14,6 +14,7 @@ from hdrh.histogram import HdrHistogram
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 TIMELINE_POINTS = 1000  # at this many points a timeline keeps every other one and ticks half as often: a run of
 #                         10 M samples keeps ~1,000 points (~30 KB of JSON), not one per 0.2 s
+TICK_S = 0.2  # batches delivered tick the progress at most this often (or per batch, when batches come slower)
 
 
 class _LiveCounts:
@@ -47,6 +48,7 @@ class EpochRecorder:
         self.timeline: list[tuple[float, int]] = []  # (seconds since start, samples done)
         self._ticks = 0
         self._every = 1  # a point every this many ticks (doubles each time the timeline is thinned)
+        self._last = 0.0  # the last tick of `delivered`
         self.t_start = 0.0
         self.t_end = 0.0
         self.t_first = 0.0  # when the first batch reached the consumer (0: not recorded): start-up ends there
@@ -96,9 +98,10 @@ class EpochRecorder:
         self.t_start = time.perf_counter()
         self.t_first = 0.0
         self.timeline = [(0.0, 0)]
-        self._ticks, self._every = 0, 1
+        self._ticks, self._every, self._last = 0, 1, self.t_start
 
-    def tick(self) -> int:
+    def tick(self, on_tick: Callable[[int], None] | None = None) -> int:
+        """Progress: the samples done, on the timeline and to `on_tick`."""
         done = self.completed()
         self._ticks += 1
         if self._ticks % self._every == 0:
@@ -106,7 +109,18 @@ class EpochRecorder:
             if len(self.timeline) >= TIMELINE_POINTS:
                 self.timeline = self.timeline[::2]  # evenly spaced still: the first point and every other one
                 self._every *= 2
+        if on_tick:
+            on_tick(done)
         return done
+
+    def delivered(self, on_tick: Callable[[int], None] | None) -> None:
+        """A batch reached the consumer: the first ends the start-up (`t_first`); a `tick` at most every TICK_S."""
+        now = time.perf_counter()
+        if not self.t_first:
+            self.t_first = now
+        if now - self._last >= TICK_S:
+            self._last = now
+            self.tick(on_tick)
 
     def stop(self) -> None:
         self.t_end = time.perf_counter()
