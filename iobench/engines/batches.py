@@ -148,6 +148,8 @@ class SourceDataset:
             used = done * IMAGE_BYTES
         else:
             buf, done, used, error = self._read_raw(reader, indices.tolist(), meta, buf, hdr, slot)
+        if done < k and self.depth > 1:  # GETs left in flight: the next batch takes a fresh reader
+            self._reader = None
         # the batch as small ints; its buffer only on the slot's first trip (the main process keeps it)
         sent = slot >= 0 and self._sent[slot]
         if slot >= 0:
@@ -205,9 +207,6 @@ class SourceDataset:
                 i += 1
         except (OSError, UserError) as exc:  # a read error; a GET's one line (throttled past patience) as well
             error = self._where(exc, indices[i], int(meta[POS, i]))
-        finally:
-            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
-                self._reader = None
         if i:
             self._avg = max((off - hdr) // i, 4096)
         return buf, i, off - hdr, error
@@ -257,9 +256,6 @@ class SourceDataset:
                 i += 1
         except (OSError, UserError) as exc:  # a read error, a file Pillow cannot decode (_undecodable), a GET's line
             return i, self._where(exc, indices[i], int(meta[POS, i]))
-        finally:
-            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
-                self._reader = None
         return i, None
 
     def _augmenter(self) -> Callable:
