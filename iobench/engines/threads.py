@@ -29,7 +29,7 @@ from iobench.host.stall import StorageStalled, Watch, deliver, left_behind_text,
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
-TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
+TICK_S = 0.2  # how often the child's main thread wakes to run its SIGTERM handler (progress: bounded.TICK_S)
 
 
 class ThreadEngine:
