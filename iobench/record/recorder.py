@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import psutil
@@ -15,23 +15,6 @@ PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 TIMELINE_POINTS = 1000  # at this many points a timeline keeps every other one and ticks half as often: a run of
 #                         10 M samples keeps ~1,000 points (~30 KB of JSON), not one per 0.2 s
 TICK_S = 0.2  # batches delivered tick the progress at most this often (or per batch, when batches come slower)
-
-
-class _LiveCounts:
-    """Per-worker counts in shared memory (`EpochRecorder.share`) as the recorder's `done` while the epoch runs:
-    reads give Python ints, so `completed()` and the timeline see plain numbers; `counts` is what workers write."""
-
-    def __init__(self, counts: np.ndarray):
-        self.counts = counts
-
-    def __len__(self) -> int:
-        return len(self.counts)
-
-    def __getitem__(self, i: int) -> int:
-        return int(self.counts[i])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.counts.tolist())
 
 
 class EpochRecorder:
@@ -66,7 +49,7 @@ class EpochRecorder:
         total[:], opened[:], nbytes[:], throttled[:] = self.total_ns, self.open_ns, self.nbytes, self.throttled
         done[:len(self.done)] = list(self.done)
         self.total_ns, self.open_ns, self.nbytes, self.throttled = total, opened, nbytes, throttled
-        self.done = _LiveCounts(done)  # type: ignore[assignment]
+        self.done = done  # type: ignore[assignment]  # the workers' live counts, until `unshare`
         return done, finished
 
     def unshare(self) -> None:
@@ -74,8 +57,8 @@ class EpochRecorder:
         self.done = [int(x) for x in self.done]
 
     def completed(self) -> int:
-        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog)."""
-        return sum(self.done)
+        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog): a Python int."""
+        return int(sum(self.done))
 
     def read_mask(self) -> np.ndarray:
         """The positions read (nbytes stays -1 at one not read: an epoch cut short): after the epoch, the one count
