@@ -7,7 +7,6 @@ Loader a training lane reads through. `parse` and `check` import none of the lib
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,12 +92,6 @@ def _found(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package is missing
         return False
-
-
-def images_root(paths: Any) -> Path:
-    """The folder an ImageFolder would be given: the parent of the class folders (of a dataset iobench made, its
-    train/), taken from the first file."""
-    return Path(os.path.dirname(os.path.dirname(paths[0])))
 
 
 def count(batch: Any) -> int:

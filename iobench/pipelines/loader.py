@@ -5,14 +5,16 @@ ends the epoch with UserCodeError."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from iobench.errors import UserCodeError, UserError
-from iobench.pipelines import Feed, Shape, Spec, count, images_root, make
+from iobench.pipelines import Feed, Shape, Spec, count, make
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
@@ -112,7 +114,8 @@ class Feeds:
         key = (spec.text, id(paths), gpus, workers, batch_size, seed, real_gpus)
         if key != self.key:
             self.release()
-            root = images_root(paths)
+            # the folder an ImageFolder is given: the class folders' parent (of a dataset iobench made, its train/)
+            root = Path(os.path.dirname(os.path.dirname(paths[0])))
             self.feeds = [make(spec, Shape(paths, root, batch_size, workers, seed, r, gpus, r if real_gpus else None))
                           for r in range(gpus)]
             self.key = key
