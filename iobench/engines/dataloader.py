@@ -271,10 +271,8 @@ class DataLoaderEngine:
         loader, self._loader = self._loader, None
         self._source = None
         self._held = {}
-        if loader is not None and loader._iterator is not None and loader._iterator is not it:
-            _stop_workers(loader._iterator, graceful)  # not expected: one iterator per loader here
         if loader is not None:
-            loader._iterator = None
+            loader._iterator = None  # `it` itself: persistent workers' loader hands out its one iterator
         self._stuck = ()
         if it is None or getattr(it, "_shutdown", True):
             return
