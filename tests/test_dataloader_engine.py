@@ -153,21 +153,6 @@ def test_ctrl_c_stops_the_workers_and_keeps_what_was_read(small_dataset):
     assert children_gone() == []
 
 
-def test_non_persistent_workers_are_new_each_epoch_and_gone_after(small_dataset):
-    manifest = small_dataset
-    n = len(manifest)
-    source, pids = FileSource(manifest), []
-    with DataLoaderEngine(workers=2, batch_size=32, persistent_workers=False) as engine:
-        for e in (1, 2):
-            order = epoch_order("shuffled", n, 2, e)
-            rec = EpochRecorder(n, 2)
-            engine.epoch(source, order, rec, on_batch=(seen := Collect()))
-            assert np.array_equal(rec.nbytes, file_sizes(manifest)[order])
-            pids.append(seen.pids)
-            assert children_gone() == []  # the epoch's workers ended with it
-    assert len(pids[0]) == 2 and not pids[0] & pids[1]
-
-
 def test_raw_batches_hold_every_file_byte_for_byte(small_dataset):
     """The one-copy path (each file read straight into the batch's shared buffer): every sample of every batch, as
     the main process gets it, is its file's bytes."""

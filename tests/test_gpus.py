@@ -183,14 +183,14 @@ def test_shipped_h200_measurement_equals_the_anchor():
 
 
 def test_explicit_rate_wins():
-    assert gpus.per_gpu_rate("resnet50", "h200", 1234.5) == (1234.5, "given with --rate")
-    assert gpus.per_gpu_rate("anything", "t4", 10) == (10.0, "given with --rate")
-    rate, source = gpus.per_gpu_rate("resnet50", "h200", None)
+    assert gpus.rate_for("resnet50", "h200", 1234.5)[:2] == (1234.5, "given with --rate")
+    assert gpus.rate_for("anything", "t4", 10)[:2] == (10.0, "given with --rate")
+    rate, source, _ = gpus.rate_for("resnet50", "h200", None)
     assert rate == 4677.3 and source.startswith("measured by iobench's makers, not on your system: one NVIDIA H200")
-    rate, source = gpus.per_gpu_rate("resnet50", "h100", None, "mlperf-storage")
+    rate, source, _ = gpus.rate_for("resnet50", "h100", None, "mlperf-storage")
     assert rate == 400 / 0.224 and source.startswith("mlperf-storage: mlcommons/storage")
     with pytest.raises(UserError, match="--rate"):
-        gpus.per_gpu_rate("resnet50", "h200", 0.0)
+        gpus.rate_for("resnet50", "h200", 0.0)
 
 
 def test_rate_for_names_the_kind_and_refuses_a_kind_for_a_given_rate():
@@ -215,7 +215,6 @@ def test_kind_of_source_reads_old_and_new_sources(source, kind):
 def test_cpu_cores_for_decode():
     assert gpus.cpu_cores_for_decode(335.2) == pytest.approx(1.0)
     assert gpus.cpu_cores_for_decode(4677.3) == pytest.approx(13.95, abs=0.01)  # ~14 cores feed one H200
-    assert gpus.cpu_cores_for_decode(1000, per_core=500) == 2.0
     assert gpus.cpu_cores_for_decode(0) == 0.0
 
 

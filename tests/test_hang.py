@@ -393,7 +393,7 @@ def test_readers_are_named_in_ps(dataset):
     order = np.tile(np.arange(len(dataset)), 2000)  # ~1 s from the page cache: a few ticks while the child reads
     ThreadEngine(2, io_timeout_s=30.0).epoch(FileSource(dataset), order, EpochRecorder(len(order), 2), on_tick=look)
     order = order[:len(dataset) * 20]
-    with DataLoaderEngine(2, batch_size=4, io_timeout_s=30.0, persistent_workers=True) as engine:
+    with DataLoaderEngine(2, batch_size=4, io_timeout_s=30.0) as engine:
         engine.epoch(FileSource(dataset), order, EpochRecorder(len(order), 2), on_tick=look)
         names.update(c.name() for c in psutil.Process().children())
     assert {"iobench-reader", "iobench-worker"} <= names, names

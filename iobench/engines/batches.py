@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 CROP = 224  # RandomResizedCrop output side
 IMAGE_BYTES = 3 * CROP * CROP
-
-E = TypeVar("E", bound=Exception)
 
 # rows of a batch's meta tensor
 POS, OFFSET, NBYTES, TOTAL_NS, OPEN_NS, DECODE_NS, DECODE_CPU_NS, THROTTLED = range(8)
@@ -59,13 +57,6 @@ class Batch:
     @property
     def positions(self) -> np.ndarray:
         return self.meta[POS].numpy()
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """k + 1 offsets into `data` (raw batches): sample i is data[offsets[i]:offsets[i + 1]]."""
-        m = self.meta.numpy()
-        end = int(m[OFFSET, -1] + m[NBYTES, -1]) if m.shape[1] else 0
-        return np.append(m[OFFSET], end)
 
     def sample(self, i: int) -> memoryview:
         m = self.meta.numpy()
@@ -100,9 +91,6 @@ class SourceDataset:
 
     def __len__(self) -> int:
         return len(self.source)
-
-    def __getitem__(self, index: int):  # pragma: no cover - the engine always fetches whole batches
-        raise TypeError("fetch batches through __getitems__")
 
     def _open(self):
         torch = import_torch()
@@ -150,21 +138,18 @@ class SourceDataset:
         p0, indices = item
         k = len(indices)
         hdr = META_ROWS * k * 8
-        if self.decode:
-            slot, buf = self._take(hdr + k * IMAGE_BYTES)
-        else:
-            slot, buf = self._take(hdr + int(k * self._avg * 1.25) + (1 << 16))
+        slot, buf = self._take(hdr + (k * IMAGE_BYTES if self.decode else int(k * self._avg * 1.25) + (1 << 16)))
         meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)
         meta[POS] = np.arange(p0, p0 + k, dtype=np.int64)
-        meta[DECODE_NS] = 0
-        meta[DECODE_CPU_NS] = 0
-        meta[THROTTLED] = 0
+        meta[[DECODE_NS, DECODE_CPU_NS, THROTTLED]] = 0
         if self.decode:
             out = buf[hdr:hdr + k * IMAGE_BYTES].numpy().reshape(k, 3, CROP, CROP)
             done, error = self._read_decode(reader, indices.tolist(), meta, out)
             used = done * IMAGE_BYTES
         else:
             buf, done, used, error = self._read_raw(reader, indices.tolist(), meta, buf, hdr, slot)
+        if done < k and self.depth > 1:  # GETs left in flight: the next batch takes a fresh reader
+            self._reader = None
         # the batch as small ints; its buffer only on the slot's first trip (the main process keeps it)
         sent = slot >= 0 and self._sent[slot]
         if slot >= 0:
@@ -222,14 +207,11 @@ class SourceDataset:
                 i += 1
         except (OSError, UserError) as exc:  # a read error; a GET's one line (throttled past patience) as well
             error = self._where(exc, indices[i], int(meta[POS, i]))
-        finally:
-            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
-                self._reader = None
         if i:
             self._avg = max((off - hdr) // i, 4096)
         return buf, i, off - hdr, error
 
-    def _where(self, exc: E, index: int, position: int) -> E:
+    def _where(self, exc: Exception, index: int, position: int) -> Exception:
         if hasattr(exc, "add_note"):  # Python >= 3.11; the note travels with the pickled exception
             exc.add_note(f"in DataLoader worker {self._worker} (pid {self._pid}) reading sample {index} "
                          f"at position {position}")
@@ -274,9 +256,6 @@ class SourceDataset:
                 i += 1
         except (OSError, UserError) as exc:  # a read error, a file Pillow cannot decode (_undecodable), a GET's line
             return i, self._where(exc, indices[i], int(meta[POS, i]))
-        finally:
-            if ahead and i < len(indices):  # GETs left in flight: the next batch takes a fresh reader
-                self._reader = None
         return i, None
 
     def _augmenter(self) -> Callable:

@@ -49,7 +49,6 @@ from iobench.host.stall import (
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
-TICK_S = 0.2  # progress ticks at most this often (or per batch, when batches come slower)
 POLL_S = 1.0  # with a watchdog: how long the main process waits for a batch before it looks at the workers
 
 
@@ -85,14 +84,13 @@ def _no_worker_count_warning():
 
 class DataLoaderEngine:
     """Reads an epoch through a torch DataLoader with `workers` processes (0: in the main process).
-    With persistent workers the loader and its workers live across `epoch()` calls on the same source;
+    The loader and its workers (persistent) live across `epoch()` calls on the same source;
     `close()` (or leaving a `with` block) shuts them down."""
 
     name = "dataloader"
 
-    def __init__(self, workers: int, batch_size: int = 256, prefetch_factor: int = 2,
-                 persistent_workers: bool = True, decode: bool = False, io_timeout_s: float | None = None,
-                 depth: int = 1):
+    def __init__(self, workers: int, batch_size: int = 256, prefetch_factor: int = 2, decode: bool = False,
+                 io_timeout_s: float | None = None, depth: int = 1):
         if workers < 0 or batch_size < 1 or prefetch_factor < 1:
             raise ValueError("workers >= 0, batch_size >= 1 and prefetch_factor >= 1")
         import_torch()
@@ -101,7 +99,6 @@ class DataLoaderEngine:
         self.depth = depth  # requests in flight per worker (objects), within its batch
         self.batch_size = batch_size
         self.prefetch_factor = prefetch_factor
-        self.persistent_workers = persistent_workers
         self.decode = decode
         self._source: Source | None = None
         self._loader: Any = None
@@ -144,13 +141,11 @@ class DataLoaderEngine:
         # prefetch_factor batches per worker wait in the queue, one is with the main process, one is being
         # filled: that many slots make reuse the rule and a fresh buffer the exception
         busy = torch.zeros((max(self.workers, 1), self.prefetch_factor + 2), dtype=torch.int32)
-        if multi:
-            busy.share_memory_()  # before the workers fork: they inherit the shared mapping
-        self._busy = busy.numpy()
         finished = torch.zeros(max(self.workers, 1), dtype=torch.int64)
-        if multi:
+        if multi:  # before the workers fork: they inherit the shared mapping
+            busy.share_memory_()
             finished.share_memory_()
-        self._finished = finished.numpy()
+        self._busy, self._finished = busy.numpy(), finished.numpy()
         self._held = {}  # new workers: each sends its buffers afresh
         with _no_worker_count_warning():
             self._loader = torch.utils.data.DataLoader(
@@ -158,7 +153,7 @@ class DataLoaderEngine:
                 batch_sampler=self._sampler, num_workers=self.workers,
                 collate_fn=_identity, worker_init_fn=worker_start if multi else None,
                 prefetch_factor=self.prefetch_factor if multi else None,
-                persistent_workers=self.persistent_workers and multi, timeout=self._poll_s)
+                persistent_workers=multi, timeout=self._poll_s)
         self._source = source
         return self._loader
 
@@ -174,24 +169,19 @@ class DataLoaderEngine:
         loader = self._loader_for(source)
         assert self._sampler is not None  # _loader_for made it with the loader
         self._sampler.order = order
-        decode_ns = decode_cpu = None
-        if self.decode:
-            decode_ns, decode_cpu = rec.decode_ns, rec.decode_cpu_ns
-            if decode_ns is None or len(decode_ns) != len(order):
-                decode_ns = rec.decode_ns = np.zeros(len(order), dtype=np.int64)
-            if decode_cpu is None or len(decode_cpu) != len(order):
-                decode_cpu = rec.decode_cpu_ns = np.zeros(len(order), dtype=np.int64)
+        # where each row of a batch's meta goes: the record's array of that figure, at the samples' positions
+        rows = [(rec.total_ns, TOTAL_NS), (rec.open_ns, OPEN_NS), (rec.nbytes, NBYTES), (rec.throttled, THROTTLED)]
+        if self.decode:  # the recorder is the epoch's own: its decode arrays are made here
+            rec.decode_ns, rec.decode_cpu_ns = np.zeros(len(order), np.int64), np.zeros(len(order), np.int64)
+            rows += [(rec.decode_ns, DECODE_NS), (rec.decode_cpu_ns, DECODE_CPU_NS)]
         done = rec.done
         done.extend([0] * (max(self.workers, 1) - len(done)))  # a slot per worker
-        total, opened, nbytes, throttled = rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled
         rec.start()
-        stopped = False
         try:
             held: list[int] = []
             with _no_worker_count_warning(), signals_held(held):  # see bounded.fork_child: workers fork here
                 it = self._it = self._start(loader)
             deliver(held)
-            last = perf_counter()
             busy, kept = self._busy, self._held
             assert busy is not None  # _loader_for made it with the loader
             # a poll (_poll_s) only with a timeout (_poll_for)
@@ -205,13 +195,8 @@ class DataLoaderEngine:
                 hdr = META_ROWS * k * 8
                 meta = buf[:hdr].numpy().view(np.int64).reshape(META_ROWS, k)[:, :n]
                 pos = meta[POS]
-                total[pos] = meta[TOTAL_NS]
-                opened[pos] = meta[OPEN_NS]
-                nbytes[pos] = meta[NBYTES]
-                throttled[pos] = meta[THROTTLED]
-                if decode_ns is not None and decode_cpu is not None:
-                    decode_ns[pos] = meta[DECODE_NS]
-                    decode_cpu[pos] = meta[DECODE_CPU_NS]
+                for array, row in rows:
+                    array[pos] = meta[row]
                 done[worker] += n
                 if error is not None:
                     raise error
@@ -223,34 +208,24 @@ class DataLoaderEngine:
                 if slot >= 0:
                     busy[worker, slot] = 0  # the worker may refill this buffer now
                 del buf, item
-                now = perf_counter()
-                if not rec.t_first:  # the workers' start-up and first reads end here (once per epoch)
-                    rec.t_first = now
-                if now - last >= TICK_S:
-                    last = now
-                    ticked = rec.tick()
-                    if on_tick:
-                        on_tick(ticked)
+                rec.delivered(on_tick)  # the first ends the workers' start-up and first reads
                 if self._halt:
                     raise KeyboardInterrupt
             if on_tick:
                 on_tick(rec.completed())
         except BaseException as exc:
-            rec.stop()
-            stopped = True
+            rec.stop()  # before the workers are stopped: that is not the epoch's
             stalled = isinstance(exc, StorageStalled)
             self._shut(stopping=True, graceful=not stalled)  # workers may be mid-batch, stuck or gone: start afresh
             if isinstance(exc, StorageStalled):
                 exc.left_behind = self.left_behind
                 exc.stuck = self._stuck
             raise
+        else:
+            rec.stop()
         finally:
-            if not stopped:
-                rec.stop()
-            if not self.persistent_workers or self.workers == 0:
-                self._it = None  # non-persistent: the iterator (and its workers) ends with the epoch
-                if self.workers:
-                    self._held = {}  # and their buffers
+            if self.workers == 0:
+                self._it = None  # no workers to persist: the iterator ends with the epoch
 
     def _start(self, loader):
         """The epoch's iterator. Persistent workers are resumed, and torch waits for each to answer with the
@@ -282,9 +257,7 @@ class DataLoaderEngine:
                     raise
             if self._halt:
                 raise KeyboardInterrupt
-            ticked = rec.tick()
-            if on_tick:
-                on_tick(ticked)
+            rec.tick(on_tick)
             assert self._finished is not None  # _loader_for made it with the loader
             watch.check(int(self._finished.sum()), lambda: _pending(it))
 
@@ -298,10 +271,8 @@ class DataLoaderEngine:
         loader, self._loader = self._loader, None
         self._source = None
         self._held = {}
-        if loader is not None and loader._iterator is not None and loader._iterator is not it:
-            _stop_workers(loader._iterator, graceful)  # not expected: one iterator per loader here
         if loader is not None:
-            loader._iterator = None
+            loader._iterator = None  # `it` itself: persistent workers' loader hands out its one iterator
         self._stuck = ()
         if it is None or getattr(it, "_shutdown", True):
             return

@@ -11,23 +11,25 @@ is not reported as ended until its last thread ends: in iobench's own process su
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import pickle
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from iobench.host.bounded import child_setup, fork_child, read_report, send_report, stop_child, whole_report
+from iobench.host.bounded import await_report, fork_reporting, stop_child
 from iobench.host.stall import StorageStalled, Watch, deliver, left_behind_text, stop_signals_deferred
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
-TICK_S = 0.2  # how often the main thread samples progress (live display and the timeline)
+TICK_S = 0.2  # how often the child's main thread wakes to run its SIGTERM handler (progress: bounded.TICK_S)
 
 
 class ThreadEngine:
@@ -57,32 +59,18 @@ class ThreadEngine:
         done, finished = rec.share(max(conc, len(rec.done)))  # the child writes the recorder; this process reads it
         finished[conc:] = 1
         arrays = (rec.total_ns, rec.open_ns, rec.nbytes, rec.throttled, done, finished)
-        rfd, wfd = os.pipe()
-        parent = os.getpid()
 
-        def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
-            os.close(rfd)
-            self._child(source, order, arrays, wfd, parent)
+        def reading() -> int:  # threads in a read: the pending reads of a stall
+            return int(conc - finished[:conc].sum())
 
-        pid, held = fork_child(child)
+        pid, rfd, held = fork_reporting(lambda: self._child(source, order, arrays), b"iobench-reader")
         rec.start()
-        report = bytearray()
         stopped = False
         try:
-            os.close(wfd)
             deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
             watch = Watch(math.inf if self.io_timeout_s is None else self.io_timeout_s)
             watch.check(rec.completed(), int)
-            while not whole_report(report):
-                got = read_report(rfd, report)
-                if got is False:  # the child ended without a whole report
-                    break
-                if got:
-                    continue
-                now_done = rec.tick()
-                if on_tick:
-                    on_tick(now_done)
-                watch.check(now_done, lambda: int(conc - finished[:conc].sum()))
+            report = await_report(rfd, lambda: watch.check(rec.tick(on_tick), reading))
             rec.stop()  # the reads are over; the child's exit (its address space torn down) is not the epoch's
             stopped = True
         except BaseException as exc:
@@ -90,20 +78,19 @@ class ThreadEngine:
             with stop_signals_deferred(stopping=True):
                 ended = stop_child(pid, graceful=not stalled)
             if not ended:
-                reading = int(conc - finished[:conc].sum())
+                still = reading()
                 self.left_behind = left_behind_text([pid], "reader process",
-                                                    f" ({reading} thread{'s' if reading != 1 else ''} in read)")
+                                                    f" ({still} thread{'s' if still != 1 else ''} in read)")
                 if isinstance(exc, StorageStalled):
                     exc.stuck, exc.left_behind = (pid,), self.left_behind
             raise
         else:
             os.waitpid(pid, 0)  # it has reported: it is exiting
-            try:
-                self._error = pickle.loads(bytes(report[8:])) if whole_report(report) else None
-            except Exception:  # noqa: BLE001 - cannot happen short of a broken pickle
-                self._error = None
-            if not whole_report(report):  # a child that died without a word (killed, out of memory)
+            if report is None:  # a child that died without a word (killed, out of memory)
                 self._error = RuntimeError("the reader process ended without reporting (killed?)")
+            else:
+                with contextlib.suppress(Exception):  # cannot happen short of a broken pickle
+                    self._error = pickle.loads(report)
         finally:
             os.close(rfd)
             if not stopped:
@@ -112,10 +99,8 @@ class ThreadEngine:
         if self._error is not None:
             raise self._error
 
-    def _child(self, source: Source, order: np.ndarray, arrays: tuple, wfd: int,
-               parent: int) -> None:  # pragma: no cover - the forked child
-        """In the forked child: run the threads, then send the error (or None) to the parent."""
-        child_setup(parent, b"iobench-reader")
+    def _child(self, source: Source, order: np.ndarray, arrays: tuple) -> BaseException | None:  # pragma: no cover
+        """In the forked child: run the threads; the error (or None) is the child's report to the parent."""
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "_stop", True))  # the parent's stop
         positions = itertools.count()
         # a memoryview gives Python ints like a list does, without 28+8 bytes per sample (10 M samples: ~360 MB)
@@ -128,7 +113,7 @@ class ThreadEngine:
         for t in threads:
             while t.is_alive():
                 t.join(TICK_S)  # wakes to run the SIGTERM handler
-        send_report(wfd, self._error)
+        return self._error
 
     def _work(self, w: int, source: Source, order: memoryview, take: Callable[[], int], total_ns: np.ndarray,
               open_ns: np.ndarray, nbytes_: np.ndarray, throttled: np.ndarray, done, finished) -> None:
@@ -168,25 +153,21 @@ class ThreadEngine:
         n, depth = len(order), self.depth
         reader: Any = source.reader(depth, self.io_timeout_s)  # type: ignore[call-arg]  # objects only (refusals)
         start, finish = reader.start, reader.finish
-        ring = [0] * depth  # the positions in flight, oldest at `head`
-        head = live = 0
+        flight: deque[int] = deque()  # the positions in flight, oldest first (as `finish` ends them)
         count = int(done[w])
         more = True
         while not self._stop:
-            while more and live < depth:
+            while more and len(flight) < depth:
                 p = take()
                 if p >= n:
                     more = False
                     break
                 start(order[p])
-                ring[(head + live) % depth] = p
-                live += 1
-            if not live:
+                flight.append(p)
+            if not flight:
                 return
             k = finish()
-            p = ring[head]
-            head = (head + 1) % depth
-            live -= 1
+            p = flight.popleft()
             total[p] = reader.total_ns
             opened[p] = reader.open_ns
             nbytes[p] = k

@@ -316,12 +316,6 @@ def check_rate_and_kind(rate: float | None, kind: str | None) -> None:
                         f"drop --rate-kind {kind}, or drop --rate to take the table's {kind} row")
 
 
-def per_gpu_rate(model: str, gpu: str, rate: float | None, kind: str | None = None) -> tuple[float, str]:
-    """(samples/s one GPU consumes, where that figure comes from): `rate_for` without the kind."""
-    found = rate_for(model, gpu, rate, kind)
-    return found.samples_per_s, found.source
-
-
 def kind_of_source(source: str | None) -> str | None:
     """The kind of a rate from its source text (for results written before `Settings.rate_kind`): "given",
     a kind of KINDS, or None when the text does not say."""
@@ -335,9 +329,7 @@ def kind_of_source(source: str | None) -> str | None:
     return None
 
 
-def cpu_cores_for_decode(samples_per_s: float, per_core: float = CPU_PREPROCESS_PER_CORE) -> float:
+def cpu_cores_for_decode(samples_per_s: float) -> float:
     """CPU cores that Pillow decode + RandomResizedCrop + flip need to keep up with `samples_per_s` (one H200 on
     ResNet-50, 4,677.3 img/s, takes 4677.3 / 335.2 = ~14 cores)."""
-    if per_core <= 0:
-        raise ValueError("per_core must be > 0")
-    return max(samples_per_s, 0.0) / per_core
+    return max(samples_per_s, 0.0) / CPU_PREPROCESS_PER_CORE

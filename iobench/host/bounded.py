@@ -54,31 +54,18 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
         return work(np.zeros(max(slots, 1), dtype=np.int64))
     mem = mmap.mmap(-1, 8 * max(slots, 1))
     beat = np.frombuffer(mem, dtype=np.int64)
-    rfd, wfd = os.pipe()
-    parent = os.getpid()
 
-    def child() -> None:  # pragma: no cover - the child
-        os.close(rfd)
-        child_setup(parent, name)
+    def outcome() -> tuple:  # pragma: no cover - the child
         try:
-            outcome: tuple = (True, work(beat))
+            return True, work(beat)
         except BaseException as exc:  # noqa: BLE001 - sent to the parent
-            outcome = (False, exc)
-        send_report(wfd, outcome)
+            return False, exc
 
-    pid, held = fork_child(child)
-    report = bytearray()
+    pid, rfd, held = fork_reporting(outcome, name)
     try:
-        os.close(wfd)
         deliver(held)  # a Ctrl-C during the fork: here, where the child is stopped
         watch = Watch(timeout_s, lambda waited: stalled(phase if isinstance(phase, str) else phase(beat), waited))
-        while not whole_report(report):
-            got = read_report(rfd, report)
-            if got is False:
-                break
-            if got:
-                continue
-            watch.check(beat.tobytes())
+        report = await_report(rfd, lambda: watch.check(beat.tobytes()))
     except BaseException as exc:
         with stop_signals_deferred(stopping=True):
             ended = stop_child(pid, graceful=False)
@@ -88,9 +75,9 @@ def in_child(work: Callable[[np.ndarray], T], timeout_s: float | None, phase: st
     finally:
         os.close(rfd)
     reaped(pid, 5.0)  # it has reported: it is exiting
-    if not whole_report(report):
+    if report is None:
         raise RuntimeError("a child process of iobench's ended without reporting (killed?)")
-    ok, value = pickle.loads(bytes(report[8:]))
+    ok, value = pickle.loads(report)
     if not ok:
         raise value
     return value
@@ -169,31 +156,43 @@ def child_setup(parent: int, name: bytes) -> None:  # pragma: no cover - runs in
         os.dup2(null, fd)
 
 
-def send_report(wfd: int, value: object) -> None:  # pragma: no cover - runs in the child
-    """Send `value` to the parent: 8 bytes of length, then its pickle (an exception that does not pickle goes as
-    a RuntimeError with its repr)."""
-    try:
-        report = pickle.dumps(value)
-    except Exception:  # noqa: BLE001
-        report = pickle.dumps(RuntimeError(repr(value)))
-    view = memoryview(len(report).to_bytes(8, "little") + report)
-    while view:
-        view = view[os.write(wfd, view):]
+def fork_reporting(work: Callable[[], object], name: bytes) -> tuple[int, int, list[int]]:
+    """Fork a child (`fork_child`) that sets itself up (`child_setup`), sends `work()`'s value to this process (8
+    bytes of length, then its pickle; an exception that does not pickle goes as a RuntimeError with its repr) and
+    exits. Returns its pid, the read end of its report (`await_report`) and the signals held during the fork."""
+    rfd, wfd = os.pipe()
+    parent = os.getpid()
+
+    def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
+        os.close(rfd)
+        child_setup(parent, name)
+        value = work()
+        try:
+            report = pickle.dumps(value)
+        except Exception:  # noqa: BLE001
+            report = pickle.dumps(RuntimeError(repr(value)))
+        view = memoryview(len(report).to_bytes(8, "little") + report)
+        while view:
+            view = view[os.write(wfd, view):]
+
+    pid, held = fork_child(child)
+    os.close(wfd)
+    return pid, rfd, held
 
 
-def read_report(rfd: int, report: bytearray) -> bool | None:
-    """Wait up to TICK_S for the child's report on `rfd`, adding what came to `report`: True when bytes came,
-    False when the pipe closed (the child ended), None when the tick passed with nothing (look at its progress)."""
-    if not select.select([rfd], [], [], TICK_S)[0]:
-        return None
-    chunk = os.read(rfd, 1 << 16)
-    report += chunk
-    return bool(chunk)
-
-
-def whole_report(report: bytearray) -> bool:
-    """The child's report is in: 8 bytes of length, then that many bytes of pickle."""
-    return len(report) >= 8 and len(report) >= 8 + int.from_bytes(report[:8], "little")
+def await_report(rfd: int, poll: Callable[[], None]) -> bytes | None:
+    """The pickle the child sends on `rfd` (`fork_reporting`), `poll()` called each TICK_S that brings nothing (to
+    judge its progress); None when the child ended without a whole report."""
+    report = bytearray()
+    while len(report) < 8 or len(report) < 8 + int.from_bytes(report[:8], "little"):
+        if not select.select([rfd], [], [], TICK_S)[0]:
+            poll()
+            continue
+        chunk = os.read(rfd, 1 << 16)
+        if not chunk:
+            return None
+        report += chunk
+    return bytes(report[8:])
 
 
 def stop_child(pid: int, graceful: bool) -> bool:

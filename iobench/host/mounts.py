@@ -170,6 +170,7 @@ def _quota_at(node: Path, v2_file: str | None) -> list[float]:
 NFS_KEYS = ("vers", "proto", "rsize", "wsize", "nconnect", "timeo", "retrans", "hard", "soft", "ac", "noac",
             "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "local_lock", "sec",
             "addr", "clientaddr", "max_connect", "nocto")
+FUSE_KEYS = ("max_read", "allow_other", "default_permissions", "user_id")
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "fuse")
 
 
@@ -193,9 +194,7 @@ def fs_details(entry: MountEntry, path: Path) -> tuple[dict[str, str | int | Non
     unread: list[str] = []
     if family == "nfs":
         details["server"] = entry.source.rpartition(":")[0] or None
-        for key in NFS_KEYS:
-            if key in opts:
-                details[key] = _num(opts[key]) if opts[key] else "set"
+        details.update({key: _num(opts[key]) if opts[key] else "set" for key in NFS_KEYS if key in opts})
         # The kernel lists vers/rsize/wsize/timeo always; nconnect and actimeo only when set.
         details.setdefault("nconnect", "not set (1 connection)")
         if not {"noac", "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax"} & opts.keys():
@@ -204,9 +203,7 @@ def fs_details(entry: MountEntry, path: Path) -> tuple[dict[str, str | int | Non
         _lustre(path, details, unread)
     elif family == "fuse":
         details["subtype"] = entry.fstype.partition(".")[2] or opts.get("subtype") or None
-        for key in ("max_read", "allow_other", "default_permissions", "user_id"):
-            if key in opts:
-                details[key] = _num(opts[key]) if opts[key] else "set"
+        details.update({key: _num(opts[key]) if opts[key] else "set" for key in FUSE_KEYS if key in opts})
     return details, unread
 
 

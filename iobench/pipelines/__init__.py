@@ -7,7 +7,6 @@ Loader a training lane reads through. `parse` and `check` import none of the lib
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ DALI_INSTALL = "pip install 'iobench[dali]' (or pip install nvidia-dali-cuda130)
 LABELS = {
     "raw": "raw reader (bytes into the batch, as DALI's file reader feeds a GPU decode)",
     "torchvision": "torchvision pipeline (CPU decode)",
-    "dali": "DALI pipeline (decode)",
+    "dali": "DALI pipeline ({} decode)",  # where it decodes: GPU or CPU
     "dali-raw": "DALI file reader (no decode)",
 }
 
@@ -50,9 +49,7 @@ class Spec:
     def label(self, gpu_decode: bool = False) -> str:
         if self.kind == "user":
             return f"pipeline {self.text} (yours)"
-        if self.kind == "dali":
-            return f"DALI pipeline ({'GPU' if gpu_decode else 'CPU'} decode)"
-        return LABELS[self.text]
+        return LABELS[self.text].format("GPU" if gpu_decode else "CPU")
 
 
 def parse(text: str) -> Spec:
@@ -95,12 +92,6 @@ def _found(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package is missing
         return False
-
-
-def images_root(paths: Any) -> Path:
-    """The folder an ImageFolder would be given: the parent of the class folders (of a dataset iobench made, its
-    train/), taken from the first file."""
-    return Path(os.path.dirname(os.path.dirname(paths[0])))
 
 
 def count(batch: Any) -> int:

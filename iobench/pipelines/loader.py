@@ -5,21 +5,21 @@ ends the epoch with UserCodeError."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from iobench.errors import UserCodeError, UserError
-from iobench.pipelines import Feed, Shape, Spec, count, images_root, make
+from iobench.pipelines import Feed, Shape, Spec, count, make
 from iobench.record.recorder import EpochRecorder
 from iobench.sources import Source
 
 if TYPE_CHECKING:
     from iobench.pipelines.user import UserFeed
-
-TICK_S = 0.2  # progress ticks at most this often
 
 
 class Delivered:
@@ -59,7 +59,7 @@ class PipelineLoader:
               on_tick: Callable[[int], None] | None = None,
               on_batch: Callable[[Any], None] | None = None) -> None:
         """Deliver one epoch of the pipeline to `on_batch`, at most the lane's share (`order`'s length) of samples."""
-        share, done, last = len(order), 0, perf_counter()
+        share, done = len(order), 0
         rec.start()
         try:
             it = self._user(lambda e: iter(self.feed.batches(e)), self.epoch_no)
@@ -76,11 +76,7 @@ class PipelineLoader:
                 if on_batch is not None:
                     on_batch(Delivered(n, batch))
                 del batch
-                if perf_counter() - last >= TICK_S:
-                    last = perf_counter()
-                    ticked = rec.tick()
-                    if on_tick:
-                        on_tick(ticked)
+                rec.delivered(on_tick)
                 if self._halt:
                     raise KeyboardInterrupt
             if done == 0 and not self.first and self.spec.kind == "user":
@@ -94,13 +90,11 @@ class PipelineLoader:
 
     def _user(self, call: Callable[..., Any], *args: Any) -> Any:
         """`call(*args)`, where the user's code runs: what it raises is theirs (UserCodeError)."""
-        if self._error is None:
-            return call(*args)
         try:
             return call(*args)
-        except (KeyboardInterrupt, UserCodeError):
-            raise
         except Exception as exc:
+            if self._error is None or isinstance(exc, UserCodeError):
+                raise
             raise self._error(exc) from exc
 
 
@@ -120,16 +114,14 @@ class Feeds:
         key = (spec.text, id(paths), gpus, workers, batch_size, seed, real_gpus)
         if key != self.key:
             self.release()
-            root = images_root(paths)
+            # the folder an ImageFolder is given: the class folders' parent (of a dataset iobench made, its train/)
+            root = Path(os.path.dirname(os.path.dirname(paths[0])))
             self.feeds = [make(spec, Shape(paths, root, batch_size, workers, seed, r, gpus, r if real_gpus else None))
                           for r in range(gpus)]
             self.key = key
         self.epochs += 1
-        error = None
-        if spec.kind == "user":
-            error = [cast("UserFeed", f).error for f in self.feeds]
         return [PipelineLoader(spec, f, epoch, workers, batch_size, sizes, first=self.epochs == 1,
-                               error=error[r] if error else None) for r, f in enumerate(self.feeds)]
+                               error=cast("UserFeed", f).error if spec.kind == "user" else None) for f in self.feeds]
 
     def release(self) -> None:
         for f in self.feeds:

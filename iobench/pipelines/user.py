@@ -34,11 +34,9 @@ def resolve(text: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
         module_name, path = where, ""
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UserError(f"{what}: no module named {exc.name}") from None
-        raise UserCodeError.of(exc, f"your pipeline's module {where}", (path,)) from exc
     except Exception as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name is not None and module_name.startswith(exc.name):
+            raise UserError(f"{what}: no module named {exc.name}") from None
         files = (path or os.path.realpath(getattr(sys.modules.get(module_name), "__file__", "") or ""),)
         raise UserCodeError.of(exc, f"your pipeline's module {where}", files) from exc
     func = getattr(module, name, None)

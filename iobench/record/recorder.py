@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import numpy as np
 import psutil
@@ -14,23 +14,7 @@ from hdrh.histogram import HdrHistogram
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 TIMELINE_POINTS = 1000  # at this many points a timeline keeps every other one and ticks half as often: a run of
 #                         10 M samples keeps ~1,000 points (~30 KB of JSON), not one per 0.2 s
-
-
-class _LiveCounts:
-    """Per-worker counts in shared memory (`EpochRecorder.share`) as the recorder's `done` while the epoch runs:
-    reads give Python ints, so `completed()` and the timeline see plain numbers; `counts` is what workers write."""
-
-    def __init__(self, counts: np.ndarray):
-        self.counts = counts
-
-    def __len__(self) -> int:
-        return len(self.counts)
-
-    def __getitem__(self, i: int) -> int:
-        return int(self.counts[i])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.counts.tolist())
+TICK_S = 0.2  # batches delivered tick the progress at most this often (or per batch, when batches come slower)
 
 
 class EpochRecorder:
@@ -47,6 +31,7 @@ class EpochRecorder:
         self.timeline: list[tuple[float, int]] = []  # (seconds since start, samples done)
         self._ticks = 0
         self._every = 1  # a point every this many ticks (doubles each time the timeline is thinned)
+        self._last = 0.0  # the last tick of `delivered`
         self.t_start = 0.0
         self.t_end = 0.0
         self.t_first = 0.0  # when the first batch reached the consumer (0: not recorded): start-up ends there
@@ -64,7 +49,7 @@ class EpochRecorder:
         total[:], opened[:], nbytes[:], throttled[:] = self.total_ns, self.open_ns, self.nbytes, self.throttled
         done[:len(self.done)] = list(self.done)
         self.total_ns, self.open_ns, self.nbytes, self.throttled = total, opened, nbytes, throttled
-        self.done = _LiveCounts(done)  # type: ignore[assignment]
+        self.done = done  # type: ignore[assignment]  # the workers' live counts, until `unshare`
         return done, finished
 
     def unshare(self) -> None:
@@ -72,8 +57,8 @@ class EpochRecorder:
         self.done = [int(x) for x in self.done]
 
     def completed(self) -> int:
-        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog)."""
-        return sum(self.done)
+        """Samples read so far, from the workers' live counts (progress, the timeline, the watchdog): a Python int."""
+        return int(sum(self.done))
 
     def read_mask(self) -> np.ndarray:
         """The positions read (nbytes stays -1 at one not read: an epoch cut short): after the epoch, the one count
@@ -96,9 +81,10 @@ class EpochRecorder:
         self.t_start = time.perf_counter()
         self.t_first = 0.0
         self.timeline = [(0.0, 0)]
-        self._ticks, self._every = 0, 1
+        self._ticks, self._every, self._last = 0, 1, self.t_start
 
-    def tick(self) -> int:
+    def tick(self, on_tick: Callable[[int], None] | None = None) -> int:
+        """Progress: the samples done, on the timeline and to `on_tick`."""
         done = self.completed()
         self._ticks += 1
         if self._ticks % self._every == 0:
@@ -106,7 +92,18 @@ class EpochRecorder:
             if len(self.timeline) >= TIMELINE_POINTS:
                 self.timeline = self.timeline[::2]  # evenly spaced still: the first point and every other one
                 self._every *= 2
+        if on_tick:
+            on_tick(done)
         return done
+
+    def delivered(self, on_tick: Callable[[int], None] | None) -> None:
+        """A batch reached the consumer: the first ends the start-up (`t_first`); a `tick` at most every TICK_S."""
+        now = time.perf_counter()
+        if not self.t_first:
+            self.t_first = now
+        if now - self._last >= TICK_S:
+            self._last = now
+            self.tick(on_tick)
 
     def stop(self) -> None:
         self.t_end = time.perf_counter()
@@ -152,9 +149,7 @@ def latency_histogram(ns: np.ndarray) -> HdrHistogram:
 
 
 def histogram_summary(hist: HdrHistogram) -> dict[str, float]:
-    """As latency_summary (ms), from a histogram: percentiles, max and mean."""
-    if hist.get_total_count() == 0:
-        return _summary([0.0] * len(PERCENTILES), 0.0, 0.0)
+    """As latency_summary (ms), from a histogram: percentiles, max and mean (an empty one's are all 0)."""
     return _summary([hist.get_value_at_percentile(p) / 1e6 for p in PERCENTILES.values()],
                     hist.get_max_value() / 1e6, hist.get_mean_value() / 1e6)
 

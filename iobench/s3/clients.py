@@ -168,7 +168,7 @@ def explain(exc: BaseException, loc: S3Location, doing: str, status: int = 0) ->
                    "SignatureDoesNotMatch": "the secret key does not match the access key"}.get(code, "access denied")
             return EnvironmentRefused(f"{doing} {at}: {why}")
         if code in THROTTLED:  # a bodiless answer (a HEAD's) has its status as its code: said once
-            return _throttled(doing, at, code if code == str(status) else f"{status} {code}")
+            return throttled_error(loc, doing, code if code == str(status) else f"{status} {code}")
         return EnvironmentRefused(f"{doing} {at}: {code or status}: {error.get('Message') or _first_line(exc)}")
     if isinstance(exc, bx.BotoCoreError):
         return EnvironmentRefused(f"{doing} {at}: {_first_line(exc)}")
@@ -180,21 +180,17 @@ def explain(exc: BaseException, loc: S3Location, doing: str, status: int = 0) ->
     if "access denied" in lowered or "forbidden" in lowered or "403" in lowered:
         return EnvironmentRefused(f"{doing} {at}: access denied")
     if "throttl" in lowered or "slowdown" in lowered or "503" in lowered:
-        return _throttled(doing, at, text)
+        return throttled_error(loc, doing, text)
     if "credentials" in lowered:
         return EnvironmentRefused(f"{doing} {at}: no S3 credentials found ({text})")
     return EnvironmentRefused(f"{doing} {at}: {text}" + (f" (HTTP {status})" if status else ""))
 
 
-def _throttled(doing: str, at: str, answer: str) -> EnvironmentRefused:
-    return EnvironmentRefused(f"{doing} {at}: the server is throttling requests ({answer}): measure with fewer "
-                              "requests in flight (--in-flight, --threads, --workers), or ask its owner for a higher "
-                              "limit")
-
-
 def throttled_error(loc: S3Location, doing: str, answer: str) -> EnvironmentRefused:
-    """A GET throttled past iobench's patience (sources/s3.py) as one line, as `explain` says a throttled answer."""
-    return _throttled(doing, f"{loc} at {loc.endpoint or 'AWS S3'}", answer)
+    """A throttled answer as one line: `explain`'s, and a GET's throttled past iobench's patience (sources/s3.py)."""
+    return EnvironmentRefused(f"{doing} {loc} at {loc.endpoint or 'AWS S3'}: the server is throttling requests "
+                              f"({answer}): measure with fewer requests in flight (--in-flight, --threads, --workers), "
+                              "or ask its owner for a higher limit")
 
 
 PAUSE_S = (0.02, 1.0)  # the backoff of a throttled GET without Retry-After: from 20 ms, doubling, at most 1 s
