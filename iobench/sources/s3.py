@@ -224,9 +224,11 @@ class ObjectReader(ABC):
         self.total_ns = s.t2 - s.first
         return s.n
 
-    @abstractmethod
     def _send(self, s: _Slot) -> None:
-        """Send (or, where the client's call blocks, stamp) slot `s`'s GET: its clock readings from here."""
+        """Send (here, where the client's call blocks: stamp) slot `s`'s GET: its clock readings from here."""
+        s.t0 = _clock()
+        if not s.first:
+            s.first = s.t0
 
     @abstractmethod
     def _wait(self, s: _Slot) -> None:
@@ -282,9 +284,7 @@ class Boto3Reader(ObjectReader):
         self._pool = ThreadPoolExecutor(self._depth, thread_name_prefix="iobench-get") if self._depth > 1 else None
 
     def _send(self, s: _Slot) -> None:
-        s.t0 = _clock()
-        if not s.first:
-            s.first = s.t0
+        ObjectReader._send(self, s)  # (not super(): no object made per GET)
         if self._pool is not None:
             s.job = self._pool.submit(self._get, s)
 
@@ -334,11 +334,6 @@ class ConnectorReader(ObjectReader):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         assert self._depth == 1, "s3torchconnector keeps one GET in flight per reader"
-
-    def _send(self, s: _Slot) -> None:
-        s.t0 = _clock()
-        if not s.first:
-            s.first = s.t0
 
     def _wait(self, s: _Slot) -> None:
         s.error = s.pause = None
