@@ -118,14 +118,14 @@ def test_lmdb_reads_every_sample_back_identical(small_dataset, lmdb_pack, readah
         reader.read(len(small_dataset))
 
 
-def test_lmdb_source_without_iobench_files_counts_entries(lmdb_pack, tmp_path, small_dataset):
+def test_lmdb_source_without_iobench_sizes_grows_its_buffer(lmdb_pack, tmp_path, small_dataset):
     import lmdb
 
     dest = tmp_path / "bare"
     with lmdb.open(str(dest), map_size=2**24, lock=False) as env, env.begin(write=True) as txn:
         for i in range(5):
             txn.put(i.to_bytes(8, "big"), file_bytes(small_dataset, i)[:1000 + i])
-    src = LmdbSource(dest)
+    src = LmdbSource(dest, 5)
     assert len(src) == 5 and src.sizes is None
     reader = src.reader()  # buffer grows on demand when sizes are unknown
     assert [reader.read(i) for i in range(5)] == [1000 + i for i in range(5)]
@@ -278,7 +278,7 @@ def test_an_interrupted_pack_is_rebuilt_and_strangers_kept(own_dataset, tmp_path
     (dest / "notes.txt").write_text("mine")  # not iobench's: must survive the rebuild
     report = do()
     assert not report.reused and (dest / "notes.txt").read_text() == "mine"
-    src = LmdbSource(dest) if fmt == "lmdb" else TarSource(dest)
+    src = LmdbSource(dest, len(own_dataset)) if fmt == "lmdb" else TarSource(dest)
     check_epochs(src, own_dataset, epochs=1, threads=2)
     src.close()
 
@@ -340,7 +340,7 @@ def test_packs_through_the_dataloader_engine_byte_identical_once_per_epoch(small
     pytest.importorskip("torch")
     from iobench.engines.dataloader import DataLoaderEngine
 
-    src = LmdbSource(lmdb_pack[0].path) if fmt == "lmdb" else TarSource(tar_pack.path)
+    src = LmdbSource(lmdb_pack[0].path, len(small_dataset)) if fmt == "lmdb" else TarSource(tar_pack.path)
     files = [Path(p).read_bytes() for p in small_dataset.paths]
     with DataLoaderEngine(2, batch_size=32) as engine:
         for epoch in (1, 2):

@@ -43,8 +43,7 @@ def _reset_after_fork() -> None:
     _envs_lock = threading.Lock()  # a lock another thread held at fork would stay locked in the child
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def open_env(path: Path, readahead: bool):
@@ -84,7 +83,7 @@ class LmdbSource:
 
     name = "lmdb"
 
-    def __init__(self, path: Path | str, n: int | None = None, readahead: bool = True):
+    def __init__(self, path: Path | str, n: int, readahead: bool = True):
         self.path = Path(path).resolve()
         if not (self.path / LMDB_DATA).is_file():
             raise UserError(f"{self.path} holds no LMDB ({LMDB_DATA} is missing): run iobench pack first")
@@ -92,17 +91,10 @@ class LmdbSource:
         self.marker = read_pack_marker(self.path) or {}
         sizes_file = self.path / LMDB_SIZES
         self.sizes: np.ndarray | None = np.load(sizes_file) if sizes_file.is_file() else None
-        if n is None:
-            n = (int(self.marker["params"]["samples"]) if "params" in self.marker
-                 else len(self.sizes) if self.sizes is not None else self._entries())
         self.n = int(n)
         if self.sizes is not None and len(self.sizes) != self.n:
             raise UserError(f"{self.path}: {len(self.sizes)} samples in {LMDB_SIZES}, {self.n} expected")
         self.max_size = int(self.sizes.max()) if self.sizes is not None and self.n else 0
-
-    def _entries(self) -> int:
-        """Entries counted by LMDB itself (for an LMDB without iobench's marker and sizes)."""
-        return int(open_env(self.path, self.readahead).stat()["entries"])
 
     def __len__(self) -> int:
         return self.n

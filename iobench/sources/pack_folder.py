@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ PACK_MARKER = "iobench-pack.json"
 PACKED = "packed"  # folder under the dataset root that holds its packs
 DEFAULT_SHARD_SIZE = 256 * 2**20
 PROGRESS_EVERY = 64  # samples between progress callbacks
+THREADS = 8  # a folder's samples read at once while packing
 
 Progress = Callable[[int, int], None]  # (samples done, bytes done) in this call
 
@@ -57,27 +58,23 @@ class PackReport:
     reused: bool  # True: an existing complete pack was found and nothing was written
     shards: int = 0  # tar: number of shard files
 
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["path"] = str(self.path)
-        return d
 
-
-def shard_label(shard_size: int) -> str:
-    """`256MiB` for 256 * 2**20: the name part of a tar pack's default folder."""
+def pack_name(fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> str:
+    """A pack's folder under the dataset's `packed/` (a bucket's too): `lmdb`, or `tar-256MiB` for shards of
+    256 * 2**20 bytes."""
+    if fmt == "lmdb":
+        return fmt
+    if fmt != "tar":
+        raise ValueError(f"unknown pack format {fmt!r}")
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if shard_size % scale == 0:
-            return f"{shard_size // scale}{unit}"
-    return f"{shard_size}B"
+            return f"tar-{shard_size // scale}{unit}"
+    return f"tar-{shard_size}B"
 
 
 def default_dest(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path:
     """Where a pack of `manifest` goes by default: `<root>/packed/lmdb` or `<root>/packed/tar-256MiB`."""
-    if fmt == "lmdb":
-        return manifest.folder / PACKED / "lmdb"
-    if fmt == "tar":
-        return manifest.folder / PACKED / f"tar-{shard_label(shard_size)}"
-    raise ValueError(f"unknown pack format {fmt!r}")
+    return manifest.folder / PACKED / pack_name(fmt, shard_size)
 
 
 def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE) -> Path | None:
@@ -89,45 +86,54 @@ def find_pack(manifest: Manifest, fmt: str, shard_size: int = DEFAULT_SHARD_SIZE
     return dest if marker.get("params", {}).get("manifest") == fingerprint(manifest) else None
 
 
+_MARKER_FIELDS = (("made", list, "made is not a list"), ("params", dict, "params is not an object"),
+                  ("files", dict, "files is not an object"))  # (field, its type, the words of one that is not)
+
+
 def read_pack_marker(folder: Path, *, dir_fd: int | None = None) -> dict | None:
     """The pack marker of `folder`, or None where there is none; one that is not a JSON object with the fields
     iobench relies on is a one-line error."""
     marker = read_marker(folder, PACK_MARKER, dir_fd=dir_fd)
     if marker is None:
         return None
-    problem = None
-    if not isinstance(marker, dict):
-        problem = "not a JSON object"
-    elif not isinstance(marker.get("made", []), list):
-        problem = "made is not a list"
-    elif not isinstance(marker.get("params", {}), dict):
-        problem = "params is not an object"
-    elif not isinstance(marker.get("files", {}), dict):
-        problem = "files is not an object"
+    problem = "not a JSON object" if not isinstance(marker, dict) else next(
+        (why for key, kind, why in _MARKER_FIELDS if not isinstance(marker.get(key, kind()), kind)), None)
     if problem:
         raise UserError(f"{Path(folder) / PACK_MARKER}: not a valid iobench pack marker ({problem}): fix it, or move "
                         "its folder away")
     return marker
 
 
-class _Dest:
-    """The pack's folder, open and locked while a pack is written (a context manager giving the descriptor)."""
+def write_pack(manifest: Manifest, dest: Path, fmt: str, params: dict, made: list[str], need: int,
+               write: Callable[[int], tuple[dict[str, int], dict]], progress: Progress | None) -> PackReport:
+    """Both formats' writer: a complete pack at `dest` made with `params` is reused; else way is made for a new one
+    (`begin`), `write(dir_fd)` writes its files (giving their sizes and the marker's fields of its format) and the
+    pack is marked complete."""
+    with ExitStack() as stack:
+        got = begin(dest, fmt, params, made, need, manifest.folder, stack)
+        if isinstance(got, dict):
+            return pack_report(dest, got, reused=True)
+        t0 = time.perf_counter()
+        files, extra = write(got)
+        if progress:  # every sample read had its manifest size: all of them, all their bytes
+            progress(params["samples"], params["data_bytes"])
+        os.sync()  # "complete" only for data that is on the storage; the pack time includes it
+        seconds = round(time.perf_counter() - t0, 3)
+        on_disk = sum(_allocated(got, name) for name in files)
+        marker = {"iobench": __version__, "format": fmt, "params": params, "made": made, "status": "complete",
+                  "files": files, "bytes": on_disk, "seconds": seconds, **extra,
+                  "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        try:
+            write_json_atomic(got, PACK_MARKER, marker, dest / PACK_MARKER)
+        except OSError as exc:
+            raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
+        return pack_report(dest, marker, reused=False)
 
-    def __init__(self, fd: int, stack: ExitStack):
-        self.fd = fd
-        self.stack = stack
 
-    def __enter__(self) -> int:
-        return self.fd
-
-    def __exit__(self, *exc: object) -> None:
-        self.stack.close()
-
-
-def begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
-           check: Callable[[Path, dict], bool], root: Path) -> dict | _Dest:
+def begin(dest: Path, fmt: str, params: dict, made: list[str], need: int, root: Path, stack: ExitStack) -> dict | int:
     """The complete marker of a reusable pack at `dest`; otherwise make way for a new one (checks, the writer's
-    lock, removal of what an old marker lists) and write the `incomplete` marker, and return the folder open."""
+    lock held in `stack`, removal of what an old marker lists) and write the `incomplete` marker, and return the
+    folder's descriptor (closed with `stack`)."""
     marker = read_pack_marker(dest)
     try:
         st = os.lstat(dest)
@@ -143,24 +149,22 @@ def begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
         if marker is None and not _empty(dest):
             raise UserError(f"{dest} exists and was not made by iobench (no {PACK_MARKER}): "
                             "move it away or pick another destination")
-        if _reusable(dest, marker, fmt, params, check):
+        if _reusable(dest, marker, fmt, params):
             assert marker is not None
             return marker
-    _check_writable(dest)
+    check_mount(_existing(dest), writable=True)  # the destination, or the nearest folder above it that exists
     reclaim = sum(max(0, _size(dest / n)) for n in _old(marker))
     free = shutil.disk_usage(_existing(dest)).free
     if need > free + reclaim:
         raise UserError(f"not enough space for the {fmt} pack in {dest}: it needs {fmt_bytes(need)}, "
                         f"{fmt_bytes(free + reclaim)} free")
-    stack = ExitStack()
     try:
         fd = _open_dest(dest, root)
         stack.callback(os.close, fd)
         stack.enter_context(writer_lock(fd, dest))
         now = read_pack_marker(dest, dir_fd=fd)
         if now != marker:  # another pack got here first
-            if _reusable(dest, now, fmt, params, check):
-                stack.close()
+            if _reusable(dest, now, fmt, params):
                 assert now is not None
                 return now
             if now is None and not only_leftovers(fd, PACK_MARKER):
@@ -175,20 +179,16 @@ def begin(dest: Path, fmt: str, params: dict, made: list[str], need: int,
         for name in old:
             _remove_ours(fd, name, dest / name)
     except OSError as exc:
-        stack.close()
         raise explain_oserror(exc, f"cannot prepare the {fmt} pack in {dest}") from exc
-    except BaseException:
-        stack.close()
-        raise
-    return _Dest(fd, stack)
+    return fd
 
 
-def _reusable(dest: Path, marker: dict | None, fmt: str, params: dict, check: Callable[[Path, dict], bool]) -> bool:
+def _reusable(dest: Path, marker: dict | None, fmt: str, params: dict) -> bool:
     if marker is None:
         return False
     if marker.get("format") != fmt:
         raise UserError(f"{dest} holds an iobench {marker.get('format')} pack, not {fmt}: pick another destination")
-    return marker.get("status") == "complete" and marker.get("params") == params and check(dest, marker)
+    return marker.get("status") == "complete" and marker.get("params") == params and stat_check(dest, marker)
 
 
 def _old(marker: dict | None) -> list[str]:
@@ -251,21 +251,6 @@ def save_npy(dir_fd: int, name: str, array: np.ndarray, dest: Path) -> None:
         np.save(f, array)
 
 
-def finish(dfd: int, dest: Path, fmt: str, params: dict, made: list[str], files: dict[str, int], t0: float,
-            extra: dict) -> PackReport:
-    os.sync()  # "complete" only for data that is on the storage; the pack time includes it
-    seconds = time.perf_counter() - t0
-    on_disk = sum(_allocated(dfd, name) for name in files)
-    marker = {"iobench": __version__, "format": fmt, "params": params, "made": made, "status": "complete",
-              "files": files, "bytes": on_disk, "seconds": round(seconds, 3), **extra,
-              "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    try:
-        write_json_atomic(dfd, PACK_MARKER, marker, dest / PACK_MARKER)
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot mark the {fmt} pack complete in {dest}") from exc
-    return pack_report(dest, marker, reused=False)
-
-
 def pack_report(dest: Location, marker: dict, reused: bool) -> PackReport:
     """What a complete pack's marker says of it (a folder's, or a bucket's: pack_s3.py)."""
     p = marker["params"]
@@ -281,11 +266,6 @@ def stat_check(dest: Path, marker: dict) -> bool:
     if not isinstance(files, dict) or not files:
         return False
     return all(_safe_name(name) and _size(dest / name) == size for name, size in files.items())
-
-
-def _check_writable(dest: Path) -> None:
-    """The destination, or the nearest folder above it that exists, must take writes."""
-    check_mount(_existing(dest), writable=True)
 
 
 def _existing(path: Path) -> Path:
@@ -328,11 +308,11 @@ def fingerprint(manifest: Manifest) -> str:
     return h.hexdigest()[:32]
 
 
-def read_samples(manifest: Manifest, threads: int, window: int = 64,
-                 load: Callable[[int], bytes] | None = None) -> Iterator[bytes]:
+def read_samples(manifest: Manifest, threads: int, progress: Progress | None,
+                 load: Callable[[int], bytes] | None = None, window: int = 64) -> Iterator[bytes]:
     """Every sample's bytes in manifest order, read by `threads` threads at most `window` ahead (a
     network file system needs several reads in flight; memory stays bounded); `load(i)` reads sample i (default:
-    its file)."""
+    its file). `progress` is told every PROGRESS_EVERY samples, once the caller has taken (written) them."""
     paths, sizes = manifest.paths, manifest.sizes.tolist()
 
     def read_file(i: int) -> bytes:
@@ -355,6 +335,7 @@ def read_samples(manifest: Manifest, threads: int, window: int = 64,
     try:
         futs = deque(ex.submit(load, i) for i in range(min(n, window)))
         nxt = len(futs)
+        taken = done = 0
         while futs:
             try:
                 data = futs.popleft().result()
@@ -364,13 +345,13 @@ def read_samples(manifest: Manifest, threads: int, window: int = 64,
                 futs.append(ex.submit(load, nxt))
                 nxt += 1
             yield data
+            taken += 1
+            done += len(data)
+            if progress and taken % PROGRESS_EVERY == 0:
+                progress(taken, done)
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
 
 
 def round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
-
-
-def round_up_arr(x: np.ndarray, unit: int) -> np.ndarray:
-    return -(-np.asarray(x, dtype=np.int64) // unit) * unit

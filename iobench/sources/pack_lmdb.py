@@ -6,7 +6,6 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +13,16 @@ import numpy as np
 from iobench.dataset import Manifest
 from iobench.errors import UserError, explain_oserror
 from iobench.sources.pack_folder import (
-    PROGRESS_EVERY,
+    THREADS,
     PackReport,
     Progress,
-    begin,
     default_dest,
     fingerprint,
-    finish,
     new_file,
-    pack_report,
     read_samples,
     round_up,
     save_npy,
-    stat_check,
+    write_pack,
 )
 
 COMMIT_BYTES = 64 * 2**20  # LMDB: one write transaction per ~64 MB
@@ -58,74 +54,64 @@ def _lmdb_estimate(sizes: np.ndarray, page: int) -> int:
     return (data_pages + key_pages + 64) * page
 
 
-def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress | None = None, *,
-              threads: int = 8) -> PackReport:
+def pack_lmdb(manifest: Manifest, dest: Path | None = None, progress: Progress | None = None) -> PackReport:
     """Write (or reuse) an LMDB of `manifest`: key = index as 8-byte big-endian, value = file bytes."""
     lmdb = import_lmdb()
     dest = Path(dest) if dest is not None else default_dest(manifest, "lmdb")
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
-    page = mmap.PAGESIZE
     params = {"format": "lmdb", "samples": len(manifest), "data_bytes": int(sizes.sum()),
               "manifest": fingerprint(manifest), "key": "index, 8-byte big-endian", "value": "file bytes"}
-    made = [LMDB_DATA, "lock.mdb", LMDB_SIZES]
-    got = begin(dest, "lmdb", params, made, _lmdb_estimate(sizes, page), stat_check, manifest.folder)
-    if isinstance(got, dict):
-        return pack_report(dest, got, reused=True)
-    with got as dfd:
-        return _write_lmdb(lmdb, manifest, dest, dfd, sizes, params, made, progress, threads)
 
-
-def _write_lmdb(lmdb, manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, params: dict, made: list[str],
-                progress: Progress | None, threads: int) -> PackReport:
-    t0 = time.perf_counter()
-    map_size = lmdb_map_size(sizes, mmap.PAGESIZE)
-    done = 0
-    try:
-        # data.mdb is made here, new (O_EXCL|O_NOFOLLOW): LMDB then opens the empty file iobench made (and
-        # starts a new environment in it), never one a link points to.
-        os.close(new_file(dfd, LMDB_DATA, dest))
-        made_ino = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False).st_ino
-        # lock=False: iobench is the only writer of a folder its marker calls incomplete; readers
-        # open with lock=False too, so no lock.mdb is left behind. sync=False + one env.sync() at the
-        # end: the marker, not LMDB's per-commit fsync, says when the data is safe.
-        env = lmdb.open(str(dest), map_size=map_size, subdir=True, lock=False, sync=False, metasync=False,
-                        readahead=False, meminit=False, max_dbs=0)
+    def write(dfd: int) -> tuple[dict[str, int], dict]:
+        map_size = lmdb_map_size(sizes, mmap.PAGESIZE)
         try:
-            st = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False)
-            if not stat.S_ISREG(st.st_mode) or st.st_ino != made_ino:
-                raise UserError(f"{dest / LMDB_DATA} was replaced while iobench opened it; run again")
-            txn = env.begin(write=True)
-            pending = 0
-            try:
-                for i, data in enumerate(read_samples(manifest, threads)):
-                    txn.put(i.to_bytes(8, "big"), data, append=True)  # keys arrive in order
-                    pending += len(data)
-                    done += len(data)
-                    if pending >= COMMIT_BYTES:
-                        txn.commit()
-                        txn = env.begin(write=True)
-                        pending = 0
-                    if progress and (i + 1) % PROGRESS_EVERY == 0:
-                        progress(i + 1, done)
-                txn.commit()
-            except BaseException:
-                txn.abort()
-                raise
-            env.sync(True)
-        finally:
-            env.close()
-        save_npy(dfd, LMDB_SIZES, sizes, dest)
-    except lmdb.MapFullError as exc:
-        raise UserError(f"LMDB map of {map_size} bytes filled up in {dest}: the dataset's files grew "
-                        "since its manifest was written") from exc
-    except lmdb.Error as exc:
-        raise _lmdb_error(exc, dest) from exc
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot write the LMDB pack in {dest}") from exc
-    if progress:
-        progress(len(manifest), done)
-    files = {name: os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size for name in (LMDB_DATA, LMDB_SIZES)}
-    return finish(dfd, dest, "lmdb", params, made, files, t0, {"map_size": map_size})
+            _write_lmdb(lmdb, manifest, dest, dfd, map_size, progress)
+            save_npy(dfd, LMDB_SIZES, sizes, dest)
+        except lmdb.MapFullError as exc:
+            raise UserError(f"LMDB map of {map_size} bytes filled up in {dest}: the dataset's files grew "
+                            "since its manifest was written") from exc
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, dest) from exc
+        except OSError as exc:
+            raise explain_oserror(exc, f"cannot write the LMDB pack in {dest}") from exc
+        files = {name: os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size for name in (LMDB_DATA, LMDB_SIZES)}
+        return files, {"map_size": map_size}
+
+    return write_pack(manifest, dest, "lmdb", params, [LMDB_DATA, "lock.mdb", LMDB_SIZES],
+                      _lmdb_estimate(sizes, mmap.PAGESIZE), write, progress)
+
+
+def _write_lmdb(lmdb, manifest: Manifest, dest: Path, dfd: int, map_size: int, progress: Progress | None) -> None:
+    # data.mdb is made here, new (O_EXCL|O_NOFOLLOW): LMDB then opens the empty file iobench made (and
+    # starts a new environment in it), never one a link points to.
+    os.close(new_file(dfd, LMDB_DATA, dest))
+    made_ino = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False).st_ino
+    # lock=False: iobench is the only writer of a folder its marker calls incomplete; readers
+    # open with lock=False too, so no lock.mdb is left behind. sync=False + one env.sync() at the
+    # end: the marker, not LMDB's per-commit fsync, says when the data is safe.
+    env = lmdb.open(str(dest), map_size=map_size, subdir=True, lock=False, sync=False, metasync=False,
+                    readahead=False, meminit=False, max_dbs=0)
+    try:
+        st = os.stat(LMDB_DATA, dir_fd=dfd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode) or st.st_ino != made_ino:
+            raise UserError(f"{dest / LMDB_DATA} was replaced while iobench opened it; run again")
+        txn = env.begin(write=True)
+        pending = 0
+        try:
+            for i, data in enumerate(read_samples(manifest, THREADS, progress)):
+                txn.put(i.to_bytes(8, "big"), data, append=True)  # keys arrive in order
+                pending += len(data)
+                if pending >= COMMIT_BYTES:
+                    txn.commit()
+                    txn = env.begin(write=True)
+                    pending = 0
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        env.sync(True)
+    finally:
+        env.close()
 
 
 def _lmdb_error(exc: Exception, dest: Path) -> UserError:

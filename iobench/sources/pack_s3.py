@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import tarfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,22 +21,16 @@ from iobench.sources.pack_folder import (
     DEFAULT_SHARD_SIZE,
     PACK_MARKER,
     PACKED,
-    PROGRESS_EVERY,
     PackReport,
     Progress,
+    pack_name,
     pack_report,
     read_samples,
-    shard_label,
 )
-from iobench.sources.pack_tar import TAR_INDEX, add_member, plan_tar, shard_name, tar_params
+from iobench.sources.pack_tar import TAR_INDEX, plan_tar, shard_name, tar_params, write_shards
 
 READERS = 32  # GETs in flight while packing: a GET mostly waits for its round trip
 MARKER_LIMIT = 2**24  # a pack marker lists every shard: bigger than a dataset's
-
-
-def pack_prefix(shard_size: int = DEFAULT_SHARD_SIZE) -> str:
-    """Where a dataset's tar pack is, relative to the dataset's prefix: `packed/tar-256MiB`."""
-    return f"{PACKED}/tar-{shard_label(shard_size)}"
 
 
 @dataclass
@@ -98,8 +91,8 @@ class S3Pack:
             raise explain(exc, self.loc, "deleting an old pack in") from None
 
 
-def open_pack(dataset: S3Location, shard_size: int = DEFAULT_SHARD_SIZE, client: Any = None) -> S3Pack:
-    return S3Pack(dataset / pack_prefix(shard_size), client or boto3_client(dataset, connections=READERS))
+def open_pack(dataset: S3Location, shard_size: int = DEFAULT_SHARD_SIZE) -> S3Pack:
+    return S3Pack(dataset / f"{PACKED}/{pack_name('tar', shard_size)}", boto3_client(dataset, connections=READERS))
 
 
 def find_pack(manifest: Manifest, shard_size: int | None = None) -> S3Pack | None:
@@ -128,8 +121,8 @@ def find_pack(manifest: Manifest, shard_size: int | None = None) -> S3Pack | Non
     return None
 
 
-def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progress: Progress | None = None, *,
-                threads: int = READERS) -> PackReport:
+def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE,
+                progress: Progress | None = None) -> PackReport:
     """Upload (or reuse) WebDataset-style tar shards of the dataset in a bucket and their offset index."""
     assert isinstance(manifest.root, S3Location)
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
@@ -151,8 +144,22 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
     pack.put(PACK_MARKER, json.dumps({**base, "status": "incomplete"}, indent=1).encode())
     if old_made:
         pack.delete(old_made)
+    root, client, keys = manifest.root, pack.client, manifest.paths
+
+    def load(i: int) -> bytes:  # sample i's bytes, a GET whole, checked against its size in the manifest
+        try:
+            data = bytes(client.get_object(Bucket=root.bucket, Key=keys[i])["Body"].read())
+        except Exception as exc:
+            raise explain(exc, root, f"pack reading {keys[i]} of") from None
+        if len(data) != sizes[i]:
+            raise UserError(f"s3://{root.bucket}/{keys[i]} has {len(data)} bytes, its manifest says {sizes[i]}: "
+                            "the dataset changed since its manifest was written")
+        return data
+
     t0 = time.perf_counter()
-    done = _upload(manifest, pack, plan, shards, threads, progress)
+    # each shard built in memory from the samples' GETs, in manifest order, and PUT once whole
+    write_shards(manifest, plan, read_samples(manifest, READERS, progress, load=load), pack.loc,
+                 lambda s: io.BytesIO(), lambda s, f: pack.put(shards[s], f.getvalue()))
     index = io.BytesIO()
     np.save(index, np.stack([plan.shard, plan.offset, sizes], axis=1))
     pack.put(TAR_INDEX, index.getvalue())
@@ -162,54 +169,6 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE, progre
               "seconds": round(time.perf_counter() - t0, 3), "shards": shards, "shard_size": int(shard_size),
               "completed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     pack.put(PACK_MARKER, json.dumps(marker, indent=1).encode())
-    if progress:
-        progress(len(manifest), done)
+    if progress:  # every sample read had its manifest size: all of them, all their bytes
+        progress(len(manifest), params["data_bytes"])
     return pack_report(pack.loc, marker, reused=False)
-
-
-def _upload(manifest: Manifest, pack: S3Pack, plan: Any, shards: list[str], threads: int,
-            progress: Progress | None) -> int:
-    """Each shard built in memory from the samples' GETs, in manifest order, and PUT once whole."""
-    root = manifest.root
-    assert isinstance(root, S3Location)
-    client, bucket, keys, sizes = pack.client, root.bucket, manifest.paths, manifest.sizes
-
-    def load(i: int) -> bytes:
-        try:
-            data = bytes(client.get_object(Bucket=bucket, Key=keys[i])["Body"].read())
-        except Exception as exc:
-            raise explain(exc, root, f"pack reading {keys[i]} of") from None
-        if len(data) != sizes[i]:
-            raise UserError(f"s3://{bucket}/{keys[i]} has {len(data)} bytes, its manifest says {sizes[i]}: the "
-                            "dataset changed since its manifest was written")
-        return data
-
-    mtime = int(time.time())
-    done = 0
-    buf = io.BytesIO()
-    tf: tarfile.TarFile | None = None
-    cur = -1
-    for i, data in enumerate(read_samples(manifest, threads, load=load)):
-        s = int(plan.shard[i])
-        if s != cur:
-            if tf is not None:
-                _put_shard(pack, tf, buf, shards[cur], plan.shard_bytes[cur])
-            cur, buf = s, io.BytesIO()
-            tf = tarfile.TarFile(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT)
-        assert tf is not None
-        add_member(tf, i, keys[i], data, mtime, int(plan.offset[i]))
-        done += len(data)
-        if progress and (i + 1) % PROGRESS_EVERY == 0:
-            progress(i + 1, done)
-    if tf is not None:
-        _put_shard(pack, tf, buf, shards[cur], plan.shard_bytes[cur])
-    return done
-
-
-def _put_shard(pack: S3Pack, tf: tarfile.TarFile, buf: io.BytesIO, name: str, planned: int) -> None:
-    tf.close()  # the end-of-archive blocks and the record padding
-    body = buf.getvalue()
-    buf.close()
-    if len(body) != planned:
-        raise RuntimeError(f"{pack.loc}/{name}: {len(body)} bytes made, {planned} planned")
-    pack.put(name, body)

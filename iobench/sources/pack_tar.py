@@ -8,9 +8,10 @@ import os
 import tarfile
 import time
 from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 
@@ -18,26 +19,23 @@ from iobench.dataset import Manifest
 from iobench.errors import UserError, explain_oserror
 from iobench.sources.pack_folder import (
     DEFAULT_SHARD_SIZE,
-    PROGRESS_EVERY,
+    THREADS,
     PackReport,
     Progress,
-    begin,
     default_dest,
     fingerprint,
-    finish,
     new_file,
-    pack_report,
     read_samples,
     round_up,
-    round_up_arr,
     save_npy,
-    stat_check,
+    write_pack,
 )
 
 TAR_INDEX = "index.npy"
 TAR_BLOCK = tarfile.BLOCKSIZE  # 512: one USTAR header, and the unit data is padded to
 TAR_RECORD = tarfile.RECORDSIZE  # 10240: tarfile pads a closed archive to a whole record
 TAR_END = 2 * TAR_BLOCK  # the end-of-archive marker: two zero blocks
+F = TypeVar("F", bound=BinaryIO)  # a shard's file: on disk, or in memory (sources/pack_s3.py)
 
 
 @dataclass
@@ -52,7 +50,8 @@ def plan_tar(sizes: np.ndarray, shard_size: int = DEFAULT_SHARD_SIZE) -> TarPlan
     while the closed tar (one 512-byte header per member, data padded to 512, two zero blocks, the
     whole padded to tarfile's 10240-byte record) stays within shard_size."""
     n = len(sizes)
-    member = (TAR_BLOCK + round_up_arr(sizes, TAR_BLOCK)).tolist()
+    # each member: its header, then its data in whole blocks
+    member = (TAR_BLOCK + -(-np.asarray(sizes, dtype=np.int64) // TAR_BLOCK) * TAR_BLOCK).tolist()
     shard = np.empty(n, dtype=np.int64)
     offset = np.empty(n, dtype=np.int64)
     shard_bytes: list[int] = []
@@ -101,82 +100,64 @@ def tar_params(manifest: Manifest, sizes: np.ndarray, shard_size: int) -> dict:
             "members": "<index:08d>.<ext>"}
 
 
-def add_member(tf: tarfile.TarFile, index: int, path: str, data: bytes, mtime: int, planned: int) -> None:
-    """Sample `index` as the shard's next member, where the plan put its bytes (`planned`: their offset)."""
-    ti = tarfile.TarInfo(member_name(index, path))
-    ti.size = len(data)
-    ti.mtime = mtime
-    ti.mode = 0o644
-    tf.addfile(ti, io.BytesIO(data))
-    # tarfile's offset is now past the padded data: where the data began is what it would
-    # report as offset_data when reading the shard back.
-    if tf.offset - round_up(len(data), TAR_BLOCK) != planned:
-        raise RuntimeError(f"tar layout differs from the plan at sample {index}: tarfile wrote a header "
-                           "longer than one block")
-
-
 def pack_tar(manifest: Manifest, dest: Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
-             progress: Progress | None = None, *, threads: int = 8) -> PackReport:
+             progress: Progress | None = None) -> PackReport:
     """Write (or reuse) WebDataset-style tar shards of `manifest` and their offset index."""
     dest = Path(dest) if dest is not None else default_dest(manifest, "tar", shard_size)
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
     params = tar_params(manifest, sizes, shard_size)
     plan = plan_tar(sizes, shard_size)
     shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
-    made = [*shards, TAR_INDEX]
+
+    def write(dfd: int) -> tuple[dict[str, int], dict]:
+        try:
+            write_shards(manifest, plan, read_samples(manifest, THREADS, progress), dest,
+                         lambda s: os.fdopen(new_file(dfd, shards[s], dest), "wb", buffering=2**20))
+            save_npy(dfd, TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1), dest)
+        except OSError as exc:
+            raise explain_oserror(exc, f"cannot write the tar pack in {dest}") from exc
+        files = dict(zip(shards, plan.shard_bytes, strict=True))
+        files[TAR_INDEX] = os.stat(TAR_INDEX, dir_fd=dfd, follow_symlinks=False).st_size
+        return files, {"shards": shards, "shard_size": int(shard_size)}
+
     index_bytes = 128 + 24 * len(manifest)
-    got = begin(dest, "tar", params, made, sum(plan.shard_bytes) + index_bytes, stat_check, manifest.folder)
-    if isinstance(got, dict):
-        return pack_report(dest, got, reused=True)
-    with got as dfd:
-        return _write_tar(manifest, dest, dfd, sizes, plan, shards, shard_size, params, made, progress, threads)
+    return write_pack(manifest, dest, "tar", params, [*shards, TAR_INDEX], sum(plan.shard_bytes) + index_bytes,
+                      write, progress)
 
 
-def _write_tar(manifest: Manifest, dest: Path, dfd: int, sizes: np.ndarray, plan: TarPlan, shards: list[str],
-               shard_size: int, params: dict, made: list[str], progress: Progress | None,
-               threads: int) -> PackReport:
-    t0 = time.perf_counter()
+def write_shards(manifest: Manifest, plan: TarPlan, samples: Iterator[bytes], where: object,
+                 open_shard: Callable[[int], F], done: Callable[[int, F], None] | None = None) -> None:
+    """Each sample (`samples`: their bytes in manifest order) as a member of its shard, at the plan's offset:
+    `open_shard(s)` gives shard s's file (`where` names it in an error), handed whole to `done(s, f)`, then closed."""
     mtime = int(time.time())
-    done = 0
-    f: BinaryIO | None = None
-    tf: tarfile.TarFile | None = None  # writes to f: the two are set and cleared together
-    cur = -1
+    # each shard's last sample: the shard is closed after it
+    last = (np.searchsorted(plan.shard, np.arange(1, len(plan.shard_bytes) + 1)) - 1).tolist()
+    f: F | None = None
     try:
-        for i, data in enumerate(read_samples(manifest, threads)):
+        for i, data in enumerate(samples):
             s = int(plan.shard[i])
-            if s != cur:
-                if tf is not None and f is not None:
-                    _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
-                    tf = f = None
-                cur = s
-                f = os.fdopen(new_file(dfd, shards[s], dest), "wb", buffering=2**20)  # closed in _close_shard
+            if f is None:
+                f = open_shard(s)
                 tf = tarfile.TarFile(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT)
-            assert tf is not None  # the first sample (cur -1) opened a shard
-            add_member(tf, i, manifest.paths[i], data, mtime, int(plan.offset[i]))
-            done += len(data)
-            if progress and (i + 1) % PROGRESS_EVERY == 0:
-                progress(i + 1, done)
-        if tf is not None and f is not None:
-            _close_shard(tf, f, plan.shard_bytes[cur], dest / shards[cur])
-            tf = f = None
-        save_npy(dfd, TAR_INDEX, np.stack([plan.shard, plan.offset, sizes], axis=1), dest)
-    except OSError as exc:
-        raise explain_oserror(exc, f"cannot write the tar pack in {dest}") from exc
+            ti = tarfile.TarInfo(member_name(i, manifest.paths[i]))
+            ti.size = len(data)
+            ti.mtime = mtime
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+            # tarfile's offset is now past the padded data: where the data began is what it would
+            # report as offset_data when reading the shard back.
+            if tf.offset - round_up(len(data), TAR_BLOCK) != plan.offset[i]:
+                raise RuntimeError(f"tar layout differs from the plan at sample {i}: tarfile wrote a header "
+                                   "longer than one block")
+            if i == last[s]:
+                tf.close()  # writes the end-of-archive blocks and the record padding, leaves f open
+                if (size := f.seek(0, io.SEEK_END)) != plan.shard_bytes[s]:  # (flushed first)
+                    raise RuntimeError(f"{where}/{shard_name(s)}: {size} bytes written, {plan.shard_bytes[s]} "
+                                       "planned")
+                if done is not None:
+                    done(s, f)
+                f.close()
+                f = None
     finally:
         if f is not None:
             f.close()
-    if progress:
-        progress(len(manifest), done)
-    files = {name: size for name, size in zip(shards, plan.shard_bytes, strict=True)}
-    files[TAR_INDEX] = os.stat(TAR_INDEX, dir_fd=dfd, follow_symlinks=False).st_size
-    return finish(dfd, dest, "tar", params, made, files, t0,
-                   {"shards": shards, "shard_size": int(shard_size)})
-
-
-def _close_shard(tf: tarfile.TarFile, f: BinaryIO, planned: int, path: Path) -> None:
-    tf.close()  # writes the end-of-archive blocks and the record padding, leaves f open
-    f.flush()
-    size = os.fstat(f.fileno()).st_size
-    f.close()
-    if size != planned:
-        raise RuntimeError(f"{path}: {size} bytes written, {planned} planned")

@@ -224,9 +224,13 @@ class ObjectReader(ABC):
         self.total_ns = s.t2 - s.first
         return s.n
 
-    @abstractmethod
     def _send(self, s: _Slot) -> None:
-        """Send (or, where the client's call blocks, stamp) slot `s`'s GET: its clock readings from here."""
+        """Send (here, where the client's call blocks: reset and stamp) slot `s`'s GET: its clock readings from here."""
+        s.t1 = s.n = s.status = 0
+        s.error = s.pause = None
+        s.t0 = _clock()
+        if not s.first:
+            s.first = s.t0
 
     @abstractmethod
     def _wait(self, s: _Slot) -> None:
@@ -282,9 +286,7 @@ class Boto3Reader(ObjectReader):
         self._pool = ThreadPoolExecutor(self._depth, thread_name_prefix="iobench-get") if self._depth > 1 else None
 
     def _send(self, s: _Slot) -> None:
-        s.t0 = _clock()
-        if not s.first:
-            s.first = s.t0
+        ObjectReader._send(self, s)  # (not super(): no object made per GET)
         if self._pool is not None:
             s.job = self._pool.submit(self._get, s)
 
@@ -297,8 +299,6 @@ class Boto3Reader(ObjectReader):
             s.job = None
 
     def _get(self, s: _Slot) -> None:
-        s.error = s.pause = None
-        s.t1 = s.status = 0
         try:
             key = self._key(s.index).decode()
             got = (self._client.get_object(Bucket=self._bucket, Key=key) if self._span is None else
@@ -335,14 +335,7 @@ class ConnectorReader(ObjectReader):
         super().__init__(*args)
         assert self._depth == 1, "s3torchconnector keeps one GET in flight per reader"
 
-    def _send(self, s: _Slot) -> None:
-        s.t0 = _clock()
-        if not s.first:
-            s.first = s.t0
-
     def _wait(self, s: _Slot) -> None:
-        s.error = s.pause = None
-        s.t1 = s.status = s.n = 0
         on_body = s.callbacks[1]  # as the CRT's chunks: the first one's time, each copied once at its offset
         try:
             span = () if self._span is None else self._span(s.index)  # its end is exclusive

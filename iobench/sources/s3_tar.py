@@ -8,9 +8,10 @@ from __future__ import annotations
 import io
 import os
 import threading
-from abc import ABC, abstractmethod
 from array import array
-from collections import deque
+from collections.abc import Callable
+from functools import partial
+from queue import SimpleQueue
 from time import perf_counter_ns as _clock
 from typing import Any
 from urllib.parse import quote
@@ -85,20 +86,18 @@ class _Shards:
         return int(read.sum()), latency_summary(rec.open_ns[read]), latency_summary(rec.total_ns[read])
 
 
-class _Chunks(ABC):
-    """A GET's body as a stream with readinto, over the chunks `_next` gives in order (None: the end), each copied
-    once into the reader's buffer."""
+class _Chunks:
+    """A GET's body as a stream with readinto, over the chunks `next_chunk()` gives in order (None: the end), each
+    copied once into the reader's buffer. As is, s3torchconnector's stream taken on the reader's thread (it has no
+    cancel: a stream let go before its end is dropped with its request)."""
 
-    __slots__ = ("_chunk", "_at", "t1")
+    __slots__ = ("_next", "_chunk", "_at", "t1")
 
-    def __init__(self) -> None:
+    def __init__(self, next_chunk: Callable[[], bytes | None]) -> None:
+        self._next = next_chunk
         self._chunk = memoryview(b"")
         self._at = 0
-        self.t1 = 0  # when the first chunk came
-
-    @abstractmethod
-    def _next(self) -> bytes | None:
-        """The body's next chunk in order, waiting for it (None: the end)."""
+        self.t1 = 0  # when the first chunk came, where it is taken on another thread (0: when `first` has it)
 
     def first(self) -> int:
         """Wait for the first chunk; when it came."""
@@ -116,39 +115,20 @@ class _Chunks(ABC):
         self._at += k
         return k
 
-    def close(self) -> None:  # noqa: B027  (most bodies let go of a GET not read to its end by being dropped)
+    def close(self) -> None:
         """A GET not read to its end is let go."""
-
-
-class _ConnectorBody(_Chunks):
-    """A GET through s3torchconnector: its stream's chunks, taken on the reader's thread (it has no cancel: a
-    stream let go before its end is dropped with its request)."""
-
-    __slots__ = ("_it",)
-
-    def __init__(self, stream: Any):
-        super().__init__()
-        self._it = iter(stream)
-
-    def _next(self) -> bytes | None:
-        chunk = next(self._it, None)
-        if chunk is not None and not self.t1:
-            self.t1 = _clock()
-        return chunk
 
 
 class _CrtBody(_Chunks):
     """A GET through the CRT (awscrt): the chunks its event-loop threads deliver, in order, queued as they come;
     `close` cancels a GET not read to its end."""
 
-    __slots__ = ("_job", "_cv", "_chunks", "_ended", "_error", "status")
+    __slots__ = ("_job", "_queue", "_ended", "status")
 
     def __init__(self, c: CrtClient, key: str, start: int):
-        super().__init__()
-        self._cv = threading.Condition()
-        self._chunks: deque[bytes] = deque()
+        super().__init__(self._take)
+        self._queue: SimpleQueue[bytes | BaseException | None] = SimpleQueue()  # the chunks, then how it ended
         self._ended = False
-        self._error: BaseException | None = None
         self.status = 0  # the answer's HTTP status, for the words of a failed GET
         request = HttpRequest("GET", c.path + quote(key), HttpHeaders([("Host", c.host), ("Range", f"bytes={start}-")]))
         self._job = c.client.make_request(type=S3RequestType.GET_OBJECT, request=request, on_headers=self._headers,
@@ -159,30 +139,25 @@ class _CrtBody(_Chunks):
         self.status = status_code
 
     def _body(self, chunk: bytes, **_: Any) -> None:
-        with self._cv:
-            if not self.t1:
-                self.t1 = _clock()
-            self._chunks.append(chunk)
-            self._cv.notify()
+        if not self.t1:
+            self.t1 = _clock()
+        self._queue.put(chunk)
 
     def _done(self, error: BaseException | None = None, status_code: int | None = None, **_: Any) -> None:
-        with self._cv:
-            self._error, self._ended = error, True
-            if status_code:
-                self.status = status_code
-            self._cv.notify()
+        if status_code:
+            self.status = status_code
+        self._ended = True
+        self._queue.put(error)
 
-    def _next(self) -> bytes | None:
+    def _take(self) -> bytes | None:
         """The next chunk (None: the GET has ended); waits for it. A server that stops answering: the engine's
         watchdog (--io-timeout) ends the epoch."""
-        with self._cv:
-            while not self._chunks and not self._ended:
-                self._cv.wait()
-            if self._chunks:
-                return self._chunks.popleft()
-            if self._error is not None:
-                raise self._error
-            return None
+        got = self._queue.get()
+        if got is None or isinstance(got, BaseException):
+            self._queue.put(got)  # the end, said again to a later call
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
     def close(self) -> None:
         if not self._ended:
@@ -345,7 +320,7 @@ class StreamReader:
             body: _Chunks = _CrtBody(self._client, key, start)
             return body, body.first()
         if self._src.loc.client == "s3torchconnector":  # its get_object returns at the headers
-            body = _ConnectorBody(self._client._get_object_stream(self._bucket, key, start))
+            body = _Chunks(partial(next, iter(self._client._get_object_stream(self._bucket, key, start)), None))
             return body, body.first()
         body = self._client.get_object(Bucket=self._bucket, Key=key, Range=f"bytes={start}-")["Body"]
         return body, _clock()  # get_object returns at the response's headers: the body's bytes follow them

@@ -30,8 +30,7 @@ def _reset_after_fork() -> None:
     _open_lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class TarSource:
@@ -175,16 +174,8 @@ def _interleave(streams: list[np.ndarray], batch: int) -> np.ndarray:
     """Round-robin over workers, one batch each, as a DataLoader hands out workers' batches."""
     if len(streams) == 1:
         return streams[0].astype(np.int64)
-    chunks = []
-    pos = [0] * len(streams)
-    live = True
-    while live:
-        live = False
-        for w, st in enumerate(streams):
-            if pos[w] < len(st):
-                chunks.append(st[pos[w]:pos[w] + batch])
-                pos[w] += batch
-                live = True
+    longest = max(map(len, streams))
+    chunks = [st[at:at + batch] for at in range(0, longest, batch) for st in streams]
     return np.concatenate(chunks).astype(np.int64) if chunks else np.empty(0, dtype=np.int64)
 
 
