@@ -1,6 +1,6 @@
-"""A storage that stops answering: `StorageStalled` (exit 3, one line), the time limits of stopping the readers, and
-the signals held while they are stopped. The engines (an epoch's readers), bounded.py (work outside the epochs),
-fio and the distributed ranks all raise and handle this one error."""
+"""A storage that stops answering: `StorageStalled` (exit 3, one line), the time limits of stopping the readers, the
+signals held while they are stopped, and whether a process still runs (`alive`). The engines (an epoch's readers),
+bounded.py (work outside the epochs), fio and the distributed ranks all raise and handle this one error."""
 
 from __future__ import annotations
 
