@@ -21,6 +21,7 @@ from iobench.answer.words import counted
 from iobench.dataset import (
     GenSpec,
     Manifest,
+    check_mount,
     fmt_bytes,
     generate,
     read_marker,
@@ -30,7 +31,7 @@ from iobench.dataset import scan as scan_tree
 from iobench.dataset.imagefolder import SCAN_THREADS
 from iobench.distributed import epochs as job_epochs
 from iobench.distributed.job import Job, RankLost, World
-from iobench.errors import EnvironmentRefused, Interrupted, UserCodeError, UserError
+from iobench.errors import Interrupted, UserCodeError, UserError
 from iobench.host.mounts import host_info
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S, StorageStalled, run_finished
 from iobench.output import STDOUT, check_apart, check_json_target, check_out_target, stdout_to_stderr, write_json
@@ -140,12 +141,7 @@ def _shape_words(params: dict) -> str:
 def scan_dataset(dataset: Path, ui: UI, follow_links: bool = False) -> Manifest:
     """An existing image tree (missing or unreadable: exit 3, like a missing mount), listed with a live line, its
     listing cached outside it (~/.cache/iobench/scans/); links out of it skipped unless `follow_links`."""
-    if not dataset.exists():
-        raise EnvironmentRefused(f"dataset {dataset} does not exist")
-    if not dataset.is_dir():
-        raise EnvironmentRefused(f"dataset {dataset} is not a directory")
-    if not os.access(dataset, os.R_OK | os.X_OK):
-        raise EnvironmentRefused(f"dataset {dataset} is not readable (permission denied)")
+    check_mount(dataset, writable=False, what="dataset")
     t0, seen = time.perf_counter(), [0, 0]
 
     def found() -> str:  # there is no total to show a bar against: the count is the progress

@@ -228,15 +228,15 @@ def read_marker(folder: Path, name: str = MARKER, *, dir_fd: int | None = None) 
     return check_marker(obj, path) if name == MARKER else obj
 
 
-def check_mount(mount: Path, *, writable: bool) -> Path:
-    """A one-line error for a mount that is missing, not a folder, unreadable, or (for writing) read-only or not
-    writable: an EnvironmentRefused (exit code 3)."""
+def check_mount(mount: Path, *, writable: bool, what: str = "mount") -> Path:
+    """A one-line error for a mount (or another folder: `what` names it) that is missing, not a folder, unreadable,
+    or (for writing) read-only or not writable: an EnvironmentRefused (exit code 3)."""
     if not mount.exists():
-        raise EnvironmentRefused(f"mount {mount} does not exist")
+        raise EnvironmentRefused(f"{what} {mount} does not exist")
     if not mount.is_dir():
-        raise EnvironmentRefused(f"mount {mount} is not a directory")
+        raise EnvironmentRefused(f"{what} {mount} is not a directory")
     if not os.access(mount, os.R_OK | os.X_OK):
-        raise EnvironmentRefused(f"mount {mount} is not readable (permission denied)")
+        raise EnvironmentRefused(f"{what} {mount} is not readable (permission denied)")
     if writable and os.statvfs(mount).f_flag & os.ST_RDONLY:
         raise EnvironmentRefused(f"mount {mount} is read-only: iobench needs to write there")
     if writable and not os.access(mount, os.W_OK):

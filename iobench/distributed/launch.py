@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import EnvironmentRefused
+from iobench.host.stall import alive, proc_stat
 from iobench.safefs import write_file
 
 LAUNCH_DIR_ENV = "IOBENCH_LAUNCH_DIR"  # the launcher's private folder, in each rank's environment
@@ -164,6 +165,7 @@ class _Watch(threading.Thread):
                 pid = _read(self.folder / f"{PID}{r}")
                 if pid and pid.isdigit():
                     self.pids[r] = int(pid)
+            # a zombie has ended: torch's agent reaps it on its next look
             if r in self.pids and r not in self.ended and not alive(self.pids[r]):
                 self.ended[r] = now
 
@@ -261,21 +263,10 @@ def _held(folder: Path, rank: int) -> list[str]:
     return (_read(folder / f"{HELD}{rank}") or "").splitlines()
 
 
-def alive(pid: int) -> bool:
-    """The process runs (a zombie does not: torch's agent reaps it on its next look)."""
-    return _stat(pid) not in ("", "Z")
-
-
 def _state(pid: int) -> str:
     """What a process is doing, in words, when it is not simply running ("" then)."""
-    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}.get(_stat(pid), "")
-
-
-def _stat(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
+    words = {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible IO"}
+    return words.get((proc_stat(pid) or [""])[0], "")
 
 
 def _read(path: Path) -> str | None:

@@ -144,20 +144,8 @@ def die_with_parent() -> None:
         _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def child_setup(parent: int, name: bytes) -> None:  # pragma: no cover - runs in the child
-    """In a forked child: die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take
-    `name` in ps, and hold neither the terminal nor a pipe's reader if left behind."""
-    die_with_parent()
-    set_name(name)
-    if os.getppid() != parent:
-        os._exit(1)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-
-
 def fork_reporting(work: Callable[[], object], name: bytes) -> tuple[int, int, list[int]]:
-    """Fork a child (`fork_child`) that sets itself up (`child_setup`), sends `work()`'s value to this process (8
+    """Fork a child (`fork_child`) that sets itself up, sends `work()`'s value to this process (8
     bytes of length, then its pickle; an exception that does not pickle goes as a RuntimeError with its repr) and
     exits. Returns its pid, the read end of its report (`await_report`) and the signals held during the fork."""
     rfd, wfd = os.pipe()
@@ -165,7 +153,15 @@ def fork_reporting(work: Callable[[], object], name: bytes) -> tuple[int, int, l
 
     def child() -> None:  # pragma: no cover - the child (coverage does not follow it)
         os.close(rfd)
-        child_setup(parent, name)
+        # die with iobench (Linux: SIGKILL when the parent goes, no orphan reading on), take `name` in ps, and hold
+        # neither the terminal nor a pipe's reader if left behind
+        die_with_parent()
+        set_name(name)
+        if os.getppid() != parent:
+            os._exit(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
         value = work()
         try:
             report = pickle.dumps(value)

@@ -172,17 +172,14 @@ NFS_KEYS = ("vers", "proto", "rsize", "wsize", "nconnect", "timeo", "retrans", "
             "addr", "clientaddr", "max_connect", "nocto")
 FUSE_KEYS = ("max_read", "allow_other", "default_permissions", "user_id")
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "fuse")
+FAMILIES = {"nfs": "nfs", "nfs4": "nfs", "lustre": "lustre", "fuse": "fuse"}  # the others: network or local
 
 
 def fs_family(fstype: str) -> str:
     """'nfs' (nfs, nfs4), 'lustre', 'fuse' (fuse.*), 'network' (other remote), or 'local'."""
-    if fstype in ("nfs", "nfs4"):
-        return "nfs"
-    if fstype == "lustre":
-        return "lustre"
-    if fstype == "fuse" or fstype.startswith(("fuse.", "fuseblk")):
+    if fstype.startswith(("fuse.", "fuseblk")):
         return "fuse"
-    return "network" if fstype in NETWORK_FS else "local"
+    return FAMILIES.get(fstype) or ("network" if fstype in NETWORK_FS else "local")
 
 
 def fs_details(entry: MountEntry, path: Path) -> tuple[dict[str, str | int | None], list[str]]:

@@ -1,6 +1,6 @@
-"""A storage that stops answering: `StorageStalled` (exit 3, one line), the time limits of stopping the readers, and
-the signals held while they are stopped. The engines (an epoch's readers), bounded.py (work outside the epochs),
-fio and the distributed ranks all raise and handle this one error."""
+"""A storage that stops answering: `StorageStalled` (exit 3, one line), the time limits of stopping the readers, the
+signals held while they are stopped, and whether a process still runs (`alive`). The engines (an epoch's readers),
+bounded.py (work outside the epochs), fio and the distributed ranks all raise and handle this one error."""
 
 from __future__ import annotations
 
@@ -81,6 +81,21 @@ def left_behind_text(pids: tuple[int, ...] | list[int], what: str = "worker proc
                 "answers or the mount is force-unmounted")
     return (f"{len(pids)} {what}es{detail} stuck in uninterruptible IO remain: PIDs {listed}; they exit when the "
             "storage answers or the mount is force-unmounted")
+
+
+def proc_stat(pid: int) -> list[str]:
+    """A process's fields in /proc/PID/stat from its state on (field 3; [] when it is gone): the name before them,
+    in parentheses, may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].decode("ascii").split()
+    except (OSError, IndexError):
+        return []
+
+
+def alive(pid: int) -> bool:
+    """The process runs: it is neither gone nor a zombie (only its exit status is left, until it is reaped)."""
+    return proc_stat(pid)[:1] not in ([], ["Z"], ["X"])
 
 
 AFTER_FINISH: list[int] = []  # stop signals that came once the run had finished (run_finished): noted only

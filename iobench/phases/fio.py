@@ -23,7 +23,7 @@ import psutil
 
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
-from iobench.host.stall import StorageStalled, Watch
+from iobench.host.stall import StorageStalled, Watch, alive, proc_stat
 from iobench.phases.fio_job import FioJob
 from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_output, result_from_json
 from iobench.safefs import write_file
@@ -197,8 +197,7 @@ def _progress(fio_pid: int) -> tuple:
             if pid != fio_pid:
                 with open(f"/proc/{pid}/status", encoding="ascii") as f:
                     item += [line.split()[1] for line in f if "ctxt_switches" in line]
-                with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-                    item += f.read().rsplit(")", 1)[1].split()[11:13]  # utime, stime (fields 14 and 15)
+                item += proc_stat(pid)[11:13]  # utime, stime (fields 14 and 15)
         except (OSError, IndexError):
             pass
         out.append(tuple(item))
@@ -207,12 +206,7 @@ def _progress(fio_pid: int) -> tuple:
 
 def _alive(pids: Sequence[int]) -> tuple[int, ...]:
     """Those of `pids` still running (a zombie has gone: only its exit status is left)."""
-    left = []
-    for pid in pids:
-        with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as f:
-            if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
-                left.append(pid)
-    return tuple(left)
+    return tuple(pid for pid in pids if alive(pid))
 
 
 def _stop(proc: subprocess.Popen) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ from iobench import store
 from iobench.answer.rules import gpus_for, supply_run
 from iobench.dataset import Manifest
 from iobench.errors import UserError
+from iobench.host.stall import proc_stat
 from iobench.record.recorder import EpochRecorder
 from iobench.result import Mitigation, Result, Run, Settings
 from iobench.safefs import write_file
@@ -145,12 +146,8 @@ def journal_path() -> Path:
 def _start_time(pid: int) -> int | None:
     """A process's start time (clock ticks after boot; /proc/PID/stat field 22), None when it is gone or a zombie:
     with the pid it tells a process from a later one given the same pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
+    fields = proc_stat(pid)
+    return int(fields[19]) if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
 def _alive(entry: dict) -> bool:
