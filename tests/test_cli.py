@@ -158,13 +158,21 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert sum(x.samples for x in r.runs) > 0
 
 
-def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(tmp_path):
+@pytest.fixture(scope="module")
+def fio_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run with its fio baseline at 1 and 3 jobs, cold and warm (the result's folder), read by the tests of the
+    baseline's points and of fio's own JSON kept beside them."""
     if shutil.which("fio") is None:
         pytest.skip("fio not installed (scripts/test installs it)")
-    out = tmp_path / "out"
-    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "uniform:8kB-64kB", "--engine", "threads",
+    mount = tmp_path_factory.mktemp("fio-run")
+    out = mount / "out"
+    iobench("run", "--mount", str(mount), "--files", "150", "--size-dist", "uniform:8kB-64kB", "--engine", "threads",
             "--threads", "1,3", "--out", str(out), check=True)
-    r = Result.load(out / "result.json")
+    return out
+
+
+def test_fio_baseline_and_efficiency_at_equal_concurrency_and_cache(fio_run):
+    r = Result.load(fio_run / "result.json")
     assert r.baseline is not None and r.baseline.tool == "fio" and r.baseline.tool_version
     fio = {(b.concurrency, b.cache): b for b in r.baseline.points}
     assert set(fio) == {(1, "cold"), (1, "warm"), (3, "cold"), (3, "warm")}
@@ -298,14 +306,11 @@ def test_the_same_options_apply_with_the_engine_they_belong_to(tmp_path):
     assert (s.gpu, s.model, s.rate_kind, s.rate_per_gpu) == (None, None, "given", 100)
 
 
-def test_run_keeps_fios_own_json_beside_the_result(tmp_path):
-    if shutil.which("fio") is None:
-        pytest.skip("fio not installed (scripts/test installs it)")
-    out = tmp_path / "out"
-    iobench("run", "--mount", str(tmp_path), "--files", "150", "--size-dist", "fixed:8kB", "--engine", "threads",
-            "--threads", "1", "--no-metadata", "--cache", "cold", "--out", str(out), check=True)
+def test_run_keeps_fios_own_json_beside_the_result(fio_run):
+    out = fio_run  # the baseline's run above: one JSON per point, named by its jobs and cache state
     kept = sorted((out / "fio").glob("*.json"))
-    assert [p.name for p in kept] == ["fio-1jobs-cold.json"]
+    assert [p.name for p in kept] == ["fio-1jobs-cold.json", "fio-1jobs-warm.json", "fio-3jobs-cold.json",
+                                      "fio-3jobs-warm.json"]
     for p in kept:  # fio's own --output-format=json document, for fio-plot and other fio tooling
         doc = json.loads(p.read_text())
         assert "fio version" in doc and isinstance(doc["jobs"], list) and doc["jobs"]

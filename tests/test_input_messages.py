@@ -112,6 +112,19 @@ def test_a_tree_too_small_is_advised_a_bigger_dataset_not_files(tmp_path: Path) 
     assert not (tmp_path / "out").exists()
 
 
+def test_too_few_files_are_refused_before_measuring(tmp_path: Path) -> None:
+    """300 files in batches of 256: 2 batches, at most 1 per worker. Known before anything is read: refused in
+    one line with the --files that gives each reader 10 batches, and nothing measured (no rate judged: not quiet)."""
+    pytest.importorskip("torch")  # DataLoader workers
+    proc = iobench("run", "--mount", str(tmp_path), "--out", str(tmp_path / "out"), "--files", "300", "--engine",
+                   "dataloader", "--epochs", "1", "--no-metadata", "--workers", "1,2", "--batch-size", "256",
+                   "--cache", "cold", "--no-fio")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr  # before the dataset is made
+    assert proc.stderr.startswith("iobench: error: 300 files give 2 DataLoader workers 1.0 batches of 256 each, fewer "
+                                  "than the 10 a run needs to count: give --files 5,120 or more"), proc.stderr
+    assert not (tmp_path / "out" / "result.json").exists()
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_an_unreadable_dataset_root_is_said_unreadable_not_its_marker(tmp_path: Path) -> None:
     """Root without CAP_DAC_OVERRIDE/READ_SEARCH, as any user, on a real chmod 000 tree."""

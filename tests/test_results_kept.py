@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,17 +66,28 @@ def test_two_runs_started_in_the_same_second_keep_both_results(tmp_path):
         assert (p.parent / "report.html").is_file()
 
 
-def test_an_out_folder_that_holds_a_result_is_refused_before_measuring(tmp_path):
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One finished FAST cold run (its mount and its result folder), read by the tests below; a test that changes
+    the folder works on a copy."""
+    mount = tmp_path_factory.mktemp("finished")
+    out = mount / "done"
+    iobench("run", "--mount", str(mount), *FAST, "--cache", "cold", "--out", str(out), "--quiet", check=True)
+    return mount, out
+
+
+def test_an_out_folder_that_holds_a_result_is_refused_before_measuring(finished, tmp_path):
+    mount, done = finished
     out = tmp_path / "out"
-    iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out), "--quiet", check=True)
+    shutil.copytree(done, out)  # the run's folder as it wrote it: result.json and its reports
     kept = (out / "result.json").read_bytes()
-    proc = iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out))
+    proc = iobench("run", "--mount", str(mount), *FAST, "--cache", "cold", "--out", str(out))
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
     assert "already holds a result" in _one_line_error(proc) and str(out) in proc.stderr
     assert (out / "result.json").read_bytes() == kept
     (out / "result.json").write_bytes(b"")  # emptied: the folder still holds what iobench wrote (its reports)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    proc = iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out))
+    proc = iobench("run", "--mount", str(mount), *FAST, "--cache", "cold", "--out", str(out))
     assert proc.returncode == 2 and "already holds a result" in _one_line_error(proc)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
@@ -222,9 +234,8 @@ def test_a_decode_failure_names_the_file_and_the_decoders_error(tmp_path):
 # ---------------------------------------------------------------------------------------------- 5. unfinished results
 
 
-def test_plan_and_compare_warn_about_an_unfinished_result(tmp_path):
-    out = tmp_path / "done"
-    iobench("run", "--mount", str(tmp_path), *FAST, "--cache", "cold", "--out", str(out), "--quiet", check=True)
+def test_plan_and_compare_warn_about_an_unfinished_result(finished, tmp_path):
+    _, out = finished  # read, not changed
     r = Result.load(out / "result.json")
     # another run, stopped before its end (a copy of the same run would be refused by compare as the same result)
     r.complete, r.verdict, r.finished = False, None, None

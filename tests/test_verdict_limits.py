@@ -312,17 +312,6 @@ def test_asked_gpus_fed_and_not_fed(xfs_data, tmp_path):
         v["text"]
 
 
-def test_too_few_files_are_refused_before_measuring(tmp_path):
-    """300 files in batches of 256: 2 batches, at most 1 per worker. Known before anything is read: refused in
-    one line with the --files that gives each reader 10 batches, and nothing measured."""
-    proc = iobench("run", "--mount", str(tmp_path), "--out", str(tmp_path / "out"), "--files", "300", *FAST,
-                   "--workers", "1,2", "--batch-size", "256", "--cache", "cold", "--no-fio")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr  # before the dataset is made
-    assert proc.stderr.startswith("iobench: error: 300 files give 2 DataLoader workers 1.0 batches of 256 each, fewer "
-                                  "than the 10 a run needs to count: give --files 5,120 or more"), proc.stderr
-    assert not (tmp_path / "out" / "result.json").exists()
-
-
 @pytest.mark.root
 @pytest.mark.testbed
 def test_the_advice_for_a_run_too_short_makes_a_run_that_counts(sshfs_delay_mount, tmp_path):
