@@ -188,7 +188,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     last = [0.0]
 
     def step(batch) -> None:  # per batch, in the training loop: the GPU's step, then the gradient's allreduce
-        job.out_of_loader()
+        job.in_loader(False)
         waits[0] += time.perf_counter() - last[0]
         consumer.batch(batch)
         waits[1] += job.step()

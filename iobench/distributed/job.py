@@ -126,11 +126,6 @@ class Job:
 
     # -- who is where ---------------------------------------------------------------------------------------
     @property
-    def hosts(self) -> list[str]:
-        """Hosts in the order their first rank appears (node 0 holds rank 0)."""
-        return list(dict.fromkeys(p.host for p in self.peers))
-
-    @property
     def evictor(self) -> bool:
         """One rank per host evicts that host's page cache for a cold epoch: the lowest rank on it."""
         return min(p.rank for p in self.peers if p.host == self.w.host) == self.w.rank
@@ -206,21 +201,19 @@ class Job:
         with contextlib.suppress(Exception):  # the store may be what failed; the others then see the beat stop
             self.store.set(f"{KEY}failed/{self.w.rank}", json.dumps({"why": why[:2000], "says_who": says_who}))
 
-    def _failed(self) -> dict[int, tuple[str, bool]]:
-        out = {}
-        for r in range(self.w.world_size):
-            if r != self.w.rank and self.store.check([f"{KEY}failed/{r}"]):
-                told = json.loads(self.store.get(f"{KEY}failed/{r}"))
-                out[r] = (str(told["why"]), bool(told["says_who"]))
-        return out
+    def _told(self, name: str, skip: int | None = None) -> dict[int, bytes]:
+        """What each rank but `skip` set under KEY/name/<rank>, by rank; those that did not, left out."""
+        keys = {r: f"{KEY}{name}/{r}" for r in range(self.w.world_size) if r != skip}
+        return {r: self.store.get(k) for r, k in keys.items() if self.store.check([k])}
 
     def diagnose(self, what: str, exc: BaseException | None = None) -> RankLost:
         """Why a wait or collective ended: a rank that said why it failed, else one whose heartbeat stopped,
         else the ranks furthest behind in steps, else the collective's own error."""
         try:
-            failed = self._failed()
+            failed = self._told("failed", skip=self.w.rank)  # this rank's own reason is not news to it
             if failed:
-                r, (why, says_who) = min(failed.items())
+                r = min(failed)
+                why, says_who = (json.loads(failed[r])[k] for k in ("why", "says_who"))
                 return RankLost(why if says_who else f"{self.where(r)} failed while {what}: {why}")
             deadline = time.monotonic() + LOST_CHECK_S
             self._seen.clear()
@@ -233,13 +226,12 @@ class Job:
                 silent = max(LOST_CHECK_S, *((self._beats - self._seen[r][0]) * BEAT_S for r in stopped))
                 return RankLost(f"{', '.join(self.where(r) for r in stopped)} stopped answering (no heartbeat for "
                                 f"{silent:.0f} s) while {what}")
-            steps = {r: int(self.store.get(f"{KEY}steps/{r}")) for r in range(self.w.world_size)
-                     if self.store.check([f"{KEY}steps/{r}"])}
-            if steps and min(steps.values()) < max(steps.values()):
-                behind = [r for r, s in steps.items() if s == min(steps.values())]
-                return RankLost(f"{', '.join(self.where(r) for r in behind)} fell behind (step {min(steps.values())}, "
-                                f"the others up to {max(steps.values())}) and did not catch up within "
-                                f"{self.timeout_s:g} s while {what}")
+            steps = {r: int(v) for r, v in self._told("steps").items()}
+            low, high = min(steps.values(), default=0), max(steps.values(), default=0)
+            if low < high:
+                behind = [r for r, s in steps.items() if s == low]
+                return RankLost(f"{', '.join(self.where(r) for r in behind)} fell behind (step {low}, the others up "
+                                f"to {high}) and did not catch up within {self.timeout_s:g} s while {what}")
         except Exception as store_exc:  # the store itself is gone: say so
             return RankLost(f"the job's rendezvous store at {self.w.rendezvous} stopped answering while {what} "
                             f"({first_line(store_exc)})")
@@ -269,10 +261,8 @@ class Job:
                 time.sleep(POLL_S)
                 if time.monotonic() - checked >= BEAT_S:
                     checked = time.monotonic()
-                    if self._failed() or self._lost(ranks):
+                    if self._told("failed", skip=self.w.rank) or self._lost(ranks):
                         raise self.diagnose(what)
-        except RankLost:
-            raise
         except RuntimeError as exc:
             raise self.diagnose(what, exc) from None
 
@@ -305,13 +295,10 @@ class Job:
         finally:
             self._io_timeout_s = self._in_loader = None
 
-    def in_loader(self) -> None:
-        """The main thread is (back) in the loader, alive: a tick, or a batch's step done."""
-        self._in_loader = time.monotonic()
-
-    def out_of_loader(self) -> None:
-        """A batch came: the training loop has it (its allreduce has its own timeout)."""
-        self._in_loader = None
+    def in_loader(self, there: bool = True) -> None:
+        """The main thread is (back) in the loader, alive: a tick, or a batch's step done; or out of it (`there`
+        false): a batch came, the training loop has it (its allreduce has its own timeout)."""
+        self._in_loader = time.monotonic() if there else None
 
     def _watch_loader(self) -> None:
         """The one stall watchdog (host/stall.Watch) on the main thread's last sign of life in the loader."""
@@ -326,26 +313,24 @@ class Job:
             self._kicked = time.monotonic()
             signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]
         elif time.monotonic() - self._kicked > STUCK_EXIT_S:  # not freed: leave, saying why (its workers die too)
-            try:
-                self._stalled()
-            except StorageStalled as exc:
-                self.fail(str(exc))
-                if not hold(f"iobench: error: {exc}"):
-                    with contextlib.suppress(OSError):
-                        os.write(2, f"iobench: error: {exc}\n".encode())
+            exc = self._stall()
+            self.fail(str(exc))
+            if not hold(f"iobench: error: {exc}"):
+                with contextlib.suppress(OSError):
+                    os.write(2, f"iobench: error: {exc}\n".encode())
             self.await_rank_0()
             os._exit(3)
 
     def _interrupted(self, signum: int, frame: object) -> None:
         """STUCK_SIGNAL, in the main thread: the loader blocked past its time (see `reading`)."""
         if self._in_loader is not None and self._io_timeout_s is not None:  # else a batch came meanwhile
-            self._stalled()
+            raise self._stall()
 
-    def _stalled(self) -> None:
+    def _stall(self) -> StorageStalled:
         waited, limit = time.monotonic() - (self._in_loader or time.monotonic()), self._io_timeout_s or 0.0
-        raise StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s "
-                             f"(--io-timeout {limit:g} s), and this rank's DataLoader is blocked on a worker that "
-                             "does not answer", pending=1, timeout_s=limit)
+        return StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s (--io-timeout {limit:g} "
+                              "s), and this rank's DataLoader is blocked on a worker that does not answer", pending=1,
+                              timeout_s=limit)
 
     def close(self) -> None:
         self._stop.set()
