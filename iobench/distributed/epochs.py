@@ -8,7 +8,9 @@ import math
 import threading
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +53,8 @@ def coverage(indices: np.ndarray) -> tuple[int, int, int]:
 
 def read_once(parts: list[tuple[int, int, int]], n: int) -> bool:
     """The ranks' coverages together are exactly the samples 0..n-1, each once."""
-    want = coverage(np.arange(n, dtype=np.int64))
-    count = sum(p[0] for p in parts)
-    total = sum(p[1] for p in parts)
-    mixed = sum(p[2] for p in parts) % (1 << 64)
-    return (count, total, mixed) == want
+    count, total, mixed = (sum(column) for column in zip(*parts, strict=True))
+    return (count, total, mixed % (1 << 64)) == coverage(np.arange(n, dtype=np.int64))
 
 
 def digest(indices: np.ndarray) -> str:
@@ -129,7 +128,8 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
                 mine, error = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
                 if error is not None:
                     raise error
-                parts = _gather(job, mine, epoch)
+                parts: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None  # rank 0 gathers
+                job.collective(partial(job.dist.gather_object, mine, parts, dst=0), f"gathering epoch {epoch}")
                 if ctx is not None:
                     assert parts is not None  # the rank with the result is rank 0, which gathers
                     # as one host's epochs are: appended and saved at once
@@ -229,25 +229,13 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
         mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s()), got.error
 
 
-def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
-    """Every rank's figures to rank 0 (None elsewhere)."""
-    out: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None
-    job.collective(lambda: job.dist.gather_object(mine, out, dst=0), f"gathering epoch {epoch}")
-    return out
-
-
 def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
             result, ui) -> Run:
     """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
     by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; an epoch whose
     samples were not all of the manifest's sizes is left out, with a warning."""
-    lat = HdrHistogram.decode(parts[0].latency)
-    opens = HdrHistogram.decode(parts[0].opens)
-    for p in parts[1:]:
-        lat.add(HdrHistogram.decode(p.latency))
-        opens.add(HdrHistogram.decode(p.opens))
-    for p in parts:
-        h = HdrHistogram.decode(p.latency)
+    lats = [HdrHistogram.decode(p.latency) for p in parts]
+    for p, h in zip(parts, lats, strict=True):
         result.ranks[p.rank].epochs.append(RankEpoch(
             epoch=epoch, cache=state, complete=p.complete, samples=p.samples, bytes=p.bytes,
             seconds=round(p.seconds, 6), samples_per_s=round(p.samples / p.seconds, 2),
@@ -255,6 +243,10 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
             allreduce_s=round(p.allreduce_s, 4), steps=p.steps, latency_ms=Latency(**histogram_summary(h)),
             cpu=Cpu(**p.cpu), resident_before=None if p.resident is None else round(p.resident, 4),
             shard_digest=p.digest))
+    lat, opens = lats[0], HdrHistogram.decode(parts[0].opens)  # the job's: every rank's added to rank 0's
+    for p, h in zip(parts[1:], lats[1:], strict=True):
+        lat.add(h)
+        opens.add(HdrHistogram.decode(p.opens))
     pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
     samples = sum(p.samples for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
@@ -296,18 +288,16 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
         job.wait_all("scanned", "listing the dataset on every host")
     job.wait_all("checked", CHECKING)
     mounts = _mounts(job, manifest.root)
-    hosts = job.hosts
-    per_host = {h: sum(p.host == h for p in job.peers) for h in hosts}
+    per_host = dict(Counter(p.host for p in job.peers))  # in the order of their first rank: node 0 holds rank 0
+    workers = settings.concurrency[0]
     result.distributed = Distributed(
-        world_size=job.w.world_size, nodes=len(hosts), ranks_per_node=per_host, backend="gloo",
-        rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s,
-        workers=settings.concurrency[0], mounts=mounts,
+        world_size=job.w.world_size, nodes=len(per_host), ranks_per_node=per_host, backend="gloo",
+        rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s, workers=workers, mounts=mounts,
         # without a client cache (objects) ranks on one host share nothing of what they read
         shared_page_cache=any(n > 1 for n in per_host.values()) and store.open(manifest.root).client_cache)
     result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
                                cpus_usable=p.cpus_usable) for p in job.peers]
     notes = []
-    workers = settings.concurrency[0]
     for h, n in per_host.items():
         usable = min(p.cpus_usable for p in job.peers if p.host == h)
         if not fits(n, workers, usable):
@@ -327,9 +317,9 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     for warning in notes:
         result.warnings.append(warning)
         ui.warn(warning)
-    ui.info(f"distributed: {job.w.world_size} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''} "
-            f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {settings.concurrency[0]} DataLoader workers "
-            f"per rank, rendezvous {job.w.rendezvous}")
+    ui.info(f"distributed: {job.w.world_size} ranks on {len(per_host)} host{'s' if len(per_host) > 1 else ''} "
+            f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {workers} DataLoader workers per rank, "
+            f"rendezvous {job.w.rendezvous}")
 
 
 CHECKING = "checking the dataset's files on every host"
@@ -382,14 +372,14 @@ def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool
                              "(every node must mount the same storage at the same path)") from None
     except EnvironmentRefused as exc:  # a bucket this host cannot reach, or its credentials cannot read
         raise DatasetDiffers(f"{here}: {exc}") from None
+    differs = ""  # what this host sees otherwise: its file count and bytes, else its files against the manifest
     if (len(manifest), manifest.total_bytes) != (info["files"], info["bytes"]):
-        raise DatasetDiffers(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
-                             f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same dataset "
-                             "at the same path")
-    damage = _differing_files(manifest) if job.checks_files else ""
-    if damage:
-        raise DatasetDiffers(f"{here} sees other files at {root} than the dataset's manifest says: {damage}: every "
-                             "node must mount the same dataset at the same path")
+        differs = (f"{len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 sees {info['files']:,} "
+                   f"({info['bytes']:,} B)")
+    elif job.checks_files and (damage := _differing_files(manifest)):
+        differs = f"other files at {root} than the dataset's manifest says: {damage}"
+    if differs:
+        raise DatasetDiffers(f"{here} sees {differs}: every node must mount the same dataset at the same path")
     return manifest
 
 

@@ -50,10 +50,7 @@ class World:
     local_world_size: int
     rendezvous: str  # MASTER_ADDR:MASTER_PORT (the store every rank reaches)
     launcher: str  # "torchrun" or "iobench --ranks"
-
-    @property
-    def host(self) -> str:
-        return socket.gethostname()
+    host: str
 
 
 def world() -> World | None:
@@ -64,7 +61,7 @@ def world() -> World | None:
     return World(rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]), local_rank=int(env.get("LOCAL_RANK", 0)),
                  local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
                  rendezvous=f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}",
-                 launcher="iobench --ranks" if env.get("IOBENCH_RANKS") else "torchrun")
+                 launcher="iobench --ranks" if env.get("IOBENCH_RANKS") else "torchrun", host=socket.gethostname())
 
 
 @dataclass(frozen=True)
