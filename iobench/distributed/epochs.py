@@ -9,6 +9,7 @@ import threading
 import time
 import zlib
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -74,7 +75,6 @@ class _Mine:
     """What one rank measured in one epoch, sent to rank 0 (plain data: it crosses hosts as a pickled object)."""
 
     rank: int
-    complete: bool
     samples: int
     bytes: int
     seconds: float
@@ -125,9 +125,7 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
         for state in settings.cache:
             for _ in range(settings.epochs):
                 epoch += 1
-                mine, error = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
-                if error is not None:
-                    raise error
+                mine = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
                 parts: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None  # rank 0 gathers
                 job.collective(partial(job.dist.gather_object, mine, parts, dst=0), f"gathering epoch {epoch}")
                 if ctx is not None:
@@ -168,9 +166,10 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
 
 
 def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epoch: int,
-           ui) -> tuple[_Mine, BaseException | None]:
+           ui) -> _Mine:
     """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
-    share (phases/epoch.read_epoch) and joins every step's allreduce."""
+    share (phases/epoch.read_epoch) and joins every step's allreduce. An epoch cut short raises what stopped it: the
+    job ends before the gather, so every epoch gathered is complete."""
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     where = store.open(manifest.root)
@@ -216,17 +215,19 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
                          catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError), shown=shown)
     finally:
         job.watch(None)
+    if got.error is not None:
+        raise got.error
     rec = lane.rec
     read = rec.read_mask()
     mismatched, name, what = sizes_read(manifest, source, [(mine, rec.nbytes)])
     return _Mine(
-        rank=w.rank, complete=got.error is None, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
+        rank=w.rank, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
         seconds=rec.seconds(), au=consumer.au, consumed=consumer.samples, window_s=consumer.window_s,
         data_wait_s=waits[0], allreduce_s=waits[1], steps=consumer.steps,
         latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]),
-        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s()), got.error
+        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s())
 
 
 def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
@@ -237,7 +238,7 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     lats = [HdrHistogram.decode(p.latency) for p in parts]
     for p, h in zip(parts, lats, strict=True):
         result.ranks[p.rank].epochs.append(RankEpoch(
-            epoch=epoch, cache=state, complete=p.complete, samples=p.samples, bytes=p.bytes,
+            epoch=epoch, cache=state, complete=True, samples=p.samples, bytes=p.bytes,
             seconds=round(p.seconds, 6), samples_per_s=round(p.samples / p.seconds, 2),
             au=None if p.au is None else round(p.au, 4), data_wait_s=round(p.data_wait_s, 4),
             allreduce_s=round(p.allreduce_s, 4), steps=p.steps, latency_ms=Latency(**histogram_summary(h)),
@@ -250,19 +251,17 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
     samples = sum(p.samples for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
-    residents = [p.resident for p in parts if p.resident is not None]
-    resident = max(residents) if residents else None
+    resident = max((p.resident for p in parts if p.resident is not None), default=None)
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
-    firsts = [p.first_batch_s for p in parts if p.first_batch_s is not None]
     figures = Figures(
-        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds,
-        first_batch_s=min(firsts) if firsts else None, latency=histogram_summary(lat),
+        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds, latency=histogram_summary(lat),
+        first_batch_s=min((p.first_batch_s for p in parts if p.first_batch_s is not None), default=None),
         opens=histogram_summary(opens), decoded=settings.decode, decodes=None, decode_share=None,
         cpu={"system_busy_pct": busiest.busy_pct, "iowait_pct": busiest.iowait_pct, "iobench_cores": busiest.cores},
         disk=None, timeline=[(0.0, 0), (seconds, samples)])
     run = consumed(summarize(
         figures, "files", "shuffled", engine, state, epoch, parts[0].eviction, resident,
-        all(p.complete for p in parts), gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
+        True, gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
         **fed([p.au for p in parts], [p.consumed for p in parts], [p.window_s for p in parts]), ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest))))
@@ -355,11 +354,8 @@ def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool
     here = job.where(job.w.rank)
     try:
         if info["made"]:
-            home = store.home_of(root)
-            try:
+            with closing(store.home_of(root)) as home:
                 manifest = home.manifest()
-            finally:
-                home.close()
         else:  # one rank per host lists the tree and caches the listing; the others of that host read the cache
             assert isinstance(root, Path)  # a tree read in place (--dataset) is a folder
             if job.evictor:
@@ -388,11 +384,8 @@ def _differing_files(manifest) -> str:
     stat-ed as rank 0's are when it reuses a dataset."""
     root = manifest.root
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
-    home = store.home_of(root)
-    try:
+    with closing(store.home_of(root)) as home:
         found = home.sizes(rel, store.open(root).writers(), threading.Event())
-    finally:
-        home.close()
     bad = np.flatnonzero(found != manifest.sizes)
     return describe_damage(root, rel, manifest.sizes, found, bad) if len(bad) else ""
 
