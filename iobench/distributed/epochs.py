@@ -212,11 +212,9 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     try:
         got = read_epoch(source, [lane], label, ui, during=job.reading(watched),
                          on_tick=lambda done: job.in_loader(),  # the loader's tick: its main thread is alive in it
-                         catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError), shown=shown)
+                         catch=(), shown=shown)  # nothing kept: what stops this rank's epoch ends the job
     finally:
         job.watch(None)
-    if got.error is not None:
-        raise got.error
     rec = lane.rec
     read = rec.read_mask()
     mismatched, name, what = sizes_read(manifest, source, [(mine, rec.nbytes)])
@@ -285,7 +283,6 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
                             "settings": settings.model_dump_json()})
     if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
         job.wait_all("scanned", "listing the dataset on every host")
-    job.wait_all("checked", CHECKING)
     mounts = _mounts(job, manifest.root)
     per_host = dict(Counter(p.host for p in job.peers))  # in the order of their first rank: node 0 holds rank 0
     workers = settings.concurrency[0]
@@ -321,9 +318,6 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
             f"rendezvous {job.w.rendezvous}")
 
 
-CHECKING = "checking the dataset's files on every host"
-
-
 class DatasetDiffers(EnvironmentRefused):
     """This rank sees another dataset at rank 0's path; the message names the rank and its host (rank 0 says it as
     it is)."""
@@ -342,7 +336,6 @@ def follow(job: Job, ui) -> None:
     except DatasetDiffers as exc:
         job.fail(str(exc), says_who=True)
         raise
-    job.wait_all("checked", CHECKING)
     _mounts(job, manifest.root)
     execute(job, manifest, settings, ui)
 
@@ -391,9 +384,9 @@ def _differing_files(manifest) -> str:
 
 
 def _mounts(job: Job, root: store.Location) -> dict[str, str]:
-    """Every host's mount of the dataset (fstype, source, options; a bucket: s3, its endpoint), met by all ranks;
-    by host name."""
-
+    """Once every rank has checked the dataset (no time limit while all are alive): every host's mount of it
+    (fstype, source, options; a bucket: s3, its endpoint), met by all ranks; by host name."""
+    job.wait_all("checked", "checking the dataset's files on every host")
     d = store.open(root).describe(root)
     line = f"{d['fstype']} {d['source']} {d['options']}"
     gathered: list[Any] = [None] * job.w.world_size
