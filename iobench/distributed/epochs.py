@@ -115,23 +115,20 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
-    workers = settings.concurrency[0]
     # rank 0 keeps its epochs as the phase runner does (phases/runner.py): the same record, saved after each
     ctx = RunContext(manifest, settings, result, result_path, ui) if result is not None and result_path else None
     source = store.source("files", manifest, ui)
-    engine = engines.make(settings, workers, loader=True)
+    engine = engines.make(settings, settings.concurrency[0], loader=True)
     epoch = 0
     try:
-        for state in settings.cache:
-            for _ in range(settings.epochs):
-                epoch += 1
-                mine = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
-                parts: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None  # rank 0 gathers
-                job.collective(partial(job.dist.gather_object, mine, parts, dst=0), f"gathering epoch {epoch}")
-                if ctx is not None:
-                    assert parts is not None  # the rank with the result is rank 0, which gathers
-                    # as one host's epochs are: appended and saved at once
-                    ctx.record(_merged(job, parts, manifest, settings, state, epoch, engine, result, ui))
+        for epoch, state in enumerate([s for s in settings.cache for _ in range(settings.epochs)], 1):
+            mine = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
+            parts: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None  # rank 0 gathers
+            job.collective(partial(job.dist.gather_object, mine, parts, dst=0), f"gathering epoch {epoch}")
+            if ctx is not None:
+                assert parts is not None  # the rank with the result is rank 0, which gathers
+                # as one host's epochs are: appended and saved at once
+                ctx.record(_merged(job, parts, manifest, settings, state, epoch, engine, result, ui))
     except KeyboardInterrupt:
         job.fail("interrupted (Ctrl-C or SIGTERM)")
         if result is None:
@@ -361,14 +358,14 @@ def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool
                              "(every node must mount the same storage at the same path)") from None
     except EnvironmentRefused as exc:  # a bucket this host cannot reach, or its credentials cannot read
         raise DatasetDiffers(f"{here}: {exc}") from None
-    differs = ""  # what this host sees otherwise: its file count and bytes, else its files against the manifest
     if (len(manifest), manifest.total_bytes) != (info["files"], info["bytes"]):
-        differs = (f"{len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 sees {info['files']:,} "
-                   f"({info['bytes']:,} B)")
-    elif job.checks_files and (damage := _differing_files(manifest)):
-        differs = f"other files at {root} than the dataset's manifest says: {damage}"
-    if differs:
-        raise DatasetDiffers(f"{here} sees {differs}: every node must mount the same dataset at the same path")
+        raise DatasetDiffers(f"{here} sees {len(manifest):,} files ({manifest.total_bytes:,} B) at {root}; rank 0 "
+                             f"sees {info['files']:,} ({info['bytes']:,} B): every node must mount the same dataset "
+                             "at the same path")
+    damage = _differing_files(manifest) if job.checks_files else ""
+    if damage:
+        raise DatasetDiffers(f"{here} sees other files at {root} than the dataset's manifest says: {damage}: every "
+                             "node must mount the same dataset at the same path")
     return manifest
 
 

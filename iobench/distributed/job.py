@@ -81,6 +81,7 @@ class Job:
     waits and collectives that end in bounded time when another rank is lost."""
 
     def __init__(self, w: World, timeout_s: float):
+        import torch
         import torch.distributed as dist
 
         _launched_rank(w.rank)
@@ -117,8 +118,6 @@ class Job:
         gathered: list[Any] = [None] * w.world_size
         self.collective(lambda: dist.all_gather_object(gathered, me), "meeting the other ranks")
         self.peers = gathered
-        import torch
-
         self._grad = torch.zeros(1)  # the allreduce's payload: its size is not what is measured, its wait is
 
     # -- who is where ---------------------------------------------------------------------------------------
@@ -168,10 +167,9 @@ class Job:
     def _count_cluster(self, watch: tuple[int, int, list[int]]) -> None:
         first, batch, shares = watch
         keys = [f"{KEY}steps/{r}" for r in range(len(shares))]
+        self._keys_seen = self._keys_seen or self.store.check(keys)
         if not self._keys_seen:
-            self._keys_seen = self.store.check(keys)
-            if not self._keys_seen:
-                return
+            return
         steps = [int(v) for v in self.store.multi_get(keys)]
         done = sum(min(max(s - first, 0) * batch, share) for s, share in zip(steps, shares, strict=True))
         self.cluster = (done, time.perf_counter())
@@ -310,24 +308,26 @@ class Job:
             self._kicked = time.monotonic()
             signal.pthread_kill(threading.main_thread().ident, STUCK_SIGNAL)  # type: ignore[arg-type]
         elif time.monotonic() - self._kicked > STUCK_EXIT_S:  # not freed: leave, saying why (its workers die too)
-            exc = self._stall()
-            self.fail(str(exc))
-            if not hold(f"iobench: error: {exc}"):
-                with contextlib.suppress(OSError):
-                    os.write(2, f"iobench: error: {exc}\n".encode())
+            try:
+                self._stalled()
+            except StorageStalled as exc:
+                self.fail(str(exc))
+                if not hold(f"iobench: error: {exc}"):
+                    with contextlib.suppress(OSError):
+                        os.write(2, f"iobench: error: {exc}\n".encode())
             self.await_rank_0()
             os._exit(3)
 
     def _interrupted(self, signum: int, frame: object) -> None:
         """STUCK_SIGNAL, in the main thread: the loader blocked past its time (see `reading`)."""
         if self._in_loader is not None and self._io_timeout_s is not None:  # else a batch came meanwhile
-            raise self._stall()
+            self._stalled()
 
-    def _stall(self) -> StorageStalled:
+    def _stalled(self) -> None:  # raises (docs/errors.md lists what is raised)
         waited, limit = time.monotonic() - (self._in_loader or time.monotonic()), self._io_timeout_s or 0.0
-        return StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s (--io-timeout {limit:g} "
-                              "s), and this rank's DataLoader is blocked on a worker that does not answer", pending=1,
-                              timeout_s=limit)
+        raise StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s "
+                             f"(--io-timeout {limit:g} s), and this rank's DataLoader is blocked on a worker that "
+                             "does not answer", pending=1, timeout_s=limit)
 
     def close(self) -> None:
         self._stop.set()
