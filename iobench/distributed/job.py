@@ -208,7 +208,8 @@ class Job:
             failed = self._told("failed", skip=self.w.rank)  # this rank's own reason is not news to it
             if failed:
                 r = min(failed)
-                why, says_who = (json.loads(failed[r])[k] for k in ("why", "says_who"))
+                told = json.loads(failed[r])
+                why, says_who = told["why"], told["says_who"]
                 return RankLost(why if says_who else f"{self.where(r)} failed while {what}: {why}")
             deadline = time.monotonic() + LOST_CHECK_S
             self._seen.clear()
