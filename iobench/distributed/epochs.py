@@ -8,7 +8,10 @@ import math
 import threading
 import time
 import zlib
+from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +54,8 @@ def coverage(indices: np.ndarray) -> tuple[int, int, int]:
 
 def read_once(parts: list[tuple[int, int, int]], n: int) -> bool:
     """The ranks' coverages together are exactly the samples 0..n-1, each once."""
-    want = coverage(np.arange(n, dtype=np.int64))
-    count = sum(p[0] for p in parts)
-    total = sum(p[1] for p in parts)
-    mixed = sum(p[2] for p in parts) % (1 << 64)
-    return (count, total, mixed) == want
+    count, total, mixed = (sum(column) for column in zip(*parts, strict=True))
+    return (count, total, mixed % (1 << 64)) == coverage(np.arange(n, dtype=np.int64))
 
 
 def digest(indices: np.ndarray) -> str:
@@ -75,7 +75,6 @@ class _Mine:
     """What one rank measured in one epoch, sent to rank 0 (plain data: it crosses hosts as a pickled object)."""
 
     rank: int
-    complete: bool
     samples: int
     bytes: int
     seconds: float
@@ -116,24 +115,20 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
 
     if result is not None:
         note(RESULT, str(result_path))  # under `--ranks`: where the launcher says the result is
-    workers = settings.concurrency[0]
     # rank 0 keeps its epochs as the phase runner does (phases/runner.py): the same record, saved after each
     ctx = RunContext(manifest, settings, result, result_path, ui) if result is not None and result_path else None
     source = store.source("files", manifest, ui)
-    engine = engines.make(settings, workers, loader=True)
+    engine = engines.make(settings, settings.concurrency[0], loader=True)
     epoch = 0
     try:
-        for state in settings.cache:
-            for _ in range(settings.epochs):
-                epoch += 1
-                mine, error = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
-                if error is not None:
-                    raise error
-                parts = _gather(job, mine, epoch)
-                if ctx is not None:
-                    assert parts is not None  # the rank with the result is rank 0, which gathers
-                    # as one host's epochs are: appended and saved at once
-                    ctx.record(_merged(job, parts, manifest, settings, state, epoch, engine, result, ui))
+        for epoch, state in enumerate([s for s in settings.cache for _ in range(settings.epochs)], 1):
+            mine = _epoch(job, manifest, settings, source, engine, state, epoch, ui)
+            parts: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None  # rank 0 gathers
+            job.collective(partial(job.dist.gather_object, mine, parts, dst=0), f"gathering epoch {epoch}")
+            if ctx is not None:
+                assert parts is not None  # the rank with the result is rank 0, which gathers
+                # as one host's epochs are: appended and saved at once
+                ctx.record(_merged(job, parts, manifest, settings, state, epoch, engine, result, ui))
     except KeyboardInterrupt:
         job.fail("interrupted (Ctrl-C or SIGTERM)")
         if result is None:
@@ -168,9 +163,10 @@ def execute(job: Job, manifest, settings, ui, result=None, result_path: Path | N
 
 
 def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epoch: int,
-           ui) -> tuple[_Mine, BaseException | None]:
+           ui) -> _Mine:
     """One epoch on this rank: the cache prepared on every host, all ranks start together, this rank reads its
-    share (phases/epoch.read_epoch) and joins every step's allreduce."""
+    share (phases/epoch.read_epoch) and joins every step's allreduce. An epoch cut short raises what stopped it: the
+    job ends before the gather, so every epoch gathered is complete."""
     w = job.w
     fits = manifest.total_bytes < host_info()["ram_bytes"]  # this host's RAM: its page cache
     where = store.open(manifest.root)
@@ -188,7 +184,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     last = [0.0]
 
     def step(batch) -> None:  # per batch, in the training loop: the GPU's step, then the gradient's allreduce
-        job.out_of_loader()
+        job.in_loader(False)
         waits[0] += time.perf_counter() - last[0]
         consumer.batch(batch)
         waits[1] += job.step()
@@ -213,27 +209,20 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     try:
         got = read_epoch(source, [lane], label, ui, during=job.reading(watched),
                          on_tick=lambda done: job.in_loader(),  # the loader's tick: its main thread is alive in it
-                         catch=(KeyboardInterrupt, OSError, StorageStalled, RankLost, RuntimeError), shown=shown)
+                         catch=(), shown=shown)  # nothing kept: what stops this rank's epoch ends the job
     finally:
         job.watch(None)
     rec = lane.rec
     read = rec.read_mask()
     mismatched, name, what = sizes_read(manifest, source, [(mine, rec.nbytes)])
     return _Mine(
-        rank=w.rank, complete=got.error is None, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
+        rank=w.rank, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
         seconds=rec.seconds(), au=consumer.au, consumed=consumer.samples, window_s=consumer.window_s,
         data_wait_s=waits[0], allreduce_s=waits[1], steps=consumer.steps,
         latency=latency_histogram(rec.total_ns[read]).encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
         eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]),
-        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s()), got.error
-
-
-def _gather(job: Job, mine: _Mine, epoch: int) -> list[_Mine] | None:
-    """Every rank's figures to rank 0 (None elsewhere)."""
-    out: list[Any] | None = [None] * job.w.world_size if job.w.rank == 0 else None
-    job.collective(lambda: job.dist.gather_object(mine, out, dst=0), f"gathering epoch {epoch}")
-    return out
+        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s())
 
 
 def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
@@ -241,36 +230,33 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
     by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; an epoch whose
     samples were not all of the manifest's sizes is left out, with a warning."""
-    lat = HdrHistogram.decode(parts[0].latency)
-    opens = HdrHistogram.decode(parts[0].opens)
-    for p in parts[1:]:
-        lat.add(HdrHistogram.decode(p.latency))
-        opens.add(HdrHistogram.decode(p.opens))
-    for p in parts:
-        h = HdrHistogram.decode(p.latency)
+    lats = [HdrHistogram.decode(p.latency) for p in parts]
+    for p, h in zip(parts, lats, strict=True):
         result.ranks[p.rank].epochs.append(RankEpoch(
-            epoch=epoch, cache=state, complete=p.complete, samples=p.samples, bytes=p.bytes,
+            epoch=epoch, cache=state, complete=True, samples=p.samples, bytes=p.bytes,
             seconds=round(p.seconds, 6), samples_per_s=round(p.samples / p.seconds, 2),
             au=None if p.au is None else round(p.au, 4), data_wait_s=round(p.data_wait_s, 4),
             allreduce_s=round(p.allreduce_s, 4), steps=p.steps, latency_ms=Latency(**histogram_summary(h)),
             cpu=Cpu(**p.cpu), resident_before=None if p.resident is None else round(p.resident, 4),
             shard_digest=p.digest))
+    lat, opens = lats[0], HdrHistogram.decode(parts[0].opens)  # the job's: every rank's added to rank 0's
+    for p, h in zip(parts[1:], lats[1:], strict=True):
+        lat.add(h)
+        opens.add(HdrHistogram.decode(p.opens))
     pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
     samples = sum(p.samples for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
-    residents = [p.resident for p in parts if p.resident is not None]
-    resident = max(residents) if residents else None
+    resident = max((p.resident for p in parts if p.resident is not None), default=None)
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
-    firsts = [p.first_batch_s for p in parts if p.first_batch_s is not None]
     figures = Figures(
-        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds,
-        first_batch_s=min(firsts) if firsts else None, latency=histogram_summary(lat),
+        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds, latency=histogram_summary(lat),
+        first_batch_s=min((p.first_batch_s for p in parts if p.first_batch_s is not None), default=None),
         opens=histogram_summary(opens), decoded=settings.decode, decodes=None, decode_share=None,
         cpu={"system_busy_pct": busiest.busy_pct, "iowait_pct": busiest.iowait_pct, "iobench_cores": busiest.cores},
         disk=None, timeline=[(0.0, 0), (seconds, samples)])
     run = consumed(summarize(
         figures, "files", "shuffled", engine, state, epoch, parts[0].eviction, resident,
-        all(p.complete for p in parts), gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
+        True, gpus=job.w.world_size, consumer_rate=settings.rate_per_gpu,
         **fed([p.au for p in parts], [p.consumed for p in parts], [p.window_s for p in parts]), ranks=job.w.world_size,
         slowest_rank=int(np.argmin(pace)), straggler_spread=round((max(pace) - min(pace)) / max(pace), 4),
         read_once=read_once([p.coverage for p in parts], len(manifest))))
@@ -294,20 +280,17 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
                             "settings": settings.model_dump_json()})
     if not result.dataset.made_by_iobench:  # rank 0 listed it already: the others list on their hosts (follow)
         job.wait_all("scanned", "listing the dataset on every host")
-    job.wait_all("checked", CHECKING)
     mounts = _mounts(job, manifest.root)
-    hosts = job.hosts
-    per_host = {h: sum(p.host == h for p in job.peers) for h in hosts}
+    per_host = dict(Counter(p.host for p in job.peers))  # in the order of their first rank: node 0 holds rank 0
+    workers = settings.concurrency[0]
     result.distributed = Distributed(
-        world_size=job.w.world_size, nodes=len(hosts), ranks_per_node=per_host, backend="gloo",
-        rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s,
-        workers=settings.concurrency[0], mounts=mounts,
+        world_size=job.w.world_size, nodes=len(per_host), ranks_per_node=per_host, backend="gloo",
+        rendezvous=job.w.rendezvous, launcher=job.w.launcher, timeout_s=job.timeout_s, workers=workers, mounts=mounts,
         # without a client cache (objects) ranks on one host share nothing of what they read
         shared_page_cache=any(n > 1 for n in per_host.values()) and store.open(manifest.root).client_cache)
     result.ranks = [RankRecord(rank=p.rank, local_rank=p.local_rank, host=p.host, pid=p.pid,
                                cpus_usable=p.cpus_usable) for p in job.peers]
     notes = []
-    workers = settings.concurrency[0]
     for h, n in per_host.items():
         usable = min(p.cpus_usable for p in job.peers if p.host == h)
         if not fits(n, workers, usable):
@@ -327,12 +310,9 @@ def lead(job: Job, manifest, settings, result, ui) -> None:
     for warning in notes:
         result.warnings.append(warning)
         ui.warn(warning)
-    ui.info(f"distributed: {job.w.world_size} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''} "
-            f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {settings.concurrency[0]} DataLoader workers "
-            f"per rank, rendezvous {job.w.rendezvous}")
-
-
-CHECKING = "checking the dataset's files on every host"
+    ui.info(f"distributed: {job.w.world_size} ranks on {len(per_host)} host{'s' if len(per_host) > 1 else ''} "
+            f"({', '.join(f'{h}: {n}' for h, n in per_host.items())}), {workers} DataLoader workers per rank, "
+            f"rendezvous {job.w.rendezvous}")
 
 
 class DatasetDiffers(EnvironmentRefused):
@@ -353,7 +333,6 @@ def follow(job: Job, ui) -> None:
     except DatasetDiffers as exc:
         job.fail(str(exc), says_who=True)
         raise
-    job.wait_all("checked", CHECKING)
     _mounts(job, manifest.root)
     execute(job, manifest, settings, ui)
 
@@ -365,11 +344,8 @@ def _same_dataset(job: Job, info: dict, root: store.Location, follow_links: bool
     here = job.where(job.w.rank)
     try:
         if info["made"]:
-            home = store.home_of(root)
-            try:
+            with closing(store.home_of(root)) as home:
                 manifest = home.manifest()
-            finally:
-                home.close()
         else:  # one rank per host lists the tree and caches the listing; the others of that host read the cache
             assert isinstance(root, Path)  # a tree read in place (--dataset) is a folder
             if job.evictor:
@@ -398,19 +374,16 @@ def _differing_files(manifest) -> str:
     stat-ed as rank 0's are when it reuses a dataset."""
     root = manifest.root
     rel = [manifest.paths.rel(i) for i in range(len(manifest))]
-    home = store.home_of(root)
-    try:
+    with closing(store.home_of(root)) as home:
         found = home.sizes(rel, store.open(root).writers(), threading.Event())
-    finally:
-        home.close()
     bad = np.flatnonzero(found != manifest.sizes)
     return describe_damage(root, rel, manifest.sizes, found, bad) if len(bad) else ""
 
 
 def _mounts(job: Job, root: store.Location) -> dict[str, str]:
-    """Every host's mount of the dataset (fstype, source, options; a bucket: s3, its endpoint), met by all ranks;
-    by host name."""
-
+    """Once every rank has checked the dataset (no time limit while all are alive): every host's mount of it
+    (fstype, source, options; a bucket: s3, its endpoint), met by all ranks; by host name."""
+    job.wait_all("checked", "checking the dataset's files on every host")
     d = store.open(root).describe(root)
     line = f"{d['fstype']} {d['source']} {d['options']}"
     gathered: list[Any] = [None] * job.w.world_size

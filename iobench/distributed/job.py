@@ -50,10 +50,7 @@ class World:
     local_world_size: int
     rendezvous: str  # MASTER_ADDR:MASTER_PORT (the store every rank reaches)
     launcher: str  # "torchrun" or "iobench --ranks"
-
-    @property
-    def host(self) -> str:
-        return socket.gethostname()
+    host: str
 
 
 def world() -> World | None:
@@ -64,7 +61,7 @@ def world() -> World | None:
     return World(rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]), local_rank=int(env.get("LOCAL_RANK", 0)),
                  local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
                  rendezvous=f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}",
-                 launcher="iobench --ranks" if env.get("IOBENCH_RANKS") else "torchrun")
+                 launcher="iobench --ranks" if env.get("IOBENCH_RANKS") else "torchrun", host=socket.gethostname())
 
 
 @dataclass(frozen=True)
@@ -84,6 +81,7 @@ class Job:
     waits and collectives that end in bounded time when another rank is lost."""
 
     def __init__(self, w: World, timeout_s: float):
+        import torch
         import torch.distributed as dist
 
         _launched_rank(w.rank)
@@ -120,16 +118,9 @@ class Job:
         gathered: list[Any] = [None] * w.world_size
         self.collective(lambda: dist.all_gather_object(gathered, me), "meeting the other ranks")
         self.peers = gathered
-        import torch
-
         self._grad = torch.zeros(1)  # the allreduce's payload: its size is not what is measured, its wait is
 
     # -- who is where ---------------------------------------------------------------------------------------
-    @property
-    def hosts(self) -> list[str]:
-        """Hosts in the order their first rank appears (node 0 holds rank 0)."""
-        return list(dict.fromkeys(p.host for p in self.peers))
-
     @property
     def evictor(self) -> bool:
         """One rank per host evicts that host's page cache for a cold epoch: the lowest rank on it."""
@@ -176,10 +167,9 @@ class Job:
     def _count_cluster(self, watch: tuple[int, int, list[int]]) -> None:
         first, batch, shares = watch
         keys = [f"{KEY}steps/{r}" for r in range(len(shares))]
+        self._keys_seen = self._keys_seen or self.store.check(keys)
         if not self._keys_seen:
-            self._keys_seen = self.store.check(keys)
-            if not self._keys_seen:
-                return
+            return
         steps = [int(v) for v in self.store.multi_get(keys)]
         done = sum(min(max(s - first, 0) * batch, share) for s, share in zip(steps, shares, strict=True))
         self.cluster = (done, time.perf_counter())
@@ -206,21 +196,20 @@ class Job:
         with contextlib.suppress(Exception):  # the store may be what failed; the others then see the beat stop
             self.store.set(f"{KEY}failed/{self.w.rank}", json.dumps({"why": why[:2000], "says_who": says_who}))
 
-    def _failed(self) -> dict[int, tuple[str, bool]]:
-        out = {}
-        for r in range(self.w.world_size):
-            if r != self.w.rank and self.store.check([f"{KEY}failed/{r}"]):
-                told = json.loads(self.store.get(f"{KEY}failed/{r}"))
-                out[r] = (str(told["why"]), bool(told["says_who"]))
-        return out
+    def _told(self, name: str, skip: int | None = None) -> dict[int, bytes]:
+        """What each rank but `skip` set under KEY/name/<rank>, by rank; those that did not, left out."""
+        keys = {r: f"{KEY}{name}/{r}" for r in range(self.w.world_size) if r != skip}
+        return {r: self.store.get(k) for r, k in keys.items() if self.store.check([k])}
 
     def diagnose(self, what: str, exc: BaseException | None = None) -> RankLost:
         """Why a wait or collective ended: a rank that said why it failed, else one whose heartbeat stopped,
         else the ranks furthest behind in steps, else the collective's own error."""
         try:
-            failed = self._failed()
+            failed = self._told("failed", skip=self.w.rank)  # this rank's own reason is not news to it
             if failed:
-                r, (why, says_who) = min(failed.items())
+                r = min(failed)
+                told = json.loads(failed[r])
+                why, says_who = told["why"], told["says_who"]
                 return RankLost(why if says_who else f"{self.where(r)} failed while {what}: {why}")
             deadline = time.monotonic() + LOST_CHECK_S
             self._seen.clear()
@@ -233,13 +222,12 @@ class Job:
                 silent = max(LOST_CHECK_S, *((self._beats - self._seen[r][0]) * BEAT_S for r in stopped))
                 return RankLost(f"{', '.join(self.where(r) for r in stopped)} stopped answering (no heartbeat for "
                                 f"{silent:.0f} s) while {what}")
-            steps = {r: int(self.store.get(f"{KEY}steps/{r}")) for r in range(self.w.world_size)
-                     if self.store.check([f"{KEY}steps/{r}"])}
-            if steps and min(steps.values()) < max(steps.values()):
-                behind = [r for r, s in steps.items() if s == min(steps.values())]
-                return RankLost(f"{', '.join(self.where(r) for r in behind)} fell behind (step {min(steps.values())}, "
-                                f"the others up to {max(steps.values())}) and did not catch up within "
-                                f"{self.timeout_s:g} s while {what}")
+            steps = {r: int(v) for r, v in self._told("steps").items()}
+            low, high = min(steps.values(), default=0), max(steps.values(), default=0)
+            if low < high:
+                behind = [r for r, s in steps.items() if s == low]
+                return RankLost(f"{', '.join(self.where(r) for r in behind)} fell behind (step {low}, the others up "
+                                f"to {high}) and did not catch up within {self.timeout_s:g} s while {what}")
         except Exception as store_exc:  # the store itself is gone: say so
             return RankLost(f"the job's rendezvous store at {self.w.rendezvous} stopped answering while {what} "
                             f"({first_line(store_exc)})")
@@ -269,10 +257,8 @@ class Job:
                 time.sleep(POLL_S)
                 if time.monotonic() - checked >= BEAT_S:
                     checked = time.monotonic()
-                    if self._failed() or self._lost(ranks):
+                    if self._told("failed", skip=self.w.rank) or self._lost(ranks):
                         raise self.diagnose(what)
-        except RankLost:
-            raise
         except RuntimeError as exc:
             raise self.diagnose(what, exc) from None
 
@@ -305,13 +291,10 @@ class Job:
         finally:
             self._io_timeout_s = self._in_loader = None
 
-    def in_loader(self) -> None:
-        """The main thread is (back) in the loader, alive: a tick, or a batch's step done."""
-        self._in_loader = time.monotonic()
-
-    def out_of_loader(self) -> None:
-        """A batch came: the training loop has it (its allreduce has its own timeout)."""
-        self._in_loader = None
+    def in_loader(self, there: bool = True) -> None:
+        """The main thread is (back) in the loader, alive: a tick, or a batch's step done; or out of it (`there`
+        false): a batch came, the training loop has it (its allreduce has its own timeout)."""
+        self._in_loader = time.monotonic() if there else None
 
     def _watch_loader(self) -> None:
         """The one stall watchdog (host/stall.Watch) on the main thread's last sign of life in the loader."""
@@ -341,7 +324,7 @@ class Job:
         if self._in_loader is not None and self._io_timeout_s is not None:  # else a batch came meanwhile
             self._stalled()
 
-    def _stalled(self) -> None:
+    def _stalled(self) -> None:  # raises (docs/errors.md lists what is raised)
         waited, limit = time.monotonic() - (self._in_loader or time.monotonic()), self._io_timeout_s or 0.0
         raise StorageStalled(f"the storage stopped answering: no batch for {waited:.0f} s "
                              f"(--io-timeout {limit:g} s), and this rank's DataLoader is blocked on a worker that "
