@@ -20,19 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import (
-    Manifest,
-    check_mount,
-    fmt_bytes,
-    only_leftovers,
-    open_dir,
-    open_tree,
-    read_marker,
-    refuse,
-    write_json_atomic,
-    writer_lock,
-)
+from iobench.dataset import Manifest, check_mount, read_marker
 from iobench.errors import UserError, explain_oserror
+from iobench.safefs import fmt_bytes, only_leftovers, open_dir, open_tree, refuse, write_json_atomic, writer_lock
 
 if TYPE_CHECKING:
     from iobench.store import Location  # a folder, or a bucket's prefix
