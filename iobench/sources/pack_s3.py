@@ -24,6 +24,7 @@ from iobench.sources.pack_folder import (
     PACKED,
     PackReport,
     Progress,
+    all_there,
     pack_name,
     pack_report,
     read_samples,
@@ -100,11 +101,8 @@ class S3Pack:
         marker = self.marker()
         if not marker or marker.get("status") != "complete" or marker.get("params") != params:
             return None
-        files = marker.get("files")
-        if not isinstance(files, dict) or not files:
-            return None
         there = dict(listing(self.client, self.loc))
-        return marker if all(there.get(name) == size for name, size in files.items()) else None
+        return marker if all_there(marker, there.get) else None
 
 
 def open_pack(dataset: S3Location, shard_size: int = DEFAULT_SHARD_SIZE) -> S3Pack:
