@@ -109,17 +109,15 @@ def open_pack(dataset: S3Location, shard_size: int = DEFAULT_SHARD_SIZE) -> S3Pa
     return S3Pack(dataset / f"{PACKED}/{pack_name('tar', shard_size)}", boto3_client(dataset, connections=READERS))
 
 
-def find_pack(manifest: Manifest, shard_size: int | None = None) -> S3Pack | None:
-    """The dataset's tar pack of `shard_size` (None: the default size's, else any `pack --url --shard-size` made)
-    when it is complete and made from this manifest, else None."""
+def find_pack(manifest: Manifest) -> S3Pack | None:
+    """The dataset's tar pack of the default shard size, else any `pack --url --shard-size` made, when it is
+    complete and made from this manifest, else None."""
     root = manifest.root
     assert isinstance(root, S3Location)
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
-    pack = open_pack(root, shard_size or DEFAULT_SHARD_SIZE)
-    if pack.complete(tar_params(manifest, sizes, shard_size or DEFAULT_SHARD_SIZE)):
+    pack = open_pack(root)
+    if pack.complete(tar_params(manifest, sizes, DEFAULT_SHARD_SIZE)):
         return pack
-    if shard_size is not None:
-        return None
     try:
         names = below(pack.client, root / PACKED)
     except Exception as exc:

@@ -37,7 +37,7 @@ from iobench.s3.raw import NAME, version
 from iobench.s3.url import S3Location
 from iobench.sources import made
 from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport, Progress
-from iobench.sources.pack_s3 import PAGE, S3Pack, below, delete, listing
+from iobench.sources.pack_s3 import PAGE, S3Pack, below, delete, find_pack, listing, pack_tar_s3
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import measure
@@ -161,8 +161,6 @@ class S3Store:
 
     def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         """tar shards uploaded beside the dataset (an LMDB is not made in a bucket: refused before)."""
-        from iobench.sources.pack_s3 import pack_tar_s3
-
         return pack_tar_s3(manifest, shard_size=shard_size, progress=progress)
 
     def source(self, name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
@@ -176,11 +174,10 @@ class S3Store:
         if name != "tar":
             raise UserError(f"--source {name} reads an LMDB, which is not made in object storage: --url reads "
                             "objects (--source files) or tar shards (--source tar)")
-        from iobench.sources import pack_s3
         from iobench.sources.s3_tar import RangeSource, StreamSource
 
-        found = made(manifest, "tar", ui, lambda: pack_s3.find_pack(manifest),
-                     lambda progress: pack_s3.pack_tar_s3(manifest, progress=progress), "uploaded",
+        found = made(manifest, "tar", ui, lambda: find_pack(manifest),
+                     lambda progress: pack_tar_s3(manifest, progress=progress), "uploaded",
                      lambda rep: f"{rep.shards:,} tar shards")
         return (StreamSource if stream else RangeSource)(manifest, found)
 
@@ -250,12 +247,8 @@ class S3Home:
         self.store = store
         self.where = where
 
-    def _get(self, rel: str, limit: int | None = None) -> bytes | None:
-        """The object's bytes (None: no such key); one bigger than `limit` is a one-line error."""
-        return get_small(self.store.client, self.where, rel, limit)
-
     def marker(self) -> dict | None:
-        data = self._get(MARKER, MARKER_LIMIT)
+        data = get_small(self.store.client, self.where, MARKER, MARKER_LIMIT)
         if data is None:
             return None
         try:
@@ -268,7 +261,7 @@ class S3Home:
         return not any(listing(self.store.client, self.where, 1))
 
     def entries(self) -> tuple[list[str], np.ndarray]:
-        data = self._get(MANIFEST)
+        data = get_small(self.store.client, self.where, MANIFEST)
         if data is None:
             raise FileNotFoundError(f"{self.where}/{MANIFEST}")
         blocks, offsets, sizes = parse_tsv(data, Path(f"{self.where}/{MANIFEST}"))
@@ -276,7 +269,7 @@ class S3Home:
         return [table.rel(i) for i in range(len(table))], sizes
 
     def entry_line(self, index: int) -> int:
-        return entry_line(self._get(MANIFEST) or b"", index)
+        return entry_line(get_small(self.store.client, self.where, MANIFEST) or b"", index)
 
     def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
         """Each key's size from the listing (-1: not there): 1,000 keys a request, not a HEAD per key."""
