@@ -27,7 +27,6 @@ from iobench.dataset import (
     folder,
     gen,
     generate,
-    open_tree,
     plan,
 )
 from iobench.dataset.folder import inspect_files
@@ -35,6 +34,7 @@ from iobench.dataset.gen import FILES_PER_CLASS
 from iobench.dataset.jpeg import MAX_SEGMENT_PAYLOAD, JpegPool
 from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
+from iobench.safefs import open_tree
 
 
 def _folder(mount: Path, spec: GenSpec) -> Path:

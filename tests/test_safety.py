@@ -180,7 +180,7 @@ def test_clean_keeps_a_dataset_being_written(tmp_path):
     m = made(tmp_path)
     fd = os.open(m.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with dataset.writer_lock(fd, m.root):
+        with safefs.writer_lock(fd, m.root):
             proc = iobench("clean", "--mount", str(tmp_path), "--yes", check=True)
             assert "another iobench is writing it" in proc.stdout
             assert (m.root / MARKER).is_file()
@@ -434,14 +434,14 @@ def test_a_second_writer_is_told_who_is_writing(tmp_path):
     Path(m.paths[0]).unlink()
     fd = os.open(m.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with dataset.writer_lock(fd, m.root):
+        with safefs.writer_lock(fd, m.root):
             with pytest.raises(EnvironmentRefused, match=rf"another iobench \(pid {os.getpid()} .*\) is writing"):
                 made(tmp_path)
             dest = tmp_path / "lmdb"
             dest.mkdir()
             dfd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                with dataset.writer_lock(dfd, dest), pytest.raises(EnvironmentRefused, match="is writing"):
+                with safefs.writer_lock(dfd, dest), pytest.raises(EnvironmentRefused, match="is writing"):
                     pack_lmdb.pack_lmdb(Manifest.load(m.root), dest)
             finally:
                 os.close(dfd)

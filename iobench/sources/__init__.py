@@ -4,18 +4,19 @@ docs/architecture.md's "Read" and "Timed"."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from iobench.errors import UserError
 
 if TYPE_CHECKING:
     from iobench.dataset import Manifest
+    from iobench.sources.pack_folder import PackReport, Progress
     from iobench.ui import UI
 
 NAMES = ("files", "lmdb", "tar")
+T = TypeVar("T")
 
 
 class Reader(Protocol):
@@ -67,19 +68,10 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
         return FileSource(manifest, advice=advice)
     if name not in NAMES:
         raise UserError(f"unknown source {name!r}: {', '.join(NAMES)}")
-    from iobench.sources.pack_folder import find_pack
-    from iobench.sources.pack_lmdb import pack_lmdb
-    from iobench.sources.pack_tar import pack_tar
+    from iobench.sources.pack_folder import DEFAULT_SHARD_SIZE, find_pack
 
-    found = find_pack(manifest, name)
-    if found is None:
-        make = pack_lmdb if name == "lmdb" else pack_tar
-        with (ui.progress(f"pack {name}", len(manifest), "files") if ui else nullcontext()) as progress:
-            rep = make(manifest, progress=progress)
-        if ui:
-            ui.info(f"packed {rep.samples:,} samples as {name} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")
-        assert isinstance(rep.path, Path)
-        found = rep.path
+    found = made(manifest, name, ui, lambda: find_pack(manifest, name),
+                 lambda progress: pack(manifest, name, DEFAULT_SHARD_SIZE, progress), "packed", lambda rep: name)
     if name == "lmdb":
         from iobench.sources.lmdb import LmdbSource
 
@@ -87,3 +79,29 @@ def open(name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | N
     from iobench.sources.tar import TarSource
 
     return TarSource(found)
+
+
+def pack(manifest: Manifest, fmt: str, shard_size: int, progress: Progress | None) -> PackReport:
+    """A folder's dataset packed as `fmt` in its default place, made or reused (a bucket's: pack_s3.py)."""
+    from iobench.sources.pack_lmdb import pack_lmdb
+    from iobench.sources.pack_tar import pack_tar
+
+    return (pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
+            pack_tar(manifest, shard_size=shard_size, progress=progress))
+
+
+def made(manifest: Manifest, fmt: str, ui: UI | None, find: Callable[[], T | None],
+         make: Callable[[Progress | None], PackReport], verb: str, what: Callable[[PackReport], str]) -> T:
+    """The pack `find` finds; a missing one is made first (`make`, under a progress bar, then a line: `verb` so many
+    samples as `what`) and found again, for a folder's packs and a bucket's alike."""
+    found = find()
+    if found is None:
+        with (ui.progress(f"pack {fmt}", len(manifest), "files") if ui else nullcontext()) as progress:
+            rep = make(progress)
+        if ui:
+            ui.info(f"{verb} {rep.samples:,} samples as {what(rep)} in {rep.seconds:.1f} s ({rep.bytes / 1e9:.2f} GB)")
+        found = find()
+        if found is None:
+            raise UserError(f"the {fmt} pack of {manifest.root} was {verb} but is not found complete: is another "
+                            "iobench packing it?")
+    return found

@@ -20,19 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iobench import __version__
-from iobench.dataset import (
-    Manifest,
-    check_mount,
-    fmt_bytes,
-    only_leftovers,
-    open_dir,
-    open_tree,
-    read_marker,
-    refuse,
-    write_json_atomic,
-    writer_lock,
-)
+from iobench.dataset import Manifest, check_mount, read_marker
 from iobench.errors import UserError, explain_oserror
+from iobench.safefs import fmt_bytes, only_leftovers, open_dir, open_tree, refuse, write_json_atomic, writer_lock
 
 if TYPE_CHECKING:
     from iobench.store import Location  # a folder, or a bucket's prefix
@@ -188,7 +178,8 @@ def _reusable(dest: Path, marker: dict | None, fmt: str, params: dict) -> bool:
         return False
     if marker.get("format") != fmt:
         raise UserError(f"{dest} holds an iobench {marker.get('format')} pack, not {fmt}: pick another destination")
-    return marker.get("status") == "complete" and marker.get("params") == params and stat_check(dest, marker)
+    return (marker.get("status") == "complete" and marker.get("params") == params and
+            all_there(marker, lambda name: _size(dest / name) if _safe_name(name) else None))
 
 
 def _old(marker: dict | None) -> list[str]:
@@ -259,13 +250,12 @@ def pack_report(dest: Location, marker: dict, reused: bool) -> PackReport:
                       seconds=float(marker["seconds"]), reused=reused, shards=len(marker.get("shards", [])))
 
 
-def stat_check(dest: Path, marker: dict) -> bool:
-    """A finished pack is reused when each of its files is there, a regular file, with the size it was written
-    with."""
+def all_there(marker: dict, size: Callable[[str], int | None]) -> bool:
+    """A finished pack (a folder's or a bucket's) is reused when each of its files is there, a regular file, with the
+    size it was written with (`size(name)`: None or -1 where it is not)."""
     files = marker.get("files")
-    if not isinstance(files, dict) or not files:
-        return False
-    return all(_safe_name(name) and _size(dest / name) == size for name, size in files.items())
+    return isinstance(files, dict) and bool(files) and all(isinstance(n, int) and size(name) == n
+                                                           for name, n in files.items())
 
 
 def _existing(path: Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from iobench.sources.pack_folder import (
     PACKED,
     PackReport,
     Progress,
+    all_there,
     pack_name,
     pack_report,
     read_samples,
@@ -31,6 +33,41 @@ from iobench.sources.pack_tar import TAR_INDEX, plan_tar, shard_name, tar_params
 
 READERS = 32  # GETs in flight while packing: a GET mostly waits for its round trip
 MARKER_LIMIT = 2**24  # a pack marker lists every shard: bigger than a dataset's
+PAGE = 1000  # keys per listing page, and per DeleteObjects request (S3's most of each)
+
+
+def listing(client: Any, loc: S3Location, limit: int | None = None) -> Iterator[tuple[str, int]]:
+    """(key relative to `loc`, size) of the objects under it (a dataset's, a pack's), page by page; `limit`: at most
+    so many."""
+    top = loc.key("")
+    n = 0
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=loc.bucket, Prefix=top, PaginationConfig={"PageSize": PAGE}):
+            for obj in page.get("Contents", []):
+                yield obj["Key"][len(top):], int(obj["Size"])
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+    except Exception as exc:
+        raise explain(exc, loc, "listing") from None
+
+
+def below(client: Any, loc: S3Location) -> list[str]:
+    """The names of the prefixes directly under `loc` (the datasets under a --url, the packs of a dataset)."""
+    top = loc.key("")
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=loc.bucket, Prefix=top, Delimiter="/")
+    return sorted(c["Prefix"][len(top):].rstrip("/") for page in pages for c in page.get("CommonPrefixes", []))
+
+
+def delete(client: Any, loc: S3Location, rels: list[str], doing: str) -> None:
+    """DeleteObjects of `rels` (relative to `loc`), in their order, PAGE keys a request; a failure is one line."""
+    keys = [{"Key": loc.key(r)} for r in rels]
+    try:
+        for i in range(0, len(keys), PAGE):
+            client.delete_objects(Bucket=loc.bucket, Delete={"Objects": keys[i:i + PAGE], "Quiet": True})
+    except Exception as exc:
+        raise explain(exc, loc, doing) from None
 
 
 @dataclass
@@ -59,57 +96,30 @@ class S3Pack:
                             "pack away")
         return marker
 
-    def listed(self) -> dict[str, int]:
-        """The keys under the pack's prefix (relative) and their sizes."""
-        top = self.loc.key("")
-        found: dict[str, int] = {}
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.loc.bucket, Prefix=top):
-                found.update({o["Key"][len(top):]: int(o["Size"]) for o in page.get("Contents", [])})
-        except Exception as exc:
-            raise explain(exc, self.loc, "listing") from None
-        return found
-
     def complete(self, params: dict) -> dict | None:
         """The marker of a complete pack made with `params` whose objects are all there with their sizes."""
         marker = self.marker()
         if not marker or marker.get("status") != "complete" or marker.get("params") != params:
             return None
-        files = marker.get("files")
-        if not isinstance(files, dict) or not files:
-            return None
-        there = self.listed()
-        return marker if all(there.get(name) == size for name, size in files.items()) else None
-
-    def delete(self, rels: list[str]) -> None:
-        keys = [{"Key": self.loc.key(r)} for r in rels]
-        try:
-            for i in range(0, len(keys), 1000):
-                self.client.delete_objects(Bucket=self.loc.bucket, Delete={"Objects": keys[i:i + 1000],
-                                                                           "Quiet": True})
-        except Exception as exc:
-            raise explain(exc, self.loc, "deleting an old pack in") from None
+        there = dict(listing(self.client, self.loc))
+        return marker if all_there(marker, there.get) else None
 
 
 def open_pack(dataset: S3Location, shard_size: int = DEFAULT_SHARD_SIZE) -> S3Pack:
     return S3Pack(dataset / f"{PACKED}/{pack_name('tar', shard_size)}", boto3_client(dataset, connections=READERS))
 
 
-def find_pack(manifest: Manifest, shard_size: int | None = None) -> S3Pack | None:
-    """The dataset's tar pack of `shard_size` (None: the default size's, else any `pack --url --shard-size` made)
-    when it is complete and made from this manifest, else None."""
+def find_pack(manifest: Manifest) -> S3Pack | None:
+    """The dataset's tar pack of the default shard size, else any `pack --url --shard-size` made, when it is
+    complete and made from this manifest, else None."""
     root = manifest.root
     assert isinstance(root, S3Location)
     sizes = np.asarray(manifest.sizes, dtype=np.int64)
-    pack = open_pack(root, shard_size or DEFAULT_SHARD_SIZE)
-    if pack.complete(tar_params(manifest, sizes, shard_size or DEFAULT_SHARD_SIZE)):
+    pack = open_pack(root)
+    if pack.complete(tar_params(manifest, sizes, DEFAULT_SHARD_SIZE)):
         return pack
-    if shard_size is not None:
-        return None
-    top = root.key(f"{PACKED}/")
     try:
-        pages = pack.client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=top, Delimiter="/")
-        names = sorted(c["Prefix"][len(top):].rstrip("/") for page in pages for c in page.get("CommonPrefixes", []))
+        names = below(pack.client, root / PACKED)
     except Exception as exc:
         raise explain(exc, root, "listing the packs of") from None
     for name in names:
@@ -135,7 +145,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE,
     shards = [shard_name(s) for s in range(len(plan.shard_bytes))]
     made = [*shards, TAR_INDEX]
     old = pack.marker()
-    if old is None and pack.listed():
+    if old is None and any(listing(pack.client, pack.loc, 1)):
         raise UserError(f"{pack.loc} holds objects but no {PACK_MARKER}: iobench did not write them; move them away")
     old_made = [n for n in (old or {}).get("made", []) if isinstance(n, str) and n and n != PACK_MARKER]
     base = {"iobench": __version__, "format": "tar", "params": params, "made": sorted(set(made) | set(old_made)),
@@ -143,7 +153,7 @@ def pack_tar_s3(manifest: Manifest, shard_size: int = DEFAULT_SHARD_SIZE,
     # the marker lists old and new keys before any is touched: an interrupted pack leaves nothing clean cannot find
     pack.put(PACK_MARKER, json.dumps({**base, "status": "incomplete"}, indent=1).encode())
     if old_made:
-        pack.delete(old_made)
+        delete(pack.client, pack.loc, old_made, "deleting an old pack in")
     root, client, keys = manifest.root, pack.client, manifest.paths
 
     def load(i: int) -> bytes:  # sample i's bytes, a GET whole, checked against its size in the manifest

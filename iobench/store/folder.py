@@ -49,8 +49,6 @@ from iobench.safefs import (
 )
 from iobench.sources import Source
 from iobench.sources.pack_folder import PackReport, Progress
-from iobench.sources.pack_lmdb import pack_lmdb
-from iobench.sources.pack_tar import pack_tar
 from iobench.store import clean, lock
 from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import metadata_phase
@@ -152,8 +150,7 @@ class Folder:
         return sources.open(name, manifest, ui, advice=advice, readahead=readahead)
 
     def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
-        return (pack_lmdb(manifest, progress=progress) if fmt == "lmdb" else
-                pack_tar(manifest, shard_size=shard_size, progress=progress))
+        return sources.pack(manifest, fmt, shard_size, progress)
 
     def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
                  timeout_s: float | None = None) -> Metadata:

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from iobench.dataset import Manifest, refuse
+from iobench.dataset import Manifest
 from iobench.host import cache
 from iobench.host.bounded import in_child
 from iobench.record.recorder import latency_summary
 from iobench.result import Latency, Metadata
+from iobench.safefs import refuse
 
 SAMPLE = 20_000  # stat and open+close time a random sample this large (listing always covers the tree)
 

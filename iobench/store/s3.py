@@ -9,8 +9,8 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, suppress
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,9 @@ from iobench.s3.clients import (
 )
 from iobench.s3.raw import NAME, version
 from iobench.s3.url import S3Location
+from iobench.sources import made
 from iobench.sources.pack_folder import PACK_MARKER, PACKED, PackReport, Progress
+from iobench.sources.pack_s3 import PAGE, S3Pack, below, delete, find_pack, listing, pack_tar_s3
 from iobench.store import lock
 from iobench.store.base import Cleaned, Content, Location
 from iobench.store.metadata import measure
@@ -44,9 +46,7 @@ if TYPE_CHECKING:
     from iobench.sources import Source
     from iobench.ui import UI
 
-PAGE = 1000  # keys per listing page (S3's most)
 WRITERS = 32  # gen's writers where --threads is not given: a PUT mostly waits for its round trip
-DELETE_BATCH = 1000  # keys per DeleteObjects request (S3's most)
 STOP_S = 0.5  # gen stopped (Ctrl-C): how long its PUTs in flight may take to end before it exits without them
 OBJECT_SAMPLE = 2_000  # HEADs and first-byte GETs: each a round trip of milliseconds, one at a time as start-up does
 
@@ -88,18 +88,11 @@ class S3Store:
 
     def names(self) -> list[str]:
         """The prefixes directly under PREFIX/ that hold iobench's marker."""
-        top = self.loc.key("")
-        found = []
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.loc.bucket, Prefix=top, Delimiter="/"):
-                for common in page.get("CommonPrefixes", []):
-                    name = common["Prefix"][len(top):].rstrip("/")
-                    if name and self._exists(self.location(name).key(MARKER)):
-                        found.append(name)
+            return [name for name in below(self.client, self.loc)
+                    if name and self._exists(self.location(name).key(MARKER))]
         except Exception as exc:
             raise explain(exc, self.loc, "listing the datasets under") from None
-        return sorted(found)
 
     def _exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
@@ -168,8 +161,6 @@ class S3Store:
 
     def pack(self, manifest: Manifest, fmt: str, *, shard_size: int, progress: Progress | None) -> PackReport:
         """tar shards uploaded beside the dataset (an LMDB is not made in a bucket: refused before)."""
-        from iobench.sources.pack_s3 import pack_tar_s3
-
         return pack_tar_s3(manifest, shard_size=shard_size, progress=progress)
 
     def source(self, name: str, manifest: Manifest, ui: UI | None = None, *, advice: str | None = None,
@@ -183,20 +174,11 @@ class S3Store:
         if name != "tar":
             raise UserError(f"--source {name} reads an LMDB, which is not made in object storage: --url reads "
                             "objects (--source files) or tar shards (--source tar)")
-        from iobench.sources import pack_s3
         from iobench.sources.s3_tar import RangeSource, StreamSource
 
-        found = pack_s3.find_pack(manifest)
-        if found is None:
-            with (ui.progress("pack tar", len(manifest), "files") if ui else nullcontext()) as progress:
-                rep = pack_s3.pack_tar_s3(manifest, progress=progress)
-            if ui:
-                ui.info(f"uploaded {rep.samples:,} samples as {rep.shards:,} tar shards in {rep.seconds:.1f} s "
-                        f"({rep.bytes / 1e9:.2f} GB)")
-            found = pack_s3.find_pack(manifest)
-            if found is None:
-                raise UserError(f"the tar pack of {manifest.root} was uploaded but is not found complete: is "
-                                "another iobench packing it?")
+        found = made(manifest, "tar", ui, lambda: find_pack(manifest),
+                     lambda progress: pack_tar_s3(manifest, progress=progress), "uploaded",
+                     lambda rep: f"{rep.shards:,} tar shards")
         return (StreamSource if stream else RangeSource)(manifest, found)
 
     def metadata(self, manifest: Manifest, state: str, scale_files: int, seed: int = 0,
@@ -265,27 +247,8 @@ class S3Home:
         self.store = store
         self.where = where
 
-    def _get(self, rel: str, limit: int | None = None) -> bytes | None:
-        """The object's bytes (None: no such key); one bigger than `limit` is a one-line error."""
-        return get_small(self.store.client, self.where, rel, limit)
-
-    def listed(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
-        """(relative key, size) of the objects under the dataset's prefix, page by page."""
-        top = self.where.key("")
-        n = 0
-        try:
-            for page in self.store.client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.where.bucket, Prefix=top, PaginationConfig={"PageSize": PAGE}):
-                for obj in page.get("Contents", []):
-                    yield obj["Key"][len(top):], int(obj["Size"])
-                    n += 1
-                    if limit is not None and n >= limit:
-                        return
-        except Exception as exc:
-            raise explain(exc, self.where, "listing") from None
-
     def marker(self) -> dict | None:
-        data = self._get(MARKER, MARKER_LIMIT)
+        data = get_small(self.store.client, self.where, MARKER, MARKER_LIMIT)
         if data is None:
             return None
         try:
@@ -295,10 +258,10 @@ class S3Home:
         return check_marker(obj, Path(f"{self.where}/{MARKER}"))
 
     def only_leftovers(self) -> bool:
-        return not any(True for _ in self.listed(limit=1))
+        return not any(listing(self.store.client, self.where, 1))
 
     def entries(self) -> tuple[list[str], np.ndarray]:
-        data = self._get(MANIFEST)
+        data = get_small(self.store.client, self.where, MANIFEST)
         if data is None:
             raise FileNotFoundError(f"{self.where}/{MANIFEST}")
         blocks, offsets, sizes = parse_tsv(data, Path(f"{self.where}/{MANIFEST}"))
@@ -306,11 +269,11 @@ class S3Home:
         return [table.rel(i) for i in range(len(table))], sizes
 
     def entry_line(self, index: int) -> int:
-        return entry_line(self._get(MANIFEST) or b"", index)
+        return entry_line(get_small(self.store.client, self.where, MANIFEST) or b"", index)
 
     def sizes(self, keys: list[str], threads: int, stop: threading.Event) -> np.ndarray:
         """Each key's size from the listing (-1: not there): 1,000 keys a request, not a HEAD per key."""
-        there = dict(self.listed())
+        there = dict(listing(self.store.client, self.where))
         return np.fromiter((there.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
 
     def writing(self) -> AbstractContextManager[object]:
@@ -383,9 +346,9 @@ class S3Home:
             parts = key.split("/")
             if len(parts) != 3 or parts[0] != PACKED or parts[2] != PACK_MARKER:
                 continue
-            with suppress(UserError, ValueError):
-                marker = json.loads(self._get(key, MARKER_LIMIT) or b"")
-                if isinstance(marker, dict) and "iobench" in marker and isinstance(marker.get("made"), list):
+            with suppress(UserError):  # not a pack marker (pack_s3.py reads them): its pack is left, named
+                marker = S3Pack(self.where / f"{PACKED}/{parts[1]}", self.store.client).marker()
+                if marker is not None and "made" in marker:
                     ours.update(f"{PACKED}/{parts[1]}/{n}" for n in marker["made"]
                                 if isinstance(n, str) and n and "/" not in n)
                     ours.add(key)
@@ -397,22 +360,19 @@ class S3Home:
         ours: set[str] = {MANIFEST}
         with suppress(FileNotFoundError):
             ours.update(self.entries()[0])
-        found = list(self.listed())
+        found = list(listing(self.store.client, self.where))
         pack_markers = self._packs([k for k, _ in found], ours)
         gone = [(k, s) for k, s in found if k in ours]
         left = [k for k, _ in found if k not in ours and k != MARKER]
         if not dry_run:
-            client = self.store.client
             # a pack's marker after its keys, the dataset's marker last: an interrupted clean leaves them findable
-            keys = [self.where.key(k) for k, _ in sorted(gone, key=lambda g: g[0] in pack_markers)]
-            try:
-                for i in range(0, len(keys), DELETE_BATCH):
-                    client.delete_objects(Bucket=self.where.bucket, Delete={
-                        "Objects": [{"Key": k} for k in keys[i:i + DELETE_BATCH]], "Quiet": True})
-                if not left:
-                    client.delete_object(Bucket=self.where.bucket, Key=self.where.key(MARKER))
-            except Exception as exc:
-                raise explain(exc, self.where, "cleaning") from None
+            delete(self.store.client, self.where, sorted((k for k, _ in gone), key=lambda k: k in pack_markers),
+                   "cleaning")
+            if not left:
+                try:
+                    self.store.client.delete_object(Bucket=self.where.bucket, Key=self.where.key(MARKER))
+                except Exception as exc:
+                    raise explain(exc, self.where, "cleaning") from None
         return Cleaned(self.where, "dataset", True, files=len(gone), bytes=sum(s for _, s in gone),
                        left=left[:3] + ([f"{len(left) - 3:,} more"] if len(left) > 3 else []),
                        left_why="objects iobench did not write: the marker is kept with them", unit="objects")
