@@ -22,7 +22,6 @@ from iobench.dataset import (
     GenSpec,
     Manifest,
     check_mount,
-    fmt_bytes,
     generate,
     read_marker,
     spec_of,
@@ -40,6 +39,7 @@ from iobench.phases.mitigations import restore_left_settings
 from iobench.phases.pipeline import execute, now_iso
 from iobench.report import write_reports
 from iobench.result import Dataset, Host, Mount, Result, Settings
+from iobench.safefs import fmt_bytes
 from iobench.store import Location, lock
 from iobench.ui import UI
 
