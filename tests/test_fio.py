@@ -266,6 +266,7 @@ def test_run_fio_labels_a_run_another_process_disturbed(dataset: tuple[list[str]
 
 @needs_fio
 @pytest.mark.root
+@pytest.mark.pagecache  # a cold run elsewhere (drop_caches, as root) is a foreign drop, which this run would report
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (drop_caches)")
 def test_run_fio_drop_caches_after_setup(dataset: tuple[list[str], list[int]]) -> None:
     paths, sizes = dataset
