@@ -223,7 +223,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
     assert any(ln.startswith("warning: epoch 2 is left out:") for ln in run.lines["stderr"]), run.err
 
     # the page cache is never "the storage": as measured, and with the CPU figures lowered below any saturation
-    from iobench.answer.cluster import cluster_verdict
+    from iobench.answer.client import verdict
 
     v = res.verdict
     assert v.limit != "storage" and "Limit: the storage" not in v.text, v.text
@@ -231,7 +231,7 @@ def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_pat
     for rank in idle.ranks:
         for e in rank.epochs:
             e.cpu.iobench_cores, e.cpu.system_busy_pct = 0.1, 10.0
-    v = cluster_verdict(idle)
+    v = verdict(idle)
     if v.limit != "gpu":
         assert v.limit in ("input-pipeline", "slowest-rank"), v.text
         assert v.storage_samples_per_s is None and "the page cache" in v.text, v.text

@@ -1,7 +1,7 @@
 """The answer of a run on one client (README.md: How the verdict is reached): the storage's (GPUs its
 capacity feeds from one client like this one), then this client's (what its pipeline fed, and its limit); with
---gpus N the first word answers for those N. Here: the figures, the limit, the words, then `verdict`. Every rule is
-rules.py's."""
+--gpus N the first word answers for those N. Here: the figures, the limit, the words, then `verdict`, and a
+distributed run's answer in the same sentences where they say the same (`_job_answer`). Every rule is rules.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from iobench import pipelines
-from iobench.answer.cluster import cluster_verdict
+from iobench.answer.cluster import STRAGGLER, as_client, host_cpu, job_runs, waits, where_rank
 from iobench.answer.rules import (
     ASSUMED,
     CPU_SATURATED,
@@ -50,6 +50,7 @@ from iobench.answer.search import count_aus
 from iobench.answer.words import (
     LIMITS,
     count_words,
+    counted,
     dataset_line,
     gpu_short,
     gpus_short,
@@ -354,15 +355,7 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
     named = f" with the {pipeline_label(result)}" if us is not None else ""
     client_part = f"this {_cores(result)}client feeds {client.words()}{named}" + (
         "" if limit == "gpu" else f": {limit_words}")
-    if store is None or storage is None:
-        storage_part = "no valid cold run measured the storage"
-    elif store.lower_bound and storage.high == 0:  # "at least 0" says nothing: say what was measured
-        storage_part = (f"the storage gave at least {store.samples_per_s:,.0f} samples/s cold (one client; one "
-                        f"{gpu_short(s)} needs {s.au_target * (s.rate_per_gpu or 0):,.0f})")
-    else:
-        least = "at least " if store.lower_bound else ""
-        storage_part = (f"the storage feeds {least}{gpus_short(s, storage.words(), storage.low)} "
-                        f"({store.samples_per_s:,.0f} samples/s cold, one client)")
+    storage_part = storage_words(s, store.samples_per_s if store else None, storage, bool(store and store.lower_bound))
     if asked is None:
         return f"{where}: {storage_part}; {client_part}."
     n = s.gpus
@@ -377,15 +370,29 @@ def first_line(result: Result, store: StorageFigure | None, storage: Count | Non
     gave = f"{store.samples_per_s:,.0f} samples/s cold{', at least' if store.lower_bound else ''}"
     if asked.fed:
         most = f" and up to {storage.words()}" if storage and storage.high > n else ""
-        storage_words = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
-                         f"gave {gave})")
+        storage_said = (f"the storage feeds {gpus_short(s, str(n), n)}{most} ({n} need {need:,.0f} samples/s; it "
+                        f"gave {gave})")
     else:  # not fed, or not shown (within its spread, or a lower bound)
         enough = f" (enough for {storage.words() if storage else 0})"
-        storage_words = f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}" + (
+        storage_said = f"{gpus_short(s, str(n), n)} need {need:,.0f} samples/s; the storage gave {gave}" + (
             enough if asked.fed is False else " (this client's CPU set the pace: it may give more)"
             if store.lower_bound else f", within its spread of that{enough}")
     client_words = f"this client fed them ({asked.words})" if asked.client_fed else f"{client_part} ({asked.words})"
-    return f"{word}: {storage_words}; {client_words}."
+    return f"{word}: {storage_said}; {client_words}."
+
+
+def storage_words(s: Settings, x: float | None, count: Count | None, lower_bound: bool,
+                  read: str = "cold, one client") -> str:
+    """The storage's part of the answer: the GPUs its figure `x` (read so: `read`, "temperature, by whom") feeds,
+    at least that many where `lower_bound`."""
+    if x is None or count is None:
+        return "no valid cold run measured the storage"
+    if lower_bound and count.high == 0:  # "at least 0" says nothing: say what was measured
+        temp, _, by = read.partition(", ")
+        return (f"the storage gave at least {x:,.0f} samples/s {temp} ({by}; one {gpu_short(s)} needs "
+                f"{s.au_target * (s.rate_per_gpu or 0):,.0f})")
+    least = "at least " if lower_bound else ""
+    return f"the storage feeds {least}{gpus_short(s, count.words(), count.low)} ({x:,.0f} samples/s {read})"
 
 
 def storage_line(result: Result, store: StorageFigure | None, best: Run | None, sat: int | None,
@@ -445,14 +452,14 @@ def throttle_line(result: Result, store: StorageFigure | None) -> list[str]:
     return [text + "."]
 
 
-def need_line(s: Settings) -> str:
-    """The evidence line of what one GPU (and the GPUs asked about) need."""
+def need_line(s: Settings, job: int | None = None) -> str:
+    """The evidence line of what one GPU (and the GPUs asked about, or a distributed job's `job`) need."""
     assert s.rate_per_gpu is not None
     need = s.au_target * s.rate_per_gpu
     kind = KIND_WORDS.get(s.rate_kind or "", s.rate_kind or "rate")
     text = f"Need: {need:,.0f} samples/s per {gpu_short(s)}, {s.au_target:.0%} of {s.rate_per_gpu:,.0f} ({kind})"
-    if s.gpus is not None:
-        text += f"; {s.gpus:,} need {demand(s.gpus, s.rate_per_gpu, s.au_target):,.0f}"
+    if (gpus := job or s.gpus) is not None:
+        text += f"; {gpus:,} need {demand(gpus, s.rate_per_gpu, s.au_target):,.0f}"
     return text + "."
 
 
@@ -524,15 +531,14 @@ def advised_files(result: Result) -> int:
     """A dataset size that meets every rule a run is judged by, at the rates this result measured: 10 batches per
     reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at twice
     the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
-    start-up, and a bigger one reads faster)."""
-    s = result.settings
-    batch = s.batch_size if s.engine == "dataloader" else 1
-    need = MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1)
-    if s.gpus:
-        need = max(need, (MIN_TRAIN_STEPS + 1) * batch * s.gpus)
-    fastest = max((steady_rate(r) for r in result.runs), default=0.0)
-    need = max(need, math.ceil(2 * MIN_SECONDS * fastest), result.dataset.files + 1)
-    return round_files(need)
+    start-up, and a bigger one reads faster). A distributed run's: 11 steps for each rank, at its epochs' rate."""
+    s, d = result.settings, result.distributed
+    batch = s.batch_size if s.engine == "dataloader" or d else 1
+    need = [(MIN_TRAIN_STEPS + 1) * batch * ((d.world_size if d else s.gpus) or 0)]
+    if d is None:
+        need += [MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1), result.dataset.files + 1]
+    fastest = max((steady_rate(r) for r in result.runs if d is None or r.ranks), default=0.0)
+    return round_files(max(*need, math.ceil(2 * MIN_SECONDS * fastest)))
 
 
 def note_lines(result: Result, invalid: list[Run]) -> list[str]:
@@ -591,11 +597,11 @@ CLIENT_SIDE = ("client-cpu", "input-pipeline")  # limits that name this client, 
 
 
 def verdict(result: Result) -> Verdict:
-    """The answer of a result: the cluster's for a distributed run (answer/cluster.py), else one client's for the
+    """The answer of a result: the job's for a distributed run (`_job_answer`), else one client's for the
     first input pipeline asked (--pipeline), with a line for each other one measured (each its own view of the
     result: `view`, above); the storage's answer is the same for all."""
     if result.distributed is not None:
-        return cluster_verdict(result)
+        return _job_answer(result)
     names = result.settings.pipelines or [RAW]
     named = names != [RAW]
     others = {n: _answer(view(result, n), named, []) for n in names[1:]}
@@ -713,3 +719,105 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
                 gpus_fed_confirmed=client.confirmed, client_gpus_range=client.range,
                 borderline=bool(client.borderline or (storage_count and storage_count.borderline)
                                 or (asked_n and asked_n.borderline)), **fields)
+
+
+def _job_answer(result: Result) -> Verdict:
+    """A distributed run's answer, in the single client's sentences where they say the same: does this storage feed
+    the job's GPUs, and if not, what held the job back (the storage, a node's CPU, the slowest rank, or the ranks'
+    input pipeline where epochs read the page cache). Two answers, as for one client: the storage's, for all the
+    job's clients together (the GPUs its rate to them feeds; at least that many unless the storage was the limit),
+    then the job's (the GPUs its ranks kept fed, the slowest rank setting the pace) and what held it back."""
+    s = result.settings
+    d = result.distributed
+    assert d is not None and s.rate_per_gpu is not None
+    nodes = f"{counted(d.world_size, 'rank')} on {counted(d.nodes, 'node')}"
+    pool = job_runs(result)
+    invalid = [r for r in result.runs if r.ranks and not r.valid]
+    need = demand(d.world_size, s.rate_per_gpu, s.au_target)
+    fields: dict = dict(gpus_asked=d.world_size, demand_samples_per_s=round(need, 2))
+    notes = [server_cache_note(result)] if result.remote else []
+    if d.shared_page_cache:
+        notes.append("Ranks shared a host's page cache.")
+    notes += left_out(invalid, "epoch")
+    if not pool:
+        why = invalid[0].invalid_reason if invalid else "no epoch finished"
+        advised = advised_files(result)
+        first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {advised:,} or more."
+        evidence = [f"{advised:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
+                    f"epochs of {MIN_SECONDS} s or more at twice the fastest rate measured."]
+        return said(s, first, evidence, notes, **fields)
+    temp = pool[0].cache  # cold, or warm where no cold epoch was valid
+    run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
+    fed = all((r.au or 0.0) >= s.au_target for r in pool)
+    any_cold = any(r.cache == "cold" for r in result.runs if r.ranks)
+    state = "cold" if temp == "cold" else ("warm (from the page cache: no cold epoch was valid)" if any_cold
+                                           else "warm (from the page cache)")
+    workers = counted(d.workers, "DataLoader worker")
+    tau = f">= {s.au_target:.0%} busy"
+    au = f"AU {au_pct(run.au or 0.0)}, lowest rank {au_pct(run.au_min or 0.0)}"
+    per_node = run.samples_per_s / d.nodes
+    data_wait, allreduce, seconds = waits(result, run)
+    evidence = [
+        f"Cluster: {run.samples_per_s:,.0f} samples/s ({run.mb_per_s:,.0f} MB/s) read by {nodes} together, "
+        f"{per_node:,.0f} per node, {workers} per rank, {state} (epoch {run.epoch}, the slowest of "
+        f"{counted(len(pool), temp + ' epoch')}); every sample read exactly once across the ranks: "
+        f"{'yes' if run.read_once else 'no'}.",
+        need_line(s, d.world_size),
+        f"Ranks: each waited {data_wait:,.2f} s for data and {allreduce:,.2f} s at the per-step allreduce in a "
+        f"{seconds:,.2f} s epoch (means); the slowest ({where_rank(result, run.slowest_rank or 0)}) kept "
+        f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest one's pace.",
+        *dataset_line(result),
+    ]
+    hosts = host_cpu(result, run.epoch)
+    busy = [x for x in hosts if cpu_saturated(*as_client(result, x))]
+    ram = run.cache == "warm" and run.measures != "storage"  # read (or may have) the page cache: not the storage
+    if hosts:
+        top = busy[0] if busy else max(hosts, key=lambda x: x.cores / x.usable if x.usable else 0.0)
+        evidence.append(f"CPU: on the busiest node, {top.host}, {cpu_words(*as_client(result, top))}.")
+    if fed:
+        limit = "gpu"
+        job_gpus, confirmed = d.world_size, True
+        why = (f"Limit: the GPUs: every {temp} epoch kept them {tau}; what more GPUs would get was not "
+               "measured (run with more ranks).")
+    else:
+        job_gpus, confirmed = min(gpus_for(run.samples_per_s, s.rate_per_gpu, s.au_target), d.world_size - 1), False
+        if busy:
+            limit = "client-cpu"
+            why = (f"Limit: a node's CPU: {busy[0].host}'s cores were >= {CPU_SATURATED:.0%} busy (see CPU); "
+                   + ("these epochs read the page cache, so the storage was not measured." if ram else
+                      "the storage may give more to clients with more cores or fewer ranks."))
+        elif (run.straggler_spread or 0.0) >= STRAGGLER:
+            limit = "slowest-rank"
+            why = (f"Limit: the slowest rank: {where_rank(result, run.slowest_rank or 0)} read at "
+                   f"{pct(1 - (run.straggler_spread or 0.0))} of the fastest rank's pace, and every step waits for it "
+                   "at the allreduce (see ranks[] for its host's mount and CPU).")
+        else:  # ram: the page cache gave these samples, so what the storage gives was not measured
+            limit = "input-pipeline" if ram else "storage"
+            pace = (f"the ranks kept an even pace (within {pct(run.straggler_spread or 0.0)}) and spent "
+                    f"{pct(data_wait / seconds if seconds else 0.0)} of the epoch waiting for data")
+            why = (f"Limit: the ranks' input pipeline, not the storage: these epochs read the page cache, so the "
+                   f"storage was not measured; {pace} at {counted(d.workers, 'worker')} per rank, no node's CPU "
+                   "saturated. Run --cache cold for the storage's figure." if ram else
+                   f"Limit: the storage: {pace}, no node's CPU saturated; at {counted(d.workers, 'worker')} per rank "
+                   "(more workers per rank were not measured).")
+    evidence.append(why)
+    # the storage's answer: what its rate to all these clients feeds; at least that while something else held the
+    # job back (the GPUs took what they asked, a CPU or a rank was slower than the storage)
+    storage = None if ram else run.samples_per_s
+    at_least = fed or limit != "storage"
+    storage_gpus = gpus_for(storage, s.rate_per_gpu, s.au_target) if storage is not None else None
+    count = Count(storage_gpus, storage_gpus, False) if storage_gpus is not None else None
+    storage_part = storage_words(s, storage, count, at_least, f"{temp}, {nodes}")
+    if fed:
+        first = f"Yes: {storage_part}; the job fed all its GPUs ({au})."
+    else:
+        held = "a node's CPU" if limit == "client-cpu" else LIMITS[limit].said
+        first = (f"No: {gpus_short(s, str(d.world_size), d.world_size)} need {need:,.0f} samples/s; {storage_part}; "
+                 f"the job fed {job_gpus} of its {d.world_size}: {held} is the limit.")
+    return said(s, first, evidence, notes, limit=limit, storage_samples_per_s=storage, storage_is_lower_bound=at_least,
+                storage_from=f"{nodes}, {d.workers} DataLoader workers per rank, {temp}",
+                storage_gpus_fed=storage_gpus, client_gpus_fed=job_gpus, pipeline_samples_per_s=run.delivered_per_s,
+                pipeline_from=f"epoch {run.epoch} of the job", cpu_saturated=bool(busy), gpus_fed_confirmed=confirmed,
+                asked_fed=fed, asked_by="storage" if storage is not None else "client", asked_client_fed=fed,
+                asked_confirmed=True, best_samples_per_s=run.samples_per_s, best_mb_per_s=run.mb_per_s,
+                best_concurrency=d.workers, order="shuffled", **fields)

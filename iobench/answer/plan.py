@@ -304,11 +304,8 @@ def figure(x: float) -> str:
 
 
 def _duration(s: float) -> str:
-    if s < 120:
-        return f"{s:,.1f} s"
-    if s < 7200:
-        return f"{s / 60:,.1f} min"
-    return f"{s / 3600:,.1f} h"
+    unit, seconds = ("s", 1) if s < 120 else ("min", 60) if s < 7200 else ("h", 3600)
+    return f"{s / seconds:,.1f} {unit}"
 
 
 def who(p: CapacityPlan) -> str:
