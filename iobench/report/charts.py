@@ -41,10 +41,8 @@ def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
     for r in replay_runs(result):
         kind = r.order + (", decode" if r.decode else "") + ("" if r.source == "files" else f", {r.source}")
         groups[(r.cache, kind)][r.in_flight].append(r.samples_per_s)
-    out = []
-    for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1])):
-        out.append((cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())]))
-    return out
+    return [(cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())])
+            for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1]))]
 
 
 def _raw_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
@@ -160,16 +158,11 @@ def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -
 
 def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
     runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.in_flight, r.concurrency, r.order))
-    colors: dict[tuple[str, int, int, str, bool], str] = {}
-    out = []
+    first: dict[tuple[str, int, int, str, bool], Run] = {}  # one curve per configuration: its first run
     for r in runs:
-        key = (r.cache, r.concurrency, r.depth, r.order, r.decode)
-        if key in colors:
-            continue
-        colors[key] = PALETTE[len(colors) % len(PALETTE)]
-        name = f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}")
-        out.append((name, r.timed, colors[key], r.cache == "warm"))
-    return out
+        first.setdefault((r.cache, r.concurrency, r.depth, r.order, r.decode), r)
+    return [(f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}"), r.timed, color,
+             r.cache == "warm") for r, color in zip(first.values(), cycle(PALETTE))]
 
 
 def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
@@ -213,10 +206,9 @@ def timeline_chart(runs: Sequence[tuple[str, Run, str]], title: str, caption: st
 
 def main_timeline(f: Facts) -> Figure | None:
     """The main run's samples/s over time, when it shows a trend."""
-    if not shows_trend(f.main):
-        return None
     r = f.main
-    assert r is not None
+    if r is None or not shows_trend(r):
+        return None
     name = f"{r.cache}, {readers(r)}, {r.order}"
     return timeline_chart([(name, r, COLD if r.cache == "cold" else WARM)], "samples/s over time",
                           f"The main run ({name}, {r.samples:,} samples in {r.seconds:.2f} s, mean "
