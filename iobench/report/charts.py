@@ -146,8 +146,6 @@ def _cdf_points(lat: Latency) -> list[tuple[float, float]]:
 
 def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -> Figure | None:
     """Percentile plot (a CDF with the tail stretched): x latency (ms, log), y p50 .. max."""
-    if not named:
-        return None
     series = [Series(name, _cdf_points(lat), color, dash=dash) for name, lat, color, dash in named]
     yt = [(_nines(p), text) for p, text in _NINES]
     svg = line_chart(series, title=title, x_label="latency per sample, ms (log scale)", y_label="percentile",
@@ -198,10 +196,8 @@ def shows_trend(r: Run | None) -> bool:
 
 def timeline_chart(runs: Sequence[tuple[str, Run, str]], title: str, caption: str) -> Figure | None:
     series = [Series(name, pts, color, step=True) for name, r, color in runs if (pts := _rates(r.timeline))]
-    if not series:
-        return None
     svg = line_chart(series, title=title, x_label="seconds since the epoch started", y_label="samples/s")
-    return Figure(svg, caption)
+    return Figure(svg, caption) if svg else None
 
 
 def main_timeline(f: Facts) -> Figure | None:
