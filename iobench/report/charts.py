@@ -105,12 +105,11 @@ def throughput_charts(result: Result, f: Facts) -> list[Figure]:
 def compare_throughput_charts(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> list[Figure]:
     """Every system's curves overlaid: one chart for cold, one for warm; a log scale where systems are an order of
     magnitude apart."""
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(results))]
     first = next((i for i, f in enumerate(fs) if f.need_per_gpu), None)
     out = []
     for cache in ("cold", "warm"):
         series = [Series(f"{n}: {cache}" + ("" if kind == "shuffled" else f", {kind}"), pts, c, dash=cache == "warm")
-                  for n, r, c in zip(names, results, colors, strict=True) for cc, kind, pts in _curves(r)
+                  for n, r, c in zip(names, results, cycle(PALETTE)) for cc, kind, pts in _curves(r)
                   if cc == cache]
         if series:
             ys = [y for s in series for _, y in s.points if y > 0]
