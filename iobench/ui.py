@@ -140,11 +140,10 @@ class UI:
                 self.plan, self._run_task = None, None
 
     def _run_words(self) -> str:
-        plan = self.plan
-        step = plan.current() if plan is not None else None
-        if plan is None or step is None:
+        step = self.plan.current() if self.plan is not None else None
+        if self.plan is None or step is None:
             return "run"
-        k, n, i, m = plan.place()
+        k, n, i, m = self.plan.place()
         return f"[bold]{step.phase} {k}/{n}[/]: {step.what} (step {i} of {m})"
 
     @contextmanager

@@ -41,10 +41,8 @@ def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
     for r in replay_runs(result):
         kind = r.order + (", decode" if r.decode else "") + ("" if r.source == "files" else f", {r.source}")
         groups[(r.cache, kind)][r.in_flight].append(r.samples_per_s)
-    out = []
-    for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1])):
-        out.append((cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())]))
-    return out
+    return [(cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())])
+            for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1]))]
 
 
 def _raw_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
@@ -107,12 +105,11 @@ def throughput_charts(result: Result, f: Facts) -> list[Figure]:
 def compare_throughput_charts(results: Sequence[Result], fs: Sequence[Facts], names: Sequence[str]) -> list[Figure]:
     """Every system's curves overlaid: one chart for cold, one for warm; a log scale where systems are an order of
     magnitude apart."""
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(results))]
     first = next((i for i, f in enumerate(fs) if f.need_per_gpu), None)
     out = []
     for cache in ("cold", "warm"):
         series = [Series(f"{n}: {cache}" + ("" if kind == "shuffled" else f", {kind}"), pts, c, dash=cache == "warm")
-                  for n, r, c in zip(names, results, colors, strict=True) for cc, kind, pts in _curves(r)
+                  for n, r, c in zip(names, results, cycle(PALETTE)) for cc, kind, pts in _curves(r)
                   if cc == cache]
         if series:
             ys = [y for s in series for _, y in s.points if y > 0]
@@ -148,8 +145,6 @@ def _cdf_points(lat: Latency) -> list[tuple[float, float]]:
 
 def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -> Figure | None:
     """Percentile plot (a CDF with the tail stretched): x latency (ms, log), y p50 .. max."""
-    if not named:
-        return None
     series = [Series(name, _cdf_points(lat), color, dash=dash) for name, lat, color, dash in named]
     yt = [(_nines(p), text) for p, text in _NINES]
     svg = line_chart(series, title=title, x_label="latency per sample, ms (log scale)", y_label="percentile",
@@ -160,16 +155,11 @@ def latency_chart(named: Sequence[tuple[str, Latency, str, bool]], title: str) -
 
 def latency_series(result: Result) -> list[tuple[str, Latency, str, bool]]:
     runs = sorted(replay_runs(result), key=lambda r: (r.cache != "cold", r.in_flight, r.concurrency, r.order))
-    colors: dict[tuple[str, int, int, str, bool], str] = {}
-    out = []
+    first: dict[tuple[str, int, int, str, bool], Run] = {}  # one curve per configuration: its first run
     for r in runs:
-        key = (r.cache, r.concurrency, r.depth, r.order, r.decode)
-        if key in colors:
-            continue
-        colors[key] = PALETTE[len(colors) % len(PALETTE)]
-        name = f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}")
-        out.append((name, r.timed, colors[key], r.cache == "warm"))
-    return out
+        first.setdefault((r.cache, r.concurrency, r.depth, r.order, r.decode), r)
+    return [(f"{r.cache}, {readers(r)}" + ("" if r.order == "shuffled" else f", {r.order}"), r.timed, color,
+             r.cache == "warm") for r, color in zip(first.values(), cycle(PALETTE))]
 
 
 def compare_latency_chart(fs: Sequence[Facts]) -> Figure | None:
@@ -205,18 +195,15 @@ def shows_trend(r: Run | None) -> bool:
 
 def timeline_chart(runs: Sequence[tuple[str, Run, str]], title: str, caption: str) -> Figure | None:
     series = [Series(name, pts, color, step=True) for name, r, color in runs if (pts := _rates(r.timeline))]
-    if not series:
-        return None
     svg = line_chart(series, title=title, x_label="seconds since the epoch started", y_label="samples/s")
-    return Figure(svg, caption)
+    return Figure(svg, caption) if svg else None
 
 
 def main_timeline(f: Facts) -> Figure | None:
     """The main run's samples/s over time, when it shows a trend."""
-    if not shows_trend(f.main):
-        return None
     r = f.main
-    assert r is not None
+    if r is None or not shows_trend(r):
+        return None
     name = f"{r.cache}, {readers(r)}, {r.order}"
     return timeline_chart([(name, r, COLD if r.cache == "cold" else WARM)], "samples/s over time",
                           f"The main run ({name}, {r.samples:,} samples in {r.seconds:.2f} s, mean "

@@ -43,11 +43,8 @@ def _meta(result: Result, attr: str) -> float | None:
 
 
 def _best_mit(result: Result) -> str | None:
-    ms_ = [m for m in result.mitigations if m.name != "baseline"]
-    if not ms_:
-        return None
-    m = max(ms_, key=lambda x: x.speedup)
-    return f"{m.name} ({m.speedup:.2f}x)"
+    m = max((m for m in result.mitigations if m.name != "baseline"), key=lambda x: x.speedup, default=None)
+    return f"{m.name} ({m.speedup:.2f}x)" if m else None
 
 
 STORAGE_GPUS = "GPUs the storage feeds (one client)"

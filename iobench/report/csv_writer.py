@@ -24,6 +24,10 @@ CSV_COLUMNS = (
     "au_target", *(f"verdict_{k}" for k in VERDICT_COLUMNS),
 )
 
+# a run's fields that are columns under their own names
+RUN_FIELDS = ("kind", "engine", "source", "order", "mitigation", "workers", "batch_size", "decode", "cache", "measures",
+              "resident_before", "eviction", "complete", "samples", "bytes", "seconds", "samples_per_s", "mb_per_s",
+              "cpu_us_per_sample", "efficiency", "gpus", "consumer_rate", "delivered_per_s", "valid", "invalid_reason")
 _UNTIMED = Latency.model_construct(**dict.fromkeys(Latency.model_fields))  # type: ignore[arg-type]  # all empty
 
 
@@ -39,19 +43,11 @@ def csv_rows(results: Sequence[Result], names: Sequence[str] | None = None) -> l
                   **{f"verdict_{k}": getattr(r.verdict, k, None) for k in VERDICT_COLUMNS}}
         for x in r.runs:
             opened = x.open_ms or _UNTIMED  # another pipeline timed no read
-            rows.append({**common, "kind": x.kind, "engine": x.engine, "source": x.source, "order": x.order,
-                         "mitigation": x.mitigation, "readers": x.concurrency, "workers": x.workers,
-                         "batch_size": x.batch_size, "decode": x.decode, "cache": x.cache, "measures": x.measures,
-                         "resident_before": x.resident_before, "eviction": x.eviction, "complete": x.complete,
-                         "samples": x.samples, "bytes": x.bytes, "seconds": x.seconds,
-                         "samples_per_s": x.samples_per_s, "mb_per_s": x.mb_per_s,
+            rows.append({**common, **{k: getattr(x, k) for k in RUN_FIELDS}, "readers": x.concurrency,
                          **_latency(x.latency_ms or _UNTIMED), "open_p50_ms": opened.p50, "open_p99_ms": opened.p99,
-                         "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None,
+                         "decode_p50_ms": x.decode_ms.p50 if x.decode_ms else None, "au": au_fraction(x.au),
                          "cpu_busy_pct": x.cpu.system_busy_pct, "iowait_pct": x.cpu.iowait_pct,
-                         "iobench_cores": x.cpu.iobench_cores, "cpu_us_per_sample": x.cpu_us_per_sample,
-                         "efficiency": x.efficiency, "gpus": x.gpus, "consumer_rate": x.consumer_rate,
-                         "au": au_fraction(x.au), "au_min": au_fraction(x.au_min),
-                         "delivered_per_s": x.delivered_per_s, "valid": x.valid, "invalid_reason": x.invalid_reason})
+                         "iobench_cores": x.cpu.iobench_cores, "au_min": au_fraction(x.au_min)})
         for b in (r.baseline.points if r.baseline else []):
             rows.append({**common, "kind": raw_tool(r), "engine": raw_tool(r),
                          "source": "objects" if r.mount.objects else "files", "order": "shuffled",

@@ -60,11 +60,9 @@ def facts(result: Result, label: str | None = None) -> Facts:
         except (ValueError, StopIteration, ZeroDivisionError):
             v = None
     done = replay_runs(result)
-    pool = storage_runs(result)
-    best_cold = max(pool, key=lambda r: r.samples_per_s) if pool else None
-    warm = [r for r in done if r.cache == "warm"]
-    best_warm = max(warm, key=lambda r: r.samples_per_s) if warm else None
-    main = supply_run(result) or best_cold or (max(done, key=lambda r: r.samples_per_s) if done else None)
+    best_cold = max(storage_runs(result), key=lambda r: r.samples_per_s, default=None)
+    best_warm = max((r for r in done if r.cache == "warm"), key=lambda r: r.samples_per_s, default=None)
+    main = supply_run(result) or best_cold or max(done, key=lambda r: r.samples_per_s, default=None)
     rate = (v.rate_per_gpu if v and v.rate_per_gpu else None) or result.settings.rate_per_gpu
     tau = (v.au_target if v and v.au_target else None) or result.settings.au_target
     return Facts(label=label or default_label(result), verdict=v, provisional=provisional,
@@ -189,8 +187,8 @@ def _headline(result: Result, f: Facts) -> str:
 
 
 def raw_best_point(result: Result) -> RawPoint | None:
-    runs = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"]
-    return max(runs, key=lambda b: b.samples_per_s) if runs else None
+    return max((b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"),
+               key=lambda b: b.samples_per_s, default=None)
 
 
 def consumer_words(result: Result) -> str:

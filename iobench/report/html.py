@@ -194,15 +194,14 @@ def _cards(results: Sequence[Result], fs: Sequence[Facts], winners: dict[str, li
     for i, (r, f) in enumerate(zip(results, fs, strict=True)):
         v, store = f.verdict, f.storage
         gpu, model = gpu_name(v, r), model_name(v, r)
+        big = _big(r, f).value  # the single report's big figure: GPUs the storage feeds, else its samples/s
         if v is not None and v.storage_gpus_fed is not None:
             n = v.storage_gpus_fed
-            big = ("at least " if v.storage_is_lower_bound else "") + count_words(n, v.storage_gpus_range)
             sub = f"{gpu} GPU{'' if n == 1 else 's'} the storage feeds ({model}, AU ≥ {v.au_target or 0:.0%})"
             how = (f"this client fed {count_words(v.client_gpus_fed, v.client_gpus_range)}"
                    + (" (training runs)" if v.gpus_fed_confirmed else " (predicted)")
                    if v.client_gpus_fed is not None else "")
         else:
-            big = short(store.samples_per_s) if store else "–"
             sub, how = "samples/s cold", ""
         rate = f"{store.samples_per_s:,.0f} samples/s cold ({store.what})" if store else "no cold figure"
         if f.need_per_gpu and store:

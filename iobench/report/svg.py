@@ -10,6 +10,7 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from iobench.report.format import short
 
@@ -62,16 +63,6 @@ def _scale(lo: float, hi: float, log: bool, start: float, length: float) -> Call
     return lambda v: start + (f(v) - a) / (b - a) * length
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """One legend entry: a series, or a reference line (dashed, in the reference colour)."""
-
-    name: str
-    color: str
-    dash: bool
-    cls: str = ""
-
-
 def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str, x_log: bool = False,
                y_log: bool = False, x_ticks: Sequence[tuple[float, str]] | None = None,
                y_ticks: Sequence[tuple[float, str]] | None = None, hlines: Sequence[tuple[float, str]] = (),
@@ -90,12 +81,12 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         x0, x1 = (x0 / 2, x1 * 2) if x_log else (x0 - 1, x1 + 1)
     if y0 == y1:
         y0, y1 = (y0 / 2, y1 * 2) if y_log else (y0 - 1 if y0 else 0, y1 + 1)
-    if not y_log and y_ticks is None:
-        y1 = y1 * 1.05 if y1 > 0 else y1
-    elif y_log and y_ticks is None:
-        y0, y1 = y0 / 1.25, y1 * 1.25
-    entries = [_Entry(s.name, s.color, s.dash) for s in series] + [_Entry(text, REF, True, "ref") for _, text in hlines]
-    legend_rows = _legend_rows([e.name for e in entries], width - 80)
+    if y_ticks is None:  # a margin above the top point (on a log scale, below the lowest too)
+        y0, y1 = (y0 / 1.25, y1 * 1.25) if y_log else (y0, y1 * 1.05 if y1 > 0 else y1)
+    # the legend's entries, (name, colour, dashed, class): the series, then the reference lines
+    entries = [(s.name, s.color, s.dash, "legend") for s in series] + [(text, REF, True, "reftext")
+                                                                       for _, text in hlines]
+    legend_rows = _legend_rows([e[0] for e in entries], width - 80)
     top = 10 + 18 * len(legend_rows)
     left, right, bottom = 62, 18, 46
     pw, ph = width - left - right, height - top - bottom
@@ -126,14 +117,8 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                    f"<title>{_esc(text)}</title></line>")
     for s in series:
         ok = [(x, y) for x, y in s.points if (not x_log or x > 0) and (not y_log or y > 0)]
-        if s.step:
-            path: list[tuple[float, float]] = []
-            for i, (x, y) in enumerate(ok):
-                if i:
-                    path.append((x, ok[i - 1][1]))
-                path.append((x, y))
-        else:
-            path = ok
+        # a step series: at each point after the first, the previous point's y first (horizontal, then vertical)
+        path = ok[:1] + [p for (_, before), (x, y) in pairwise(ok) for p in ((x, before), (x, y))] if s.step else ok
         coords = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in path)
         dash = ' stroke-dasharray="6 4"' if s.dash else ""
         out.append(f'<polyline points="{coords}" fill="none" stroke="{s.color}" stroke-width="2"{dash}/>')
@@ -163,18 +148,16 @@ def _legend_rows(names: list[str], width: float) -> list[list[int]]:
     return rows if rows[0] else []
 
 
-def _legend(entries: Sequence[_Entry], rows: list[list[int]], left: float) -> list[str]:
+def _legend(entries: Sequence[tuple[str, str, bool, str]], rows: list[list[int]], left: float) -> list[str]:
     out = []
     for r, row in enumerate(rows):
         x, y = left, 12 + 18 * r
-        for i in row:
-            e = entries[i]
-            dash = ' stroke-dasharray="6 4"' if e.dash else ""
-            out.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{e.color}" '
+        for name, color, dashed, cls in (entries[i] for i in row):
+            dash = ' stroke-dasharray="6 4"' if dashed else ""
+            out.append(f'<line x1="{x:.1f}" x2="{x + 20:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" '
                        f'stroke-width="2.5"{dash}/>')
-            cls = "reftext" if e.cls == "ref" else "legend"
-            out.append(f'<text x="{x + 25:.1f}" y="{y + 4:.1f}" class="{cls}">{_esc(e.name)}</text>')
-            x += _legend_width(e.name)
+            out.append(f'<text x="{x + 25:.1f}" y="{y + 4:.1f}" class="{cls}">{_esc(name)}</text>')
+            x += _legend_width(name)
     return out
 
 
