@@ -108,8 +108,7 @@ def test_lmdb_reads_every_sample_back_identical(small_dataset, lmdb_pack, readah
     src = LmdbSource(lmdb_pack[0].path, len(small_dataset), readahead=readahead)
     assert src.name == "lmdb" and len(src) == len(small_dataset)
     np.testing.assert_array_equal(src.sizes, small_dataset.sizes)
-    d = src.describe()
-    assert d["readahead"] is readahead and d["extra_bytes"] == lmdb_pack[0].bytes
+    assert src.readahead is readahead and src.costs()[0] == lmdb_pack[0].bytes
     check_epochs(src, small_dataset)
     reader = src.reader()
     reader.read(3)
@@ -199,8 +198,8 @@ def test_tar_reads_every_sample_back_identical(small_dataset, tar_pack):
     src = TarSource(tar_pack.path)
     assert src.name == "tar" and len(src) == len(small_dataset)
     np.testing.assert_array_equal(src.sizes, small_dataset.sizes)
-    d = src.describe()
-    assert d["shards"] == tar_pack.shards and d["shard_size"] == SHARD and d["extra_bytes"] == tar_pack.bytes
+    assert len(src.shard_files) == tar_pack.shards and src.marker["shard_size"] == SHARD
+    assert src.costs()[0] == tar_pack.bytes
     check_epochs(src, small_dataset)
     fresh = TarSource(tar_pack.path)
     reader = fresh.reader()

@@ -3,7 +3,6 @@ epoch read together, every rank's figures gathered and recorded, and what each e
 
 from __future__ import annotations
 
-import builtins
 import math
 import threading
 import time
@@ -72,25 +71,20 @@ def steps_per_rank(n: int, world_size: int, batch: int) -> int:
 # -- the epochs ------------------------------------------------------------------------------------------------
 @dataclass
 class _Mine:
-    """What one rank measured in one epoch, sent to rank 0 (plain data: it crosses hosts as a pickled object)."""
+    """What one rank measured in one epoch, sent to rank 0 (plain data: it crosses hosts as a pickled object): its
+    own figures as the result keeps them (`record`), and what rank 0 merges unrounded."""
 
     rank: int
-    samples: int
-    bytes: int
+    record: RankEpoch  # this rank's epoch in `result.ranks`
     seconds: float
     au: float | None
     consumed: int  # samples its GPU consumed in AU's window (steps 2..n)
     window_s: float | None  # AU's window
-    data_wait_s: float
     allreduce_s: float
-    steps: int
-    latency: builtins.bytes  # (the field `bytes` hides the type here) encoded HdrHistogram of open + read + close, ns
-    opens: builtins.bytes  # the same of the open alone
-    cpu: dict
-    resident: float | None
+    latency: bytes  # encoded HdrHistogram of open + read + close, ns
+    opens: bytes  # the same of the open alone
     eviction: str | None
     coverage: tuple[int, int, int]
-    digest: str
     mismatch: str  # the first sample whose read returned another size than the manifest's, with both ("": none)
     first_batch_s: float | None  # its DataLoader's start-up: from the epoch's start to its first batch
 
@@ -215,14 +209,21 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
     rec = lane.rec
     read = rec.read_mask()
     mismatched, name, what = sizes_read(manifest, source, [(mine, rec.nbytes)])
+    lat = latency_histogram(rec.total_ns[read])
+    samples, seconds = rec.samples(), rec.seconds()
+    record = RankEpoch(
+        epoch=epoch, cache=state, complete=True, samples=samples, bytes=int(rec.nbytes[read].sum()),
+        seconds=round(seconds, 6), samples_per_s=round(samples / seconds, 2),
+        au=None if consumer.au is None else round(consumer.au, 4), data_wait_s=round(waits[0], 4),
+        allreduce_s=round(waits[1], 4), steps=consumer.steps, latency_ms=Latency(**histogram_summary(lat)),
+        cpu=Cpu(**got.cpu), resident_before=None if resident is None else round(resident, 4),
+        shard_digest=digest(mine[read]))
     return _Mine(
-        rank=w.rank, samples=rec.samples(), bytes=int(rec.nbytes[read].sum()),
-        seconds=rec.seconds(), au=consumer.au, consumed=consumer.samples, window_s=consumer.window_s,
-        data_wait_s=waits[0], allreduce_s=waits[1], steps=consumer.steps,
-        latency=latency_histogram(rec.total_ns[read]).encode(),
-        opens=latency_histogram(rec.open_ns[read]).encode(), cpu=got.cpu, resident=resident,
-        eviction=eviction, coverage=coverage(mine[read]), digest=digest(mine[read]),
-        mismatch=f"{name} {what}" if mismatched else "", first_batch_s=rec.first_batch_s())
+        rank=w.rank, record=record, seconds=seconds, au=consumer.au, consumed=consumer.samples,
+        window_s=consumer.window_s, allreduce_s=waits[1], latency=lat.encode(),
+        opens=latency_histogram(rec.open_ns[read]).encode(), eviction=eviction,
+        coverage=coverage(mine[read]), mismatch=f"{name} {what}" if mismatched else "",
+        first_batch_s=rec.first_batch_s())
 
 
 def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch: int, engine: Loader,
@@ -230,26 +231,19 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     """Rank 0: one aggregate run for the epoch (the ranks' figures merged, their latencies as histograms, made a Run
     by phases/epoch.summarize as one host's are), each rank's own figures kept in `result.ranks`; an epoch whose
     samples were not all of the manifest's sizes is left out, with a warning."""
-    lats = [HdrHistogram.decode(p.latency) for p in parts]
-    for p, h in zip(parts, lats, strict=True):
-        result.ranks[p.rank].epochs.append(RankEpoch(
-            epoch=epoch, cache=state, complete=True, samples=p.samples, bytes=p.bytes,
-            seconds=round(p.seconds, 6), samples_per_s=round(p.samples / p.seconds, 2),
-            au=None if p.au is None else round(p.au, 4), data_wait_s=round(p.data_wait_s, 4),
-            allreduce_s=round(p.allreduce_s, 4), steps=p.steps, latency_ms=Latency(**histogram_summary(h)),
-            cpu=Cpu(**p.cpu), resident_before=None if p.resident is None else round(p.resident, 4),
-            shard_digest=p.digest))
-    lat, opens = lats[0], HdrHistogram.decode(parts[0].opens)  # the job's: every rank's added to rank 0's
-    for p, h in zip(parts[1:], lats[1:], strict=True):
-        lat.add(h)
+    for p in parts:
+        result.ranks[p.rank].epochs.append(p.record)
+    lat, opens = HdrHistogram.decode(parts[0].latency), HdrHistogram.decode(parts[0].opens)
+    for p in parts[1:]:  # the job's histograms: every rank's added to rank 0's
+        lat.add(HdrHistogram.decode(p.latency))
         opens.add(HdrHistogram.decode(p.opens))
-    pace = [p.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
-    samples = sum(p.samples for p in parts)
+    pace = [p.record.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
+    samples = sum(p.record.samples for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
-    resident = max((p.resident for p in parts if p.resident is not None), default=None)
+    resident = max((p.record.resident_before for p in parts if p.record.resident_before is not None), default=None)
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
     figures = Figures(
-        samples=samples, bytes=sum(p.bytes for p in parts), seconds=seconds, latency=histogram_summary(lat),
+        samples=samples, bytes=sum(p.record.bytes for p in parts), seconds=seconds, latency=histogram_summary(lat),
         first_batch_s=min((p.first_batch_s for p in parts if p.first_batch_s is not None), default=None),
         opens=histogram_summary(opens), decoded=settings.decode, decodes=None, decode_share=None,
         cpu={"system_busy_pct": busiest.busy_pct, "iowait_pct": busiest.iowait_pct, "iobench_cores": busiest.cores},

@@ -51,8 +51,7 @@ class Batch:
 
     data: torch.Tensor  # uint8: concatenated raw bytes, or (k, 3, 224, 224) decoded images
     meta: torch.Tensor  # int64 (META_ROWS, k)
-    worker: int
-    pid: int
+    pid: int  # the process that read it
 
     @property
     def positions(self) -> np.ndarray:

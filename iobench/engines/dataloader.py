@@ -204,7 +204,7 @@ class DataLoaderEngine:
                     data = buf[hdr:used]
                     if self.decode:
                         data = data.view(n, 3, CROP, CROP)
-                    on_batch(Batch(data, buf[:hdr].view(torch.int64).view(META_ROWS, k)[:, :n], worker, pid))
+                    on_batch(Batch(data, buf[:hdr].view(torch.int64).view(META_ROWS, k)[:, :n], pid))
                 if slot >= 0:
                     busy[worker, slot] = 0  # the worker may refill this buffer now
                 del buf, item

@@ -30,6 +30,10 @@ class Measured:
     """p50, p90, p99, p999, max and mean of each read, in ms."""
     setup_s: float = 0.0
     """Wall time of the tool's process not spent in the timed reads (parsing logs, stat of every file)."""
+    cpu_s: float | None = None
+    """User + system CPU seconds of the tool's reads: fio's jobs (group_reporting sums each job's rusage and
+    runtime: its %s are of the summed runtime), the raw client's process over its timed reads; None where fio did not
+    give them."""
     raw_json: str = field(default="", repr=False)
     """The tool's own JSON document, as it printed it (fio's ``--output-format=json``, of the run kept: what fio-plot
     and other fio tooling read)."""
@@ -51,8 +55,6 @@ class FioResult(Measured):
     (fio's runtime) includes them: ``files_per_s`` is the full per-file rate."""
 
     job: str  # the job file fio ran
-    extra: dict[str, Any] = field(default_factory=dict)
-    """CPU use of fio's jobs (usr_cpu, sys_cpu, %), short reads."""
     repeats: int = 1
     """How many times fio ran the job (``run_fio(repeats=...)``); this result is the fastest run's."""
     runs_files_per_s: tuple[float, ...] = ()
@@ -61,15 +63,6 @@ class FioResult(Measured):
     """Why this figure may be below fio's best (a cache drop by another process while the kept run's fio ran, from
     /proc/vmstat less fio's own ``drop_caches``; timed reads too short): a baseline to label, and not to rest a
     verdict on."""
-
-    @property
-    def cpu_s(self) -> float | None:
-        """User + system CPU seconds of the jobs (group_reporting sums each job's rusage and runtime: the %s are
-        of the summed runtime), from ``extra``; None where fio did not give them."""
-        usr, sys_, runtime_ms = (self.extra.get(k) for k in ("usr_cpu", "sys_cpu", "job_runtime_ms"))
-        if usr is None or sys_ is None or not runtime_ms:
-            return None
-        return (float(usr) + float(sys_)) / 100.0 * float(runtime_ms) / 1000.0
 
     @property
     def at_best(self) -> bool:
@@ -116,7 +109,8 @@ def result_from_json(doc: dict[str, Any], job: FioJob, wall_s: float) -> FioResu
         lat = {k: min(v, clat["max"] / 1e6) for k, v in lat.items()}
         lat["max"] = clat["max"] / 1e6
         lat["mean"] = clat["mean"] / 1e6
+    usr, sys_, runtime_ms = j.get("usr_cpu"), j.get("sys_cpu"), j.get("job_runtime")
+    cpu_s = None if usr is None or sys_ is None or not runtime_ms else (
+        (float(usr) + float(sys_)) / 100.0 * float(runtime_ms) / 1000.0)
     return FioResult(ios=ios, bytes=nbytes, seconds=seconds, latency_ms=lat, job=job.job,
-                     setup_s=max(0.0, wall_s - seconds),
-                     extra={"usr_cpu": j.get("usr_cpu"), "sys_cpu": j.get("sys_cpu"),
-                            "short_ios": r.get("short_ios", 0), "job_runtime_ms": j.get("job_runtime")})
+                     setup_s=max(0.0, wall_s - seconds), cpu_s=cpu_s)

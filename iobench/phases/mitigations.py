@@ -55,7 +55,7 @@ class Variant:
     note: str | None = None  # mitigations[].note
 
     def open(self, manifest: Manifest, ui: UI | None = None) -> Source:
-        """The variant's source (its pack made first when missing); its describe() has the pack's costs."""
+        """The variant's source (its pack made first when missing); its costs() are the pack's."""
         return store.source(self.source, manifest, ui, advice=self.advice, readahead=self.readahead,
                             stream=self.stream)
 
@@ -68,14 +68,14 @@ def baseline_readers(result: Result) -> int:
     return (supply.workers or 0) if supply.reader == "workers" else supply.concurrency
 
 
-def entry(run: Run, name: str, base_rate: float, settings: Settings, pack: dict, *, note: str | None = None,
-          requests: tuple[int, dict, dict] | None = None) -> Mitigation:
+def entry(run: Run, name: str, base_rate: float, settings: Settings, pack: tuple[int | None, float | None], *,
+          note: str | None = None, requests: tuple[int, dict, dict] | None = None) -> Mitigation:
     """A mitigation's row: its epoch's rate against the baseline's, its costs (a pack's extra space and time), and on
     object storage its GETs (count, first byte and whole, medians)."""
     return Mitigation(
         name=name, source=run.source, samples_per_s=run.samples_per_s,
         speedup=round(run.samples_per_s / base_rate, 3) if base_rate else 0.0,
-        extra_bytes=int(pack.get("extra_bytes") or 0), pack_s=pack.get("pack_seconds"),
+        extra_bytes=int(pack[0] or 0), pack_s=pack[1],
         gpus_fed=gpus_for(run.samples_per_s, settings.rate_per_gpu, settings.au_target)
         if settings.rate_per_gpu else None, note=note,
         requests=None if requests is None else requests[0],

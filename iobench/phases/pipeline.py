@@ -414,7 +414,6 @@ def _mitigations(ctx: RunContext) -> None:
         lanes: list[Lane] = []
         with step(ctx, Step("mitigations", v.name, len(manifest), "mitigations")):  # a pack's making included
             source = v.open(manifest, ui)
-            pack = source.describe()  # a pack's extra_bytes and pack_seconds (none for files)
             engine = engines.make(settings, v.readers or readers, depth=v.depth)
             try:  # tar-stream: the shards' own order (WebDataset's shuffle buffer reorders in memory, after the reads)
                 order = ((stream_order(source, engine, settings.seed, epoch) if objects else
@@ -428,6 +427,6 @@ def _mitigations(ctx: RunContext) -> None:
                 engine.close()
                 source.close()
         base_rate = base_rate or run.samples_per_s
-        result.mitigations.append(entry(run, v.name, base_rate, settings, pack, note=v.note,
+        result.mitigations.append(entry(run, v.name, base_rate, settings, source.costs(), note=v.note,
                                         requests=requests(source, run, lanes[0]) if objects else None))
         ctx.save()

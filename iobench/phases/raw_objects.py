@@ -24,8 +24,6 @@ class RawResult(Measured):
     """What the raw client measured at one depth: every key read once (`ios` GETs, `seconds` from the first request
     sent to the last body received, by the client's own clock; `latency_ms` each GET's, request sent to last byte)."""
 
-    cpu_s: float
-    """User + system CPU seconds of the client's process over those seconds."""
     command: str
     """The client's command line (no credential is on it: they come from the standard chain)."""
     throttled: int = 0

@@ -1,8 +1,8 @@
 """Where a dataset lives in object storage: `S3Location`, an s3://BUCKET/PREFIX with the endpoint, profile and
 client that reach it (no secret: credentials come from the standard chain in each process that reads).
 
-A location is a value: it is pickled into DataLoader workers and written into a result (`str()` and `describe()`
-never hold a credential), and `location / name` is the dataset `name` under it, as a folder's `path / name`."""
+A location is a value: it is pickled into DataLoader workers and written into a result (`str()` never holds a
+credential), and `location / name` is the dataset `name` under it, as a folder's `path / name`."""
 
 from __future__ import annotations
 
@@ -49,12 +49,6 @@ class S3Location:
     def key(self, rel: str) -> str:
         """The object key of `rel` under this location."""
         return f"{self.prefix}/{rel}" if self.prefix else rel
-
-    def describe(self) -> dict:
-        """What a result records of where the data lives: never a credential (the chain's are not read here)."""
-        return {"url": str(self), "endpoint": self.endpoint or "AWS S3", "bucket": self.bucket,
-                "prefix": self.prefix, "profile": self.profile, "client": self.client,
-                "path_style": self.path_style}
 
 
 def _is_aws(endpoint: str) -> bool:

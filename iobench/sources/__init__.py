@@ -47,8 +47,9 @@ class Source(Protocol):
         """The files this source reads: what a cold epoch evicts and the residency check samples."""
         ...
 
-    def describe(self) -> dict:
-        """What a result records about this source; a pack's `extra_bytes` and `pack_seconds` among it."""
+    def costs(self) -> tuple[int | None, float | None]:
+        """A pack's costs, as its mitigation records them: the bytes it takes and the seconds making it took (None,
+        None for samples read where they are)."""
         ...
 
     def close(self) -> None:

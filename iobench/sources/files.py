@@ -34,9 +34,8 @@ class FileSource:
     def files(self) -> PathTable:
         return self.paths
 
-    def describe(self) -> dict:
-        """What a result records about this source."""
-        return {"source": self.name, "samples": len(self), "advice": self.advice}
+    def costs(self) -> tuple[None, None]:
+        return None, None
 
     def close(self) -> None:
         """Nothing is held open between reads."""

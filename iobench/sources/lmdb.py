@@ -112,17 +112,8 @@ class LmdbSource:
     def close(self) -> None:
         close_env(self.path)
 
-    def describe(self) -> dict:
-        """What a result records about this source."""
-        return {
-            "source": self.name,
-            "path": str(self.path),
-            "readahead": self.readahead,
-            "samples": self.n,
-            "extra_bytes": self.marker.get("bytes"),
-            "pack_seconds": self.marker.get("seconds"),
-            "open_ns": "0: no per-sample open; lookup and data are read together in txn.get",
-        }
+    def costs(self) -> tuple[int | None, float | None]:
+        return self.marker.get("bytes"), self.marker.get("seconds")
 
 
 class LmdbReader:

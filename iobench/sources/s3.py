@@ -28,7 +28,6 @@ from iobench.dataset.paths import PathTable
 from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.s3.clients import (
     READ_CONNECTIONS,
-    READ_RETRIES,
     THROTTLED,
     CrtClient,
     boto3_client,
@@ -95,9 +94,8 @@ class ObjectSource:
     def files(self) -> PathTable:
         return self.keys
 
-    def describe(self) -> dict:
-        return {"source": self.name, "samples": len(self), "client": self.loc.client,
-                "retries": READ_RETRIES[self.loc.client], "connections": self.connections}
+    def costs(self) -> tuple[None, None]:
+        return None, None
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""

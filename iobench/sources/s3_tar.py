@@ -23,7 +23,7 @@ from awscrt.s3 import S3RequestType
 from iobench.dataset import Manifest
 from iobench.errors import UserError
 from iobench.record.recorder import EpochRecorder, latency_summary
-from iobench.s3.clients import READ_RETRIES, CrtClient, explain
+from iobench.s3.clients import CrtClient, explain
 from iobench.s3.url import S3Location
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
@@ -38,7 +38,6 @@ class _Shards:
     """The pack's index, keys and client choice, as both sources read them."""
 
     name = "tar"
-    access = ""
 
     def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
         assert isinstance(manifest.root, S3Location)
@@ -71,11 +70,8 @@ class _Shards:
     def files(self) -> list[str]:
         return self.shard_keys
 
-    def describe(self) -> dict:
-        return {"source": self.name, "path": str(self.loc), "access": self.access, "samples": len(self),
-                "shards": len(self.shard_keys), "shard_size": self.marker.get("shard_size"),
-                "extra_bytes": self.marker.get("bytes"), "pack_seconds": self.marker.get("seconds"),
-                "client": self.loc.client, "retries": READ_RETRIES[self.loc.client]}
+    def costs(self) -> tuple[int | None, float | None]:
+        return self.marker.get("bytes"), self.marker.get("seconds")
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""
@@ -168,8 +164,6 @@ class RangeSource(_Shards):
     """Samples read by ranged GETs from the tar shards (one GET per sample); a Source. Its readers are the objects
     source's (sources/s3.py), each GET of a sample's bytes in its shard."""
 
-    access = "range GET by offset (one per sample)"
-
     def reader(self, depth: int = 1, io_timeout_s: float | None = None) -> ObjectReader:
         """A reader keeping up to `depth` ranged GETs in flight (start/finish: --in-flight, the CRT's)."""
         return open_reader(self.loc, self.connections, self._shard_key, self.max_size, depth, io_timeout_s,
@@ -197,8 +191,6 @@ class _Stream:
 
 class StreamSource(_Shards):
     """Samples taken in order from one GET per shard, as WebDataset streams shards; a Source."""
-
-    access = "stream (one GET per shard, samples in order)"
 
     def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
         super().__init__(manifest, pack, connections)

@@ -106,18 +106,8 @@ class TarSource:
         state["_fds"] = {}
         return state
 
-    def describe(self) -> dict:
-        """What a result records about this source."""
-        return {
-            "source": self.name,
-            "path": str(self.path),
-            "access": "random (pread by offset)",
-            "samples": len(self),
-            "shards": len(self.shard_files),
-            "shard_size": self.marker.get("shard_size") or self.marker.get("params", {}).get("shard_size"),
-            "extra_bytes": self.marker.get("bytes"),
-            "pack_seconds": self.marker.get("seconds"),
-        }
+    def costs(self) -> tuple[int | None, float | None]:
+        return self.marker.get("bytes"), self.marker.get("seconds")
 
 
 class TarReader:
