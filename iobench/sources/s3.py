@@ -43,6 +43,14 @@ from iobench.sources.buffers import grown, page_aligned
 
 _clients: dict[tuple[int, S3Location], Any] = {}  # (pid, location): the process's client
 _made = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    global _made
+    _made = threading.Lock()  # a lock another thread held at fork (making a client) would stay locked in the child
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 GIVE_UP = 0.75  # a sample throttled this share of --io-timeout ends the epoch (before the watchdog calls it a stall)
 
 
