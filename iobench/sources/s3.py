@@ -51,6 +51,7 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+
 GIVE_UP = 0.75  # a sample throttled this share of --io-timeout ends the epoch (before the watchdog calls it a stall)
 
 
