@@ -25,6 +25,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # xdist registers its marker only where it is loaded: a test that names its group (below) runs in the serial
+    # pass (-p no:xdist) too, without a warning of an unknown mark
+    config.addinivalue_line("markers", "xdist_group(name): run on the one parallel worker of the group (xdist)")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -98,7 +101,9 @@ def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProces
 # whichever worker is free, but: GlusterFS's and Ceph RGW's tests each go to one worker (one glusterd can run on a
 # host, its port fixed; RGW's bed is opt-in and heavy), and the tests of a module that share a module-scoped
 # fixture go to one worker (the fixture, a dataset or a run, made once). Session beds (SeaweedFS, sshfs, loop XFS)
-# come up on each worker that uses one: seconds, for workers that never wait on each other's bed.
+# come up on each worker that uses one: seconds, for workers that never wait on each other's bed. A few tests of a
+# module that share a session-scoped run (the module's other tests left free to spread) name their group themselves
+# (pytest.mark.xdist_group), which xdist reads as it is.
 ONE_HOST_BEDS = ("gluster", "rgw")
 
 

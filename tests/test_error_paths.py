@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import first_epoch_kept, iobench, needs_root
+from conftest import first_epoch_kept, iobench, make_dataset, needs_root
 
 from iobench import dataset, store
 from iobench.dataset import GenSpec, generate
@@ -151,7 +151,7 @@ def _exchange(a: Path, b: Path) -> None:
 def test_a_folder_in_place_of_a_dataset_file_during_a_run_names_the_dataset(tmp_path):
     """A file of the dataset replaced by a folder once the run has begun (after the dataset was checked): open()
     succeeds, read() fails with EISDIR, which names no file."""
-    iobench("gen", "--mount", str(tmp_path), *FAST[:4], "--quiet", check=True)
+    make_dataset(tmp_path, 200, "fixed:8kB", classes=1)  # `gen` with FAST's shape, in this process
     root = tmp_path / "iobench-data" / "fixed8000-200f-1c-s0"
     victim = sorted((root / "train").rglob("*.JPEG"))[7]
     out = tmp_path / "res"

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import iobench, make_dataset, needs_root
+from conftest import make_dataset, needs_root
 from testbed_fixtures import bed_state, mount_source, testbed
 
 from iobench.engines.threads import ThreadEngine
@@ -120,8 +120,8 @@ def hung_bed(tmp_path_factory):
         source = mount_source(mnt) or ""  # root@127.0.0.1:/.../export
         assert ":" in source, source
         (Path(source.split(":", 1)[1]) / "t-hang").mkdir(exist_ok=True)
-        iobench("gen", "--mount", str(Path(source.split(":", 1)[1]) / "t-hang"), "--files", str(FILES), "--quiet",
-                check=True)
+        # `gen --files FILES`'s dataset (one class folder), made in this process: a setup, not what is judged
+        make_dataset(Path(source.split(":", 1)[1]) / "t-hang", FILES, classes=1)
         proxy = next(p["pid"] for p in bed_state(state)["procs"] if p["what"] == "proxy")
         yield mnt / "t-hang", proxy
         os.kill(proxy, signal.SIGCONT)  # in case a test stopped short of it

@@ -66,7 +66,7 @@ def test_read_ahead_kb_is_restored_after_a_run_and_after_an_interruption(xfs_mou
 
 
 def test_pack_command_makes_and_reuses_packs(tmp_path):
-    iobench("gen", "--mount", str(tmp_path), "--files", "60", "--size-dist", "fixed:8kB", "--quiet", check=True)
+    make_dataset(tmp_path, 60, "fixed:8kB", classes=1)  # `gen --files 60 --size-dist fixed:8kB`'s dataset
     first = iobench("pack", "--mount", str(tmp_path), "--files", "60", "--quiet", check=True).stdout
     assert "lmdb:" in first and "tar:" in first and "made in" in first
     again = iobench("pack", "--mount", str(tmp_path), "--files", "60", "--quiet", check=True).stdout

@@ -19,9 +19,12 @@ QUICK = ("--no-fio", "--no-metadata", "--engine", "threads", "--threads", "1", "
 
 
 def _gen(mount: Path, files: int, dist: str, seed: int = 0) -> Path:
-    iobench("gen", "--mount", str(mount), "--files", str(files), "--size-dist", dist, "--seed", str(seed), "--quiet",
-            check=True)
-    return mount / "iobench-data" / GenSpec(files, parse_dist(dist), 1, seed).name
+    """The dataset `gen --mount MOUNT --files FILES --size-dist DIST --seed SEED` makes (one class folder at these
+    sizes), by the same function in this process: a setup, not what is judged (an `iobench gen` costs ~1 CPU-s)."""
+    make_dataset(mount, files, dist, classes=1, seed=seed)
+    folder = mount / "iobench-data" / GenSpec(files, parse_dist(dist), 1, seed).name
+    assert folder.is_dir(), folder
+    return folder
 
 
 def test_a_dataset_is_picked_by_its_whole_shape_never_by_its_file_count(tmp_path: Path) -> None:

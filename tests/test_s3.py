@@ -102,16 +102,34 @@ def _same_bytes(bed, top: str, client: str, monkeypatch: pytest.MonkeyPatch, n: 
         assert bytes(reader.buffer[:got]) == want, m.paths[i]
 
 
+# One run serves the CRT's thread-engine test and the metadata phase's: the phase (LIST, then a HEAD and a first-byte
+# GET of each object of the sample, one at a time) comes before the epochs and does not depend on their readers, and
+# a run more of 2,000 objects costs ~4 CPU-s. Its two tests go to one parallel worker (the run made once).
+CRT_RUN = pytest.mark.xdist_group("test_s3-crt-run")
+
+
+@pytest.fixture(scope="session")
+def crt_run(s3_bed, prefix: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path]:
+    """`run --url` through the CRT, 4 and 16 threads at 1 GET in flight each, with its metadata phase; and where."""
+    tmp = tmp_path_factory.mktemp("crt-run")
+    return _run(s3_bed, prefix, tmp, "--engine", "threads", "--threads", "4,16", "--in-flight", "1", "--s3-client",
+                "crt"), tmp / "r"
+
+
 # s3torchconnector without --in-flight: its default is 1 (its get_object blocks)
-@pytest.mark.parametrize(("client", "threads", "depths"), [("crt", (4, 16), (1,)), ("boto3", (4,), (1, 4)),
-                                                          ("s3torchconnector", (4,), (1,))])
+@pytest.mark.parametrize(("client", "threads", "depths"), [
+    pytest.param("crt", (4, 16), (1,), marks=CRT_RUN), ("boto3", (4,), (1, 4)), ("s3torchconnector", (4,), (1,))])
 def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str, tmp_path: Path, client: str,
                                                              threads: tuple[int, ...], depths: tuple[int, ...],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             request: pytest.FixtureRequest) -> None:
     top, samples = _dataset(s3_bed, prefix)
     depth = [] if client == "s3torchconnector" else ["--in-flight", ",".join(map(str, depths))]
-    r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", ",".join(map(str, threads)), *depth,
-             "--s3-client", client, "--no-metadata")
+    if client == "crt":  # the run the metadata phase's test reads too (its phase on: the epochs are the same)
+        r, folder = request.getfixturevalue("crt_run")
+    else:
+        r, folder = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", ",".join(map(str, threads)),
+                         *depth, "--s3-client", client, "--no-metadata"), tmp_path / "r"
     assert [(run.concurrency, run.depth) for run in r.runs] == [(t, d) for t in threads for d in depths]
     for run in r.runs:
         assert run.in_flight == run.concurrency * run.depth and run.throttled == 0
@@ -125,13 +143,13 @@ def test_the_thread_engine_reads_every_object_once_per_epoch(s3_bed, prefix: str
     assert r.mount.details["read_retries"] == (1 if client == "s3torchconnector" else 0)
     _same_bytes(s3_bed, top, client, monkeypatch)
     assert r.baseline is None  # --no-fio
-    text = (tmp_path / "r" / "result.json").read_text() + (tmp_path / "r" / "report.html").read_text()
+    text = (folder / "result.json").read_text() + (folder / "report.html").read_text()
     assert s3_bed.secret_key not in text and s3_bed.access_key not in text
     # plan from it: the requests a job keeps in flight for 8 GPUs, by Little's law at the latency measured
     counted = [x for x in r.runs if x.valid]  # the runs plan reads (a run under 0.5 s does not count)
     assert counted, [x.invalid_reason for x in r.runs]
     planned = iobench("plan", "--gpu", "h200", "--gpus", "8", "--model", "resnet50", "--result",
-                      str(tmp_path / "r" / "result.json"), env={**s3_bed.env(), "COLUMNS": "200"})
+                      str(folder / "result.json"), env={**s3_bed.env(), "COLUMNS": "200"})
     assert planned.returncode == 0, planned.stderr
     m = re.search(r"in flight for the minimum: ([\d,]+) samples/s x ([\d.]+) ms = ([\d,]+) GETs at once",
                   planned.stdout)
@@ -418,12 +436,13 @@ def test_a_server_throttling_every_request_ends_the_run_in_one_line(s3_bed, pref
     assert not r.complete and r.runs and r.runs[0].samples == FILES
 
 
-def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: str, tmp_path: Path) -> None:
+@CRT_RUN
+def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(crt_run: tuple[Result, Path]) -> None:
     """LIST in pages of 1,000 keys, then HEAD and a first-byte GET of each object of the sample, one at a time;
     the report names them as requests, and the start-up for ImageNet's keys is predicted from the listing."""
     from iobench.store.s3 import OBJECT_SAMPLE
 
-    r = _run(s3_bed, prefix, tmp_path, "--engine", "threads", "--threads", "4")
+    r, folder = crt_run
     (m,) = r.metadata
     pages = -(-(FILES + 2) // 1000)
     assert (m.files, m.dirs) == (FILES + 2, pages)  # the samples, the manifest and the marker; pages of 1,000
@@ -431,9 +450,9 @@ def test_the_metadata_phase_lists_heads_and_gets_a_first_byte(s3_bed, prefix: st
     assert m.stat_per_s > 0 and m.open_close_per_s > 0
     assert m.stat_ms.p50 is not None and m.stat_ms.p50 * m.stat_per_s <= 1000 * 1.01  # one request at a time
     assert m.projected_list_s == pytest.approx(m.list_s * m.scale_files / m.files, rel=0.01)
-    html = (tmp_path / "r" / "report.html").read_text()
+    html = (folder / "report.html").read_text()
     assert f"{FILES + 2:,} keys in {pages} LIST requests" in html and "HEAD/s" in html
-    assert "1,281,167 keys (1,282 LIST requests of 1,000)" in (tmp_path / "r" / "report.md").read_text()
+    assert "1,281,167 keys (1,282 LIST requests of 1,000)" in (folder / "report.md").read_text()
 
 
 # ------------------------------------------------------------------ the raw baseline (fio's role on objects)

@@ -211,7 +211,7 @@ def test_clean_does_not_enter_a_mount_point_inside(tmp_path):
 # ---- 3. Ctrl-C and SIGTERM -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
+def test_gen_stops_within_seconds_leaving_no_file_half_written(tmp_path, sig, code):
     # 200,000 files: a fast disk writes 60,000 of 2 kB in ~1 s, which left nothing to interrupt
     args = [sys.executable, "-m", "iobench.cli", "gen", "--mount", str(tmp_path), "--files", "200000",
             "--size-dist", "fixed:2kB", "--quiet"]
@@ -246,13 +246,10 @@ def test_gen_stops_within_seconds_and_resumes(tmp_path, sig, code):
     finally:
         os.close(fd)
     assert (found < 0).any() and np.all((found < 0) | (found == sizes))  # no file half-written
-    if sig == signal.SIGTERM:
-        return  # the resume after a stop is the same either way: shown once, after SIGINT
-
-    again = iobench("gen", "--mount", str(tmp_path), "--files", "200000", "--size-dist", "fixed:2kB", "--quiet",
-                    timeout=600)
-    assert again.returncode == 0, again.stderr
-    assert json.loads((folder / MARKER).read_text())["status"] == "complete"
+    # The resume after a stop is the same either way, and does not depend on the count: the next gen completing a
+    # gen stopped by SIGINT (exit 0, marker complete, every file its size) is judged once, by
+    # test_gen_scale.py::test_an_interrupted_gen_is_completed_by_the_next (30,000 files), not by writing the rest
+    # of these 200,000 again here.
 
 
 # ---- 4. special files -------------------------------------------------------------------------------------
