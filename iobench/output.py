@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iobench.dataset import DATA_ROOT
 from iobench.errors import EnvironmentRefused, UserError, explain_oserror
 from iobench.safefs import not_followed, write_file
 
@@ -168,6 +167,8 @@ def check_apart(outputs: Iterable[tuple[str, str | Path | None]], inputs: Iterab
                 dataset: Path | None = None) -> None:
     """Before anything is read: no output (option, path) is one of the `inputs` (after links) or inside the `dataset`
     tree or an iobench-data folder (one line, exit 2); STDOUT and None are no file."""
+    from iobench.dataset import DATA_ROOT  # numpy and PIL: not for the commands that write no file
+
     ins = [i for i in inputs if i is not None]
     for what, out in outputs:
         if out is None or out == STDOUT:

@@ -19,6 +19,7 @@ import pytest
 from click.shell_completion import ShellComplete
 from click.testing import CliRunner
 
+from iobench import session
 from iobench.cli import commands as cmds
 from iobench.cli.app import cli
 from iobench.dataset import default_classes
@@ -62,8 +63,8 @@ def _list(values: Any) -> str:
 
 # (command, option) -> (the arguments it runs with, where it is stopped, what it used)
 Real = tuple[list[str], tuple[tuple[object, ...], ...], Callable[[Seen], object]]
-MEASURE = ((runs, "measure"),)
-FIO = ((runs, "require_fio", "pass"),)
+MEASURE = ((session, "measure"),)  # imported by `run` and `fio` when they run (iobench/cli/run.py)
+FIO = ((session, "require_fio", "pass"),)
 
 
 def _settings(s: Seen) -> Any:
@@ -98,27 +99,27 @@ REAL: dict[tuple[str, str], Real] = {
     ("run", "--consumer"): ([], MEASURE, lambda s: _settings(s).consumer),
     ("run", "--io-timeout"): ([], MEASURE, lambda s: _settings(s).io_timeout_s),
     ("run", "--timeout"): (["--ranks", "2"], ((runs, "launch"),), lambda s: s.args_[2]),
-    ("fio", "--mount"): ([], (*FIO, (runs, "measure")), lambda s: str(s.args_[1])),
-    ("fio", "--files"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.files),
-    ("fio", "--size-dist"): ([], (*FIO, (runs, "measure")), lambda s: s.args_[3].spec.dist.spec),
-    ("fio", "--seed"): ([], (*FIO, (runs, "measure")), lambda s: _settings(s).seed),
-    ("fio", "--io-timeout"): ([], (*FIO, (runs, "measure")), lambda s: _settings(s).io_timeout_s),
-    ("fio", "--threads"): ([], (*FIO, (runs, "measure")), lambda s: _list(_settings(s).concurrency)),
-    ("fio", "--cache"): ([], (*FIO, (runs, "measure")), lambda s: "both" if _settings(s).cache == ["cold", "warm"]
+    ("fio", "--mount"): ([], (*FIO, *MEASURE), lambda s: str(s.args_[1])),
+    ("fio", "--files"): ([], (*FIO, *MEASURE), lambda s: s.args_[3].spec.files),
+    ("fio", "--size-dist"): ([], (*FIO, *MEASURE), lambda s: s.args_[3].spec.dist.spec),
+    ("fio", "--seed"): ([], (*FIO, *MEASURE), lambda s: _settings(s).seed),
+    ("fio", "--io-timeout"): ([], (*FIO, *MEASURE), lambda s: _settings(s).io_timeout_s),
+    ("fio", "--threads"): ([], (*FIO, *MEASURE), lambda s: _list(_settings(s).concurrency)),
+    ("fio", "--cache"): ([], (*FIO, *MEASURE), lambda s: "both" if _settings(s).cache == ["cold", "warm"]
                          else s),
-    ("gen", "--mount"): ([], ((cmds, "probe"),), lambda s: str(s.args_[0])),
-    ("gen", "--files"): ([], ((cmds, "make"),), lambda s: s.args_[1].files),
-    ("gen", "--size-dist"): ([], ((cmds, "make"),), lambda s: s.args_[1].dist.spec),
-    ("gen", "--seed"): ([], ((cmds, "make"),), lambda s: s.args_[1].seed),
-    ("gen", "--io-timeout"): ([], ((cmds, "probe"),), lambda s: s.args_[1]),
-    ("pack", "--mount"): ([], ((cmds, "packing"),), lambda s: str(s.args_[0])),
-    ("pack", "--files"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.files),
-    ("pack", "--size-dist"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.dist.spec),
-    ("pack", "--seed"): ([], ((cmds, "packing"),), lambda s: s.args_[2].spec.seed),
-    ("pack", "--format"): ([], ((cmds, "packing"),), lambda s: _list(s.args_[3])),
-    ("pack", "--shard-size"): ([], ((cmds, "packing"),),
+    ("gen", "--mount"): ([], ((session, "probe"),), lambda s: str(s.args_[0])),
+    ("gen", "--files"): ([], ((session, "make"),), lambda s: s.args_[1].files),
+    ("gen", "--size-dist"): ([], ((session, "make"),), lambda s: s.args_[1].dist.spec),
+    ("gen", "--seed"): ([], ((session, "make"),), lambda s: s.args_[1].seed),
+    ("gen", "--io-timeout"): ([], ((session, "probe"),), lambda s: s.args_[1]),
+    ("pack", "--mount"): ([], ((session, "pack"),), lambda s: str(s.args_[0])),
+    ("pack", "--files"): ([], ((session, "pack"),), lambda s: s.args_[2].spec.files),
+    ("pack", "--size-dist"): ([], ((session, "pack"),), lambda s: s.args_[2].spec.dist.spec),
+    ("pack", "--seed"): ([], ((session, "pack"),), lambda s: s.args_[2].spec.seed),
+    ("pack", "--format"): ([], ((session, "pack"),), lambda s: _list(s.args_[3])),
+    ("pack", "--shard-size"): ([], ((session, "pack"),),
                                lambda s: "256MiB" if s.args_[4] == parse_size("256MiB") else s.args_[4]),
-    ("clean", "--mount"): ([], ((cmds, "probe"),), lambda s: str(s.args_[0])),
+    ("clean", "--mount"): ([], ((session, "probe"),), lambda s: str(s.args_[0])),
     ("plan", "--files"): (["--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ((cmds, "plan"),),
                           lambda s: s.kw["dataset_files"]),
     ("plan", "--au-target"): (["--gpu", "h200", "--gpus", "8", "--model", "resnet50"], ((cmds, "plan"),),
@@ -153,7 +154,10 @@ NEEDS_TORCH = {("run", "--engine"), ("run", "--workers")}  # without torch a run
 def _help_defaults() -> dict[tuple[str, str], str]:
     """(command, option) -> what its help says after `[default: `, for every option shown."""
     out = {}
-    for name, command in cli.commands.items():
+    top = click.Context(cli)
+    for name in cli.list_commands(top):  # each command imported from its module as it is asked for (cli/app.py)
+        command = cli.get_command(top, name)
+        assert command is not None
         ctx = click.Context(command, info_name=name)
         for p in command.params:
             if not isinstance(p, click.Option) or p.hidden:
@@ -200,7 +204,7 @@ def test_the_default_the_help_says_is_the_one_used(key: tuple[str, str], monkeyp
 
 def test_a_dataset_shape_default_is_imagenet_folder_sizes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert f"{FILES_PER_CLASS:,}" in _help_defaults()[("run", "--classes")]
-    spec = _seen(monkeypatch, tmp_path, ["gen"], (cmds, "make")).args_[1]
+    spec = _seen(monkeypatch, tmp_path, ["gen"], (session, "make")).args_[1]
     assert spec.classes == default_classes(spec.files)
 
 

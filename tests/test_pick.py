@@ -4,7 +4,6 @@ shape, said which; `pack` the same."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from iobench.dataset import GenSpec
 from iobench.dataset.sizes import parse_dist
 from iobench.ui import UI
 from iobench.workload import DEFAULT, load
-
-runs = importlib.import_module("iobench.cli.run")  # the module: iobench.cli names the command `run`
 
 QUICK = ("--no-fio", "--no-metadata", "--engine", "threads", "--threads", "1", "--cache", "warm")
 
@@ -52,7 +49,7 @@ def strays(tmp_path: Path) -> Path:
 def test_a_plain_run_takes_the_workloads_own_dataset_whatever_else_is_there(
         command: str, strays: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(session, "make", _making)
-    monkeypatch.setattr(runs, "require_fio", lambda: None)
+    monkeypatch.setattr(session, "require_fio", lambda: None)
     monkeypatch.chdir(tmp_path)
     extra = QUICK[:2] if command == "run" else ()
     got = CliRunner().invoke(cli, [command, "--mount", str(strays), *extra, "--out", str(tmp_path / "o")])

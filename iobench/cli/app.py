@@ -3,6 +3,7 @@ package's docstring)."""
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from contextlib import suppress
@@ -12,8 +13,6 @@ import click
 
 from iobench import __version__
 from iobench.cli import signal_words
-from iobench.cli.commands import clean, compare, gen, gpu_rate, gpus, pack, plan_cmd, report, schema, workloads
-from iobench.cli.run import fio_cmd, run
 from iobench.distributed.launch import hold
 from iobench.errors import (
     EXIT_REFUSED,
@@ -30,15 +29,30 @@ from iobench.errors import (
 from iobench.host.stall import AFTER_FINISH
 from iobench.output import CLOSED_AT_START, StdoutClosed, check_stdout, guard_stdout, reopen_closed_std_fds
 
+# each command's module:name, imported when the command runs, its help is shown or it is completed (click's lazy
+# loading of subcommands): `iobench --version` or `report` does not pay for what `run` imports
+COMMANDS = {"gen": "commands:gen", "run": "run:run", "fio": "run:fio_cmd", "pack": "commands:pack",
+            "report": "commands:report", "compare": "commands:compare", "plan": "commands:plan_cmd",
+            "gpus": "commands:gpus", "gpu-rate": "commands:gpu_rate", "workloads": "commands:workloads",
+            "schema": "commands:schema", "clean": "commands:clean"}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, name = COMMANDS[cmd_name].split(":")
+        command: click.Command = getattr(importlib.import_module(f"iobench.cli.{module}"), name)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="iobench")
 def cli() -> None:
     """iobench: can this storage feed the GPUs of a training job that reads millions of small files?"""
-
-
-for _command in (gen, run, fio_cmd, pack, report, compare, plan_cmd, gpus, gpu_rate, workloads, schema, clean):
-    cli.add_command(_command)
 
 
 def err(msg: str) -> None:

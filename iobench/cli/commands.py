@@ -37,8 +37,6 @@ from iobench.host.stall import DEFAULT_IO_TIMEOUT_S
 from iobench.output import STDOUT, check_apart, check_json_target, check_report_files, dump, write_json
 from iobench.result import Result
 from iobench.safefs import fmt_bytes, write_file
-from iobench.session import make, probe
-from iobench.session import pack as packing
 from iobench.ui import UI
 from iobench.workload import available
 
@@ -68,6 +66,8 @@ def gen(mount: Path | None, url: str | None, endpoint_url: str | None, profile: 
         files: int, size_dist: str | None, classes: int | None, seed: int | None, threads: int | None,
         io_timeout: float, quiet: bool) -> None:
     """Make a dataset of real, decodable JPEGs of exact, ImageNet-like sizes (files, or objects with --url)."""
+    from iobench.session import make, probe  # gen, pack and clean: what a measured run imports, the others need not
+
     ui = UI(quiet)
     check_seconds(io_timeout)
     where = store.at(mount, url, endpoint_url, profile, s3_client)
@@ -94,6 +94,8 @@ def pack(mount: Path | None, url: str | None, endpoint_url: str | None, profile:
          formats: tuple[str, ...] | None, shard_size: str, quiet: bool) -> None:
     """Pack a dataset as mitigations do: an LMDB and/or WebDataset-style tar shards, inside it (packed/; with --url,
     tar shards uploaded under the dataset's prefix)."""
+    from iobench.session import pack as packing
+
     where = store.at(mount, url, endpoint_url, profile, s3_client)
     if formats is None:
         formats = ("tar",) if url is not None else ("lmdb", "tar")
@@ -137,6 +139,8 @@ def clean(mount: Path | None, url: str | None, endpoint_url: str | None, profile
     """Remove iobench's datasets and packs under MOUNT/iobench-data/ (only folders carrying iobench's marker), or
     under --url's prefix (only the objects iobench wrote): what would go is listed, with its size, and asked about
     first (unless --yes)."""
+    from iobench.session import probe
+
     at = store.at(mount, url, endpoint_url, profile, s3_client)
     probe(at)
     where = store.open(at)

@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
@@ -21,7 +21,9 @@ from iobench.dataset.sizes import parse_dist
 from iobench.errors import UserError
 from iobench.gpu.rates import canonical_gpu, canonical_model, rates
 from iobench.record.order import ORDERS
-from iobench.session import Shape
+
+if TYPE_CHECKING:
+    from iobench.session import Shape
 
 DEFAULT_FILES = 25_000  # the default workload's: every run of its sweep gets >= 10 batches per worker
 DEFAULT_THREADS = (1, 4, 16, 64)  # the default workload's thread sweep, said in `run --threads`' help
@@ -136,6 +138,8 @@ def spec(files: int, size_dist: str | None, classes: int | None, seed: int | Non
 def shape_of(files: int | None, size_dist: str | None, classes: int | None, seed: int | None, *,
              workload_shape: Any = None, workload_named: bool = False) -> Shape:
     """The Shape from the shape options (those given are asked for) and, for `run`, its workload's dataset."""
+    from iobench.session import Shape  # everything a measured run needs: only when one is made
+
     asked = {key for key, value in (("files", files), ("size_dist", size_dist), ("classes", classes),
                                     ("seed", seed)) if value is not None}
     if workload_shape is not None:

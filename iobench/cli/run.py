@@ -25,7 +25,6 @@ from iobench.cli.options import (
     shape_of,
 )
 from iobench.cli.refusals import Case, refuse
-from iobench.distributed.epochs import workers_per_rank
 from iobench.distributed.job import world
 from iobench.distributed.launch import launch
 from iobench.errors import EXIT_NOT_FED, UserError
@@ -33,8 +32,6 @@ from iobench.gpu.rates import KINDS
 from iobench.host.mounts import usable_cpus
 from iobench.output import STDOUT
 from iobench.result import Result, Settings
-from iobench.session import check_outputs, measure, measure_rank, require_fio
-from iobench.ui import UI
 from iobench.workload import DEFAULT, Workload, load
 
 DEFAULT_RANK_TIMEOUT_S = 300.0
@@ -122,7 +119,6 @@ SCALE_FILES = 1_281_167  # ImageNet-1k train: the start-up projections' dataset,
 def run(**params: Any) -> None:
     """Replay a training job's reads on a mount: what the storage delivers and how many GPUs it feeds."""
     o = RunOptions.from_params(params)
-    ui = UI(o.quiet, stdout_free=o.json_path == STDOUT)
     w = world()
     many = w is not None or o.ranks is not None
     if o.ranks is not None and w is not None and not os.environ.get("IOBENCH_RANKS"):
@@ -146,6 +142,10 @@ def run(**params: Any) -> None:
         pipelines.check(pipelines.parse(name))
     orders = o.order or (p.order,)
     refuse(o, Case(engine, fallback=bool(notes), distributed=many, orders=orders))
+    from iobench.session import check_outputs, measure, measure_rank  # a measured run's: not for a refusal or --help
+    from iobench.ui import UI
+
+    ui = UI(o.quiet, stdout_free=o.json_path == STDOUT)
     timeout_s = check_seconds(DEFAULT_RANK_TIMEOUT_S if o.timeout is None else o.timeout, "--timeout")
     if o.consumer == "cuda":
         _check_cuda(engine)
@@ -209,6 +209,8 @@ def _pipelines(o: RunOptions, wl: Workload) -> list[str]:
 
 def _distributed(o: RunOptions, settings: Settings, local_ranks: int) -> Settings:
     """A distributed run is the training job itself: epochs through a DataLoader per rank, at one worker count."""
+    from iobench.distributed.epochs import workers_per_rank  # the phases: only for a distributed run
+
     if settings.rate_per_gpu is None:
         raise UserError("a distributed run needs the GPUs' rate: give --gpu and --model, or --rate")
     workers = (settings.concurrency[0] if o.workers is not None
@@ -234,6 +236,9 @@ def _check_cuda(engine: str) -> None:
 def fio_cmd(**params: Any) -> None:
     """Raw baseline alone: the real fio binary reading the dataset's files at each concurrency (with --url, the AWS
     CRT's native S3 client GETting every key at each number of requests in flight)."""
+    from iobench.session import measure, require_fio
+    from iobench.ui import UI
+
     o = RunOptions.from_params(params)
     if o.url is None:
         require_fio()
