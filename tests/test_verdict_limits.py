@@ -40,10 +40,10 @@ pytest.importorskip("torch")  # every scenario replays with DataLoader workers
 RUN_TIMEOUT_S = 240
 # Small, fast settings: one cold epoch per DataLoader worker count, no metadata phase.
 FAST = ("--engine", "dataloader", "--epochs", "1", "--no-metadata")
-XFS_SMALL = 1000  # ~110 kB ImageNet-like JPEGs; at 1,000 IO/s an epoch takes ~1 s; decoded on half a core: 5-10 s
-XFS_2K = 2000  # capped: ~2 s an epoch (the throttle's first burst weighs 5% in it)
+XFS_SMALL = 1000  # ~110 kB ImageNet-like JPEGs; at 1,000 IO/s an epoch takes ~1 s
+XFS_2K = 2000  # capped: ~2 s an epoch; decoded on half a core (~100-200/s): 10-20 s; fio there (~2,000/s): ~1 s
 PINNED_CORES = 0.5  # the pinned client's quota: one core decoded 200-425 samples/s on the hosts met, 360 feed a GPU
-PINNED_IOPS = 1500  # its storage's cap: ~4 GPUs' worth, and fio's 1,000 files last >= 0.6 s on any host
+PINNED_IOPS = 3000  # its storage's cap: ~8 GPUs' worth, and fio's 2,000 files last >= 0.67 s on any host
 IOPS_CAP = 1000
 MIN_SECONDS = 0.5  # a shorter run (loader or fio) does not count
 
@@ -166,20 +166,14 @@ def capped(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
 @pytest.fixture(scope="module")
 def pinned(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
     """The same XFS, its reads capped at PINNED_IOPS, iobench (its workers and fio with it) pinned to CPU 0 with a
-    quota of half of it, and decoding: 1,000 files, one worker, --rate 400 --gpus 1 (its result and folder). Both
+    quota of half of it, and decoding: 2,000 files, one worker, --rate 400 --gpus 1 (its result and folder). Both
     limits known, not the host's speed: uncapped and on a whole core, a fast host's core decoded ~400 samples/s
-    (a GPU fed) and its fio read 2,000 files in 0.48 s (too short to count).
-    1,000 files, not 2,000: the replay epoch and the training run each decode every file at 176-212 samples/s in
-    the quota (2,000 files were ~20 s of the fixture's ~56 s, and ~40 s on a busier host). What is judged are
-    two rates against their limits, the decode rate against a GPU's 400/s and the storage's against the cap, which
-    the count does not move while every run counts: 63 batches for the one worker (10 needed), 62 training steps
-    (11 needed), and fio's 1,000 files under a cap of 1,500 IO/s last >= 0.6 s (0.5 s needed; under the old 3,000
-    IO/s the 2,000 files lasted the same)."""
+    (a GPU fed) and its fio read the 2,000 files in 0.48 s (too short to count)."""
     folder, device = xfs_data
     out = tmp_path_factory.mktemp("pinned") / "out"
     with blkio_cgroup("iobench-test-pin-io", device, read_iops=PINNED_IOPS) as io, \
             cpu_cgroup("iobench-test-pin", PINNED_CORES) as cpu:
-        r, _ = run_cli(folder, out, "--files", str(XFS_SMALL), *FAST, "--workers", "1", "--batch-size", "16",
+        r, _ = run_cli(folder, out, "--files", str(XFS_2K), *FAST, "--workers", "1", "--batch-size", "16",
                        "--cache", "cold", "--rate", "400", "--gpus", "1", "--decode",
                        prefix=in_cgroup(io, in_cgroup(cpu, ["taskset", "-c", "0"])))
     return r, out
@@ -224,9 +218,8 @@ def test_storage_capped_at_1000_iops_is_the_limit(xfs_data, capped):
 def test_a_client_pinned_to_one_cpu_is_the_limit_and_not_the_storages(pinned):
     """The buyer's case: this client, half of one CPU and decoding, feeds no GPU of 400 samples/s (Pillow on one
     core: 200-425 samples/s on the hosts met, half of it here), while the storage (fio, in the same quota, reads
-    up to its cap of PINNED_IOPS) gives several GPUs' worth: the storage's answer comes first and is not 0.
-    Measured: decode 176-212 samples/s in the quota, fio at one job 2,959 files/s under a cap of 3,000 IO/s; under
-    PINNED_IOPS 1,488-1,642 (the throttle's first burst) on a host 2-7 busy, decode there 61-108/s."""
+    up to the cap of 3,000 IO/s) gives several GPUs' worth: the storage's answer comes first and is not 0.
+    Measured: decode 176-212 samples/s in the quota, fio at one job 2,959 files/s under the cap; ~30 s."""
     r, _ = pinned
     v = r["verdict"]
     assert r["host"]["cpus_usable"] == PINNED_CORES  # the quota is what iobench says it may use
@@ -346,7 +339,7 @@ def test_the_advice_for_a_run_too_short_makes_a_run_that_counts(sshfs_delay_moun
 @needs_root
 def test_compare_orders_the_storages_by_their_figure_not_by_their_clients(capped, pinned, tmp_path):
     """The storage-limited bed (capped: its storage feeds ~2 GPUs of 400 samples/s) and the client-limited one
-    (pinned: this client feeds none, its storage ~4): `compare` names the one whose storage feeds the most, though
+    (pinned: this client feeds none, its storage ~8): `compare` names the one whose storage feeds the most, though
     its client fed the fewest."""
     (c, c_out), (p, p_out) = capped, pinned
     assert p["verdict"]["client_gpus_fed"] < c["verdict"]["client_gpus_fed"]  # precondition: the clients' order
