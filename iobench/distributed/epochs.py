@@ -81,6 +81,7 @@ class _Mine:
     consumed: int  # samples its GPU consumed in AU's window (steps 2..n)
     window_s: float | None  # AU's window
     allreduce_s: float
+    resident: float | None  # unrounded: rules.measures judges it against thresholds
     latency: bytes  # encoded HdrHistogram of open + read + close, ns
     opens: bytes  # the same of the open alone
     eviction: str | None
@@ -220,7 +221,7 @@ def _epoch(job: Job, manifest, settings, source, engine: Loader, state: str, epo
         shard_digest=digest(mine[read]))
     return _Mine(
         rank=w.rank, record=record, seconds=seconds, au=consumer.au, consumed=consumer.samples,
-        window_s=consumer.window_s, allreduce_s=waits[1], latency=lat.encode(),
+        window_s=consumer.window_s, allreduce_s=waits[1], resident=resident, latency=lat.encode(),
         opens=latency_histogram(rec.open_ns[read]).encode(), eviction=eviction,
         coverage=coverage(mine[read]), mismatch=f"{name} {what}" if mismatched else "",
         first_batch_s=rec.first_batch_s())
@@ -240,7 +241,7 @@ def _merged(job: Job, parts: list[_Mine], manifest, settings, state: str, epoch:
     pace = [p.record.samples / max(p.seconds - p.allreduce_s, 1e-9) for p in parts]  # each rank's own pace
     samples = sum(p.record.samples for p in parts)
     seconds = max(p.seconds for p in parts)  # they started together at the barrier: the job's epoch ends with its last
-    resident = max((p.record.resident_before for p in parts if p.record.resident_before is not None), default=None)
+    resident = max((p.resident for p in parts if p.resident is not None), default=None)
     busiest = max(host_cpu(result, epoch), key=lambda x: x.cores)  # the aggregate's CPU: the busiest host's
     figures = Figures(
         samples=samples, bytes=sum(p.record.bytes for p in parts), seconds=seconds, latency=histogram_summary(lat),
