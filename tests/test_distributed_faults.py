@@ -167,6 +167,9 @@ LAUNCHES = 3  # the rank to hold was gone before rank 0's save in 1 of 9 launche
 
 
 # -- the end of a run: a rank frozen or killed once rank 0's result is complete --------------------------------
+# judged alone: a cold run beside it (drop_caches, as root) empties the page cache its warm epochs read, and the
+# verdict then rightly says they measured the storage
+@pytest.mark.pagecache
 def test_a_rank_frozen_after_the_result_is_stopped_and_the_result_stands(tmp_path: Path) -> None:
     """Item 3 (and 5's second half): rank 1 SIGSTOPped once rank 0 saved the last epoch, so that it is frozen when
     rank 0's result is complete. Before, the launcher waited on it for good (240 s and more) and a kill of the
