@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import cli_server
 import pytest
 from testbed_fixtures import *  # noqa: F403  (loop XFS, sshfs, GlusterFS, S3 test beds as fixtures)
 
@@ -89,9 +89,9 @@ def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Manifest:
 
 
 def iobench(*args: str, check: bool = False, **kw) -> subprocess.CompletedProcess:
-    """The real CLI in a subprocess, as a user runs it."""
-    proc = subprocess.run([sys.executable, "-m", "iobench.cli", *args], capture_output=True, text=True,
-                          timeout=kw.pop("timeout", 300), **kw)
+    """The real CLI in a process of its own, as a user runs it, forked from an interpreter that has imported it
+    (tests/cli_server.py)."""
+    proc = cli_server.run(list(args), **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"iobench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -4,11 +4,10 @@ the real CLI; the rules themselves on records built by hand are tests/test_verdi
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import iobench
 
 from iobench.answer.client import verdict
 from iobench.result import Result
@@ -20,9 +19,8 @@ pytest.importorskip("torch")  # training runs need DataLoader workers
 
 
 def _run(mount: Path, out: Path, *args: str) -> Result:
-    proc = subprocess.run([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out),
-                           "--quiet", "--no-metadata", "--no-fio", "--engine", "dataloader", *args],
-                          capture_output=True, text=True, timeout=300)
+    proc = iobench("run", "--mount", str(mount), "--out", str(out), "--quiet", "--no-metadata", "--no-fio",
+                   "--engine", "dataloader", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Result.load(out / "result.json")
 

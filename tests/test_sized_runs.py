@@ -5,11 +5,10 @@ storage (the old "the storage feeds 2 ... this client feeds 3: its input pipelin
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import iobench
 
 from iobench.answer.client import CLIENT_SIDE, verdict
 from iobench.answer.rules import EPOCH_TARGET_S, MIN_SECONDS
@@ -23,9 +22,8 @@ pytest.importorskip("torch")  # training runs need DataLoader workers
 
 def _run(mount: Path, *args: str) -> Result:
     out = mount / "out"
-    proc = subprocess.run([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out),
-                           "--quiet", "--no-metadata", "--no-fio", "--size-dist", "fixed:16kB", *args],
-                          capture_output=True, text=True, timeout=300)
+    proc = iobench("run", "--mount", str(mount), "--out", str(out), "--quiet", "--no-metadata", "--no-fio",
+                   "--size-dist", "fixed:16kB", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Result.load(out / "result.json")
 

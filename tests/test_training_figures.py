@@ -8,11 +8,10 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import iobench
 
 from iobench.answer.rules import au_pct, floor_to, saturated, training_runs
 from iobench.answer.search import count_aus
@@ -32,11 +31,10 @@ def retinanet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, str, Pa
     samples/s on 2 cores, so 1 GPU is fed and 2 starve, and the pipeline's figure is the starved run's."""
     mount = tmp_path_factory.mktemp("retinanet")
     out = mount / "out"
-    proc = subprocess.run([sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out),
-                           "--workload", "mlperf-storage-retinanet", "--files", "2000", "--size-dist", "fixed:32KiB",
-                           "--workers", "8", "--gpus", "1", "--decode", "--cache", "cold",
-                           "--epochs", "2", "--no-metadata", "--no-fio"],
-                          capture_output=True, text=True, timeout=400, env={**os.environ, "COLUMNS": "200"})
+    proc = iobench("run", "--mount", str(mount), "--out", str(out), "--workload", "mlperf-storage-retinanet",
+                   "--files", "2000", "--size-dist", "fixed:32KiB", "--workers", "8", "--gpus", "1", "--decode",
+                   "--cache", "cold", "--epochs", "2", "--no-metadata", "--no-fio", timeout=400,
+                   env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Result.load(out / "result.json"), proc.stdout, out
 
@@ -66,8 +64,7 @@ def test_au_is_shown_by_one_rule_in_every_writer(retinanet, tmp_path: Path) -> N
     assert t.au is not None
     shown = au_pct(t.au)
     csv_path = tmp_path / "runs.csv"
-    subprocess.run([sys.executable, "-m", "iobench.cli", "report", str(out / "result.json"), "--csv", str(csv_path)],
-                   check=True, capture_output=True)
+    iobench("report", str(out / "result.json"), "--csv", str(csv_path), check=True)
     rows = [row for row in csv.DictReader(csv_path.open()) if row.get("gpus") == "1"]
     # one row per training run at 1 GPU: a run near the AU line is made twice (answer/search.py), each its row
     assert len(rows) == len([x for x in r.runs if x.kind == "training" and x.gpus == 1])
@@ -120,8 +117,7 @@ def test_decode_rows_say_the_decode_limited_them(retinanet) -> None:
 def test_mlperf_retinanet_is_listed_as_its_configs_define_it_and_answers_in_its_accelerators(retinanet) -> None:
     """`iobench workloads --json` lists MLPerf Storage v3.0's retinanet as its configs define it, and the run above
     gives the storage's answer in each of that workload's emulated accelerators at its AU rule."""
-    rows = json.loads(subprocess.run([sys.executable, "-m", "iobench.cli", "workloads", "--json", "-"], check=True,
-                                     capture_output=True, text=True).stdout)
+    rows = json.loads(iobench("workloads", "--json", "-", check=True).stdout)
     w = next(x for x in rows if x["name"] == "mlperf-storage-retinanet")["workload"]
     assert w["dataset"]["size_dist"] in ("fixed:322957", "fixed:322957B")
     assert w["consumer"]["au_target"] == 0.85 and w["pattern"]["batch_size"] == 24

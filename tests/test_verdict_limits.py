@@ -49,12 +49,15 @@ MIN_SECONDS = 0.5  # a shorter run (loader or fio) does not count
 
 
 def run_cli(mount: Path, out: Path, *args: str, prefix: list[str] | None = None) -> tuple[dict, float]:
-    """`iobench run --mount MOUNT --out OUT --quiet ARGS` in a subprocess (after `prefix`: taskset, a cgroup);
-    its result.json and the wall seconds it took."""
-    argv = [sys.executable, "-m", "iobench.cli", "run", "--mount", str(mount), "--out", str(out), "--quiet", *args]
-    argv = [*(prefix or []), *argv]
+    """`iobench run --mount MOUNT --out OUT --quiet ARGS` in a process of its own (a fresh interpreter after `prefix`:
+    taskset, a cgroup); its result.json and the wall seconds it took."""
+    argv = ["run", "--mount", str(mount), "--out", str(out), "--quiet", *args]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    if prefix:
+        argv = [*prefix, sys.executable, "-m", "iobench.cli", *argv]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    else:
+        proc = iobench(*argv, timeout=RUN_TIMEOUT_S)
     seconds = time.monotonic() - t0
     assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     result = json.loads((out / "result.json").read_text())
