@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 # What a command imports: the package's commands, the run's phases and reports, the S3 clients, torch's DataLoader
@@ -88,14 +89,11 @@ while True:
             import traceback
             traceback.print_exc()
             code = 1
-        try:
-            sys.stdout.flush()
-        except BaseException:
-            pass
-        try:
-            sys.stderr.flush()
-        except BaseException:
-            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
         os._exit(code)
     for fd in fds:
         os.close(fd)
@@ -148,6 +146,7 @@ class _Server:
         req = {"args": list(args), "env": dict(os.environ if env is None else env),
                "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd())}
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(timeout)  # every wait on the server is bounded by the command's time-out
         try:
             conn.connect(self.path)
             socket.send_fds(conn, [json.dumps(req).encode()], [stdin, out_w, err_w])
@@ -161,32 +160,29 @@ class _Server:
         sel = selectors.DefaultSelector()
         for fd in chunks:
             sel.register(fd, selectors.EVENT_READ)
-        deadline = _now() + timeout
+        deadline = time.monotonic() + timeout
         try:
-            while sel.get_map():
-                left = deadline - _now()
-                if left <= 0:
-                    os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired(argv, timeout, _text(chunks[out_r]), _text(chunks[err_r]))
-                for key, _ in sel.select(min(left, 1.0)):
+            while sel.get_map() and time.monotonic() < deadline:
+                for key, _ in sel.select(min(deadline - time.monotonic(), 1.0)):
                     data = os.read(key.fd, 1 << 16)
                     if data:
                         chunks[key.fd].append(data)
                     else:
                         sel.unregister(key.fd)
+            conn.settimeout(max(deadline - time.monotonic(), 0.01))
             code = _int(conn)
+        except (TimeoutError, KeyboardInterrupt) as e:  # as subprocess.run: the command is killed, not left running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise subprocess.TimeoutExpired(argv, timeout, _text(chunks[out_r]), _text(chunks[err_r])) from None
         finally:
             sel.close()
             for fd in chunks:
                 os.close(fd)
             conn.close()
         return subprocess.CompletedProcess(argv, code, _text(chunks[out_r]), _text(chunks[err_r]))
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()
 
 
 def _int(conn: socket.socket) -> int:
