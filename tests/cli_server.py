@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -32,8 +33,19 @@ PRELOAD = ("iobench.cli.app", "iobench.cli.run", "iobench.cli.commands", "iobenc
            "iobench.report.html", "iobench.report.markdown", "iobench.report.charts", "iobench.s3.clients",
            "iobench.engines.dataloader", "iobench.engines.batches", "iobench.distributed.job", "torchvision.transforms")
 
+
+def join(cgroups: list[str], cpus: list[int] | None) -> None:
+    """This process (and all it starts) into cgroups (v1: their `tasks`) and onto CPUs, before the command runs."""
+    for cg in cgroups:
+        with open(os.path.join(cg, "tasks"), "w") as f:
+            f.write(str(os.getpid()))
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+
+
 SERVER = r"""
 import importlib, json, os, runpy, select, signal, socket, struct, sys
+""" + inspect.getsource(join) + r"""
 for name in sys.argv[2:]:
     try:
         importlib.import_module(name)
@@ -65,6 +77,7 @@ while True:
             os.dup2(fd, target)
         os.closerange(3, 1 << 16)
         os.chdir(req["cwd"])
+        join(req["cgroups"], req["cpus"])
         os.environ.clear()
         os.environ.update(req["env"])
         # a fresh interpreter's dispositions: Python's own for SIGINT and SIGPIPE, the rest the system's default
@@ -134,7 +147,7 @@ class _Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, args: list[str], *, env: dict | None, cwd: str | Path | None, input: str | None, stdin: int | None,
-            timeout: float) -> subprocess.CompletedProcess:
+            timeout: float, cgroups: list[str], cpus: list[int] | None) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "iobench.cli", *args]
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -144,7 +157,7 @@ class _Server:
         else:  # as subprocess: the caller's stdin, or /dev/null
             stdin = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else os.dup(0)
         req = {"args": list(args), "env": dict(os.environ if env is None else env),
-               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd())}
+               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "cgroups": cgroups, "cpus": cpus}
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(timeout)  # every wait on the server is bounded by the command's time-out
         try:
@@ -218,10 +231,13 @@ AT_START = ("PYTHON", "LC_", "LANG", "OMP_", "MKL_", "OPENBLAS_", "TORCH", "CUDA
 
 
 def run(args: list[str], *, env: dict | None = None, cwd: str | Path | None = None, input: str | None = None,
-        stdin: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        stdin: int | None = None, timeout: float = 300, cgroups: tuple[Path, ...] = (),
+        cpus: list[int] | None = None) -> subprocess.CompletedProcess:
     """`python -m iobench.cli ARGS` with captured text output, as subprocess.run(..., capture_output=True, text=True)
     returns it, through the server (or a fresh interpreter when IOBENCH_TEST_FORK=0, or `env` sets differently
-    what an interpreter reads as it starts)."""
+    what an interpreter reads as it starts). `cgroups` and `cpus`: the command runs in those cgroups, on those CPUs,
+    from before its first line (its imports, made in the server, are not what a quota there is meant to slow)."""
+    groups = [str(cg) for cg in cgroups]
     global _server
     with _lock:
         if _server is None or not _server.alive():
@@ -229,8 +245,9 @@ def run(args: list[str], *, env: dict | None = None, cwd: str | Path | None = No
         server = _server
     if server is None or (env is not None and _started_apart(env, server.env)):
         return subprocess.run([sys.executable, "-m", "iobench.cli", *args], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=cwd, input=input, stdin=stdin)
-    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout)
+                              timeout=timeout, env=env, cwd=cwd, input=input, stdin=stdin,
+                              preexec_fn=(lambda: join(groups, cpus)) if groups or cpus is not None else None)
+    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=groups, cpus=cpus)
 
 
 def _started_apart(env: dict, server_env: dict) -> bool:

@@ -3,7 +3,7 @@
 Each scenario sets the limit from outside iobench and checks that the verdict names it, with figures that match:
 
     storage     loop XFS with reads capped by a cgroup-v1 blkio throttle (1,000 IO/s on the loop device)
-    client-cpu  the same XFS capped at 3,000 IO/s, iobench pinned to one CPU (taskset) with a CPU quota of half
+    client-cpu  the same XFS capped at 3,000 IO/s, iobench pinned to one CPU (its affinity) with a CPU quota of half
                 of it (a cgroup-v1 cpu quota, as a container's limit) and decoding: this client feeds no GPU while
                 the storage feeds several (the buyer's case)
     storage     sshfs through a proxy that adds 8 ms each way (a real network file system)
@@ -21,14 +21,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import iobench, needs_root
-from testbed_fixtures import blkio_cgroup, cpu_cgroup, in_cgroup, mount_source, testbed
+from testbed_fixtures import blkio_cgroup, cpu_cgroup, mount_source, testbed
 
 from iobench.answer.rules import RISING
 
@@ -48,16 +46,13 @@ IOPS_CAP = 1000
 MIN_SECONDS = 0.5  # a shorter run (loader or fio) does not count
 
 
-def run_cli(mount: Path, out: Path, *args: str, prefix: list[str] | None = None) -> tuple[dict, float]:
-    """`iobench run --mount MOUNT --out OUT --quiet ARGS` in a process of its own (a fresh interpreter after `prefix`:
-    taskset, a cgroup); its result.json and the wall seconds it took."""
+def run_cli(mount: Path, out: Path, *args: str, cgroups: tuple[Path, ...] = (),
+            cpus: list[int] | None = None) -> tuple[dict, float]:
+    """`iobench run --mount MOUNT --out OUT --quiet ARGS` in a process of its own (in `cgroups`, on `cpus`); its
+    result.json and the wall seconds it took."""
     argv = ["run", "--mount", str(mount), "--out", str(out), "--quiet", *args]
     t0 = time.monotonic()
-    if prefix:
-        argv = [*prefix, sys.executable, "-m", "iobench.cli", *argv]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    else:
-        proc = iobench(*argv, timeout=RUN_TIMEOUT_S)
+    proc = iobench(*argv, timeout=RUN_TIMEOUT_S, cgroups=cgroups, cpus=cpus)
     seconds = time.monotonic() - t0
     assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     result = json.loads((out / "result.json").read_text())
@@ -162,7 +157,7 @@ def capped(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("capped") / "out"
     with blkio_cgroup("iobench-test-cap", device, read_iops=IOPS_CAP) as cg:
         r, _ = run_cli(folder, out, "--files", str(XFS_2K), *FAST, "--workers", "1,2", "--batch-size", "16",
-                       "--cache", "cold", "--rate", "400", prefix=in_cgroup(cg, []))
+                       "--cache", "cold", "--rate", "400", cgroups=(cg,))
     return r, out
 
 
@@ -180,7 +175,7 @@ def pinned(xfs_data, tmp_path_factory) -> tuple[dict, Path]:
             cpu_cgroup("iobench-test-pin", PINNED_CORES) as cpu:
         r, _ = run_cli(folder, out, "--files", str(XFS_2K), *FAST, "--workers", "1", "--batch-size", "16",
                        "--cache", "cold", "--rate", "400", "--gpus", "1", "--pipeline", "torchvision",
-                       prefix=in_cgroup(io, in_cgroup(cpu, ["taskset", "-c", "0"])))
+                       cgroups=(io, cpu), cpus=[0])
     return r, out
 
 
@@ -297,8 +292,8 @@ def test_asked_gpus_fed_and_not_fed(xfs_data, tmp_path):
     common = ("--files", str(XFS_SMALL), *FAST, "--workers", "2,4", "--batch-size", "16", "--cache", "cold",
               "--no-fio", "--gpus", "2")
     with blkio_cgroup("iobench-test-gpus", device, read_iops=IOPS_CAP) as cg:
-        slow, _ = run_cli(folder, tmp_path / "slow", *common, "--rate", "150", prefix=in_cgroup(cg, []))
-        fast, _ = run_cli(folder, tmp_path / "fast", *common, "--rate", "100000", prefix=in_cgroup(cg, []))
+        slow, _ = run_cli(folder, tmp_path / "slow", *common, "--rate", "150", cgroups=(cg,))
+        fast, _ = run_cli(folder, tmp_path / "fast", *common, "--rate", "100000", cgroups=(cg,))
     # preconditions: the storage gave over twice what 2 GPUs at 150 samples/s take, and far less than 2 x 100,000
     assert max(x["samples_per_s"] for x in replay_runs(slow)) > 2 * 2 * 150
     assert max(x["samples_per_s"] for x in replay_runs(fast)) < 0.1 * 2 * 100_000
