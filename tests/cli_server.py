@@ -90,10 +90,16 @@ while True:
                 pass
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        sys.argv = ["-m", *req["args"]]
+        script = req["script"]
+        sys.argv = [script or "-m", *req["args"]]
+        if script:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` puts its folder first
         code = 0
         try:
-            runpy.run_module("iobench.cli", run_name="__main__", alter_sys=True)
+            if script:
+                runpy.run_path(script, run_name="__main__")
+            else:
+                runpy.run_module("iobench.cli", run_name="__main__", alter_sys=True)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, (int, type(None))):
@@ -147,8 +153,9 @@ class _Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, args: list[str], *, env: dict | None, cwd: str | Path | None, input: str | None, stdin: int | None,
-            timeout: float, cgroups: list[str], cpus: list[int] | None) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "iobench.cli", *args]
+            timeout: float, cgroups: list[str], cpus: list[int] | None,
+            script: str | None = None) -> subprocess.CompletedProcess:
+        argv = [sys.executable, *([script] if script else ["-m", "iobench.cli"]), *args]
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if input is not None else (None, None)
@@ -157,7 +164,8 @@ class _Server:
         else:  # as subprocess: the caller's stdin, or /dev/null
             stdin = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else os.dup(0)
         req = {"args": list(args), "env": dict(os.environ if env is None else env),
-               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "cgroups": cgroups, "cpus": cpus}
+               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "cgroups": cgroups, "cpus": cpus,
+               "script": script}
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(timeout)  # every wait on the server is bounded by the command's time-out
         try:
@@ -237,17 +245,32 @@ def run(args: list[str], *, env: dict | None = None, cwd: str | Path | None = No
     returns it, through the server (or a fresh interpreter when IOBENCH_TEST_FORK=0, or `env` sets differently
     what an interpreter reads as it starts). `cgroups` and `cpus`: the command runs in those cgroups, on those CPUs,
     from before its first line (its imports, made in the server, are not what a quota there is meant to slow)."""
-    groups = [str(cg) for cg in cgroups]
+    return _run(args, None, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=cgroups, cpus=cpus)
+
+
+def run_script(script: Path, args: list[str], *, cwd: str | Path | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python SCRIPT ARGS` as run() runs the CLI: forked from the server, torch and torchvision already imported
+    (a plain loop beside iobench's run starts as that run does)."""
+    return _run(args, str(script), env=None, cwd=cwd, input=None, stdin=None, timeout=timeout)
+
+
+def _run(args: list[str], script: str | None, *, env: dict | None, cwd: str | Path | None, input: str | None,
+         stdin: int | None, timeout: float, cgroups: tuple[Path, ...] = (),
+         cpus: list[int] | None = None) -> subprocess.CompletedProcess:
     global _server
+    groups = [str(cg) for cg in cgroups]
     with _lock:
         if _server is None or not _server.alive():
             _server = None if os.environ.get("IOBENCH_TEST_FORK") == "0" else _Server()
         server = _server
     if server is None or (env is not None and _started_apart(env, server.env)):
-        return subprocess.run([sys.executable, "-m", "iobench.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, *([script] if script else ["-m", "iobench.cli"]), *args],
+                              capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=cwd, input=input, stdin=stdin,
                               preexec_fn=(lambda: join(groups, cpus)) if groups or cpus is not None else None)
-    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=groups, cpus=cpus)
+    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=groups, cpus=cpus,
+                      script=script)
 
 
 def _started_apart(env: dict, server_env: dict) -> bool:
