@@ -4,7 +4,7 @@
     slowest-rank  two single-rank "nodes" (two torchrun agents, static rendezvous), the second capped at 300 IO/s
     storage       two ranks sharing one cap of 1,000 IO/s: an even pace, all waiting for data
     gpu           two ranks uncapped, GPUs consuming 60 samples/s each: fed
-    client-cpu    two ranks decoding on one CPU (taskset), warm
+    client-cpu    two ranks decoding on one CPU (their affinity), warm
 
 Each first checks the limit it set really held, then what the verdict says. Figures on a 2-core VM in each
 docstring (run with -s to see a scenario's)."""
@@ -43,9 +43,11 @@ def xfs_data(xfs_mount: Path) -> tuple[Path, str]:
     return folder, device
 
 
-def _run(argv: list[str], out: Path) -> dict:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+def _run(args: list[str], out: Path, **where) -> dict:
+    """`iobench run --ranks ...ARGS`, its launcher forked from the CLI server into `where`'s cgroups and CPUs (its
+    ranks, fresh interpreters torch's launcher starts, inherit both); the result."""
+    proc = iobench("run", *args, timeout=TIMEOUT_S, **where)
+    assert proc.returncode == 0, f"iobench run {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return _load(out)
 
 
@@ -61,10 +63,6 @@ def _load(out: Path) -> dict:
             print(f"  rank {rank['rank']} epoch {e['epoch']}: {e['samples_per_s']:,.0f}/s wait data "
                   f"{e['data_wait_s']} s allreduce {e['allreduce_s']} s cores {e['cpu']['iobench_cores']}")
     return r
-
-
-def _ranks(n: int) -> list[str]:
-    return [sys.executable, "-m", "iobench", "run", "--ranks", str(n)]
 
 
 def _free_port() -> int:
@@ -117,8 +115,8 @@ def test_ranks_sharing_a_capped_storage_find_the_storage(xfs_data, tmp_path):
     folder, device = xfs_data
     out = tmp_path / "out"
     with blkio_cgroup("iobench-test-shared-cap", device, read_iops=1000) as cg:
-        r = _run(in_cgroup(cg, [*_ranks(2), "--mount", str(folder), *BASE, "--cache", "cold", "--rate", "1500",
-                                "--out", str(out)]), out)
+        r = _run(["--ranks", "2", "--mount", str(folder), *BASE, "--cache", "cold", "--rate", "1500", "--out",
+                  str(out)], out, cgroups=(cg,))
     run = r["runs"][-1]
     # the cap held: about one device read per file (readahead merges some: 0.85-1.0 reads per file seen)
     assert run["samples_per_s"] <= 1000 * 1.35
@@ -136,7 +134,7 @@ def test_slow_gpus_are_fed(xfs_data, tmp_path):
     """GPUs consuming 60 samples/s each: the storage keeps up, AU ~0.97; ~15 s."""
     folder, _ = xfs_data
     out = tmp_path / "out"
-    r = _run([*_ranks(2), "--mount", str(folder), "--files", "800", "--batch-size", "16", "--workers", "1",
+    r = _run(["--ranks", "2", "--mount", str(folder), "--files", "800", "--batch-size", "16", "--workers", "1",
               "--quiet", "--cache", "cold", "--rate", "60", "--out", str(out)], out)
     v = r["verdict"]
     assert v["limit"] == "gpu" and v["asked_fed"] is True and v["gpus_fed"] == 2 and v["gpus_fed_confirmed"]
@@ -150,8 +148,8 @@ def test_ranks_decoding_on_one_cpu_find_the_cpu(xfs_data, tmp_path):
     needed)."""
     folder, _ = xfs_data
     out = tmp_path / "out"
-    r = _run(["taskset", "-c", "0", *_ranks(2), "--mount", str(folder), "--files", "800", *BASE[2:], "--cache",
-              "warm", "--decode", "--rate", "3000", "--out", str(out)], out)
+    r = _run(["--ranks", "2", "--mount", str(folder), "--files", "800", *BASE[2:], "--cache", "warm", "--decode",
+              "--rate", "3000", "--out", str(out)], out, cpus=[0])
     assert all(rank["cpus_usable"] == 1 for rank in r["ranks"])
     v = r["verdict"]
     assert v["limit"] == "client-cpu" and "Limit: a node's CPU" in v["text"]
