@@ -4,7 +4,8 @@ Each `iobench` process of the suite paid ~0.7 CPU-s to import the package, and a
 torchvision 2-4 more to import torch: about half of the suite's CPU on a 2-core host. Here a server, started once
 per pytest process, imports them and forks one child per command: a process of its own with its own pid, the
 caller's stdin and pipes for stdout and stderr, its environment, folder, signal dispositions and `sys.argv`, that
-runs `python -m iobench.cli` (runpy) and exits with its status. What a fresh interpreter does differently (the
+runs `python -m iobench.cli` (runpy) and exits with its status; asked, it first joins
+cgroups and CPUs (`join`), which all it starts inherits. What a fresh interpreter does differently (the
 start-up itself: its imports, their time) is judged by the tests that start one (`subprocess` with
 `sys.executable`); `IOBENCH_TEST_FORK=0` starts a fresh interpreter for every command."""
 
@@ -77,7 +78,6 @@ while True:
             os.dup2(fd, target)
         os.closerange(3, 1 << 16)
         os.chdir(req["cwd"])
-        join(req["cgroups"], req["cpus"])
         os.environ.clear()
         os.environ.update(req["env"])
         # a fresh interpreter's dispositions: Python's own for SIGINT and SIGPIPE, the rest the system's default
@@ -90,16 +90,11 @@ while True:
                 pass
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        script = req["script"]
-        sys.argv = [script or "-m", *req["args"]]
-        if script:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` puts its folder first
+        sys.argv = ["-m", *req["args"]]
         code = 0
-        try:
-            if script:
-                runpy.run_path(script, run_name="__main__")
-            else:
-                runpy.run_module("iobench.cli", run_name="__main__", alter_sys=True)
+        try:  # whatever fails from here is this command's (an exception past it would leave a second server)
+            join(req["cgroups"], req["cpus"])
+            runpy.run_module("iobench.cli", run_name="__main__", alter_sys=True)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, (int, type(None))):
@@ -153,9 +148,8 @@ class _Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, args: list[str], *, env: dict | None, cwd: str | Path | None, input: str | None, stdin: int | None,
-            timeout: float, cgroups: list[str], cpus: list[int] | None,
-            script: str | None = None) -> subprocess.CompletedProcess:
-        argv = [sys.executable, *([script] if script else ["-m", "iobench.cli"]), *args]
+            timeout: float, cgroups: list[str], cpus: list[int] | None) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "iobench.cli", *args]
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if input is not None else (None, None)
@@ -164,8 +158,7 @@ class _Server:
         else:  # as subprocess: the caller's stdin, or /dev/null
             stdin = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else os.dup(0)
         req = {"args": list(args), "env": dict(os.environ if env is None else env),
-               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "cgroups": cgroups, "cpus": cpus,
-               "script": script}
+               "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "cgroups": cgroups, "cpus": cpus}
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(timeout)  # every wait on the server is bounded by the command's time-out
         try:
@@ -245,19 +238,6 @@ def run(args: list[str], *, env: dict | None = None, cwd: str | Path | None = No
     returns it, through the server (or a fresh interpreter when IOBENCH_TEST_FORK=0, or `env` sets differently
     what an interpreter reads as it starts). `cgroups` and `cpus`: the command runs in those cgroups, on those CPUs,
     from before its first line (its imports, made in the server, are not what a quota there is meant to slow)."""
-    return _run(args, None, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=cgroups, cpus=cpus)
-
-
-def run_script(script: Path, args: list[str], *, cwd: str | Path | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python SCRIPT ARGS` as run() runs the CLI: forked from the server, torch and torchvision already imported
-    (a plain loop beside iobench's run starts as that run does)."""
-    return _run(args, str(script), env=None, cwd=cwd, input=None, stdin=None, timeout=timeout)
-
-
-def _run(args: list[str], script: str | None, *, env: dict | None, cwd: str | Path | None, input: str | None,
-         stdin: int | None, timeout: float, cgroups: tuple[Path, ...] = (),
-         cpus: list[int] | None = None) -> subprocess.CompletedProcess:
     global _server
     groups = [str(cg) for cg in cgroups]
     with _lock:
@@ -265,12 +245,10 @@ def _run(args: list[str], script: str | None, *, env: dict | None, cwd: str | Pa
             _server = None if os.environ.get("IOBENCH_TEST_FORK") == "0" else _Server()
         server = _server
     if server is None or (env is not None and _started_apart(env, server.env)):
-        return subprocess.run([sys.executable, *([script] if script else ["-m", "iobench.cli"]), *args],
-                              capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "iobench.cli", *args], capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=cwd, input=input, stdin=stdin,
                               preexec_fn=(lambda: join(groups, cpus)) if groups or cpus is not None else None)
-    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=groups, cpus=cpus,
-                      script=script)
+    return server.run(args, env=env, cwd=cwd, input=input, stdin=stdin, timeout=timeout, cgroups=groups, cpus=cpus)
 
 
 def _started_apart(env: dict, server_env: dict) -> bool:

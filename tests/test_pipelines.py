@@ -10,9 +10,9 @@ import importlib.util
 import json
 import math
 import subprocess
+import sys
 from pathlib import Path
 
-import cli_server
 import pytest
 from conftest import iobench, make_dataset
 
@@ -151,8 +151,8 @@ def test_a_sweep_answers_for_each_pipeline_and_plan_takes_the_one_asked(mount, t
 
 
 def _plain(script: Path, root: Path, workers: int, batch: int, epochs: int) -> dict:
-    # started as iobench's runs are (tests/cli_server.py): the interpreter's start and imports are neither's figure
-    proc = cli_server.run_script(script, [str(root), str(workers), str(batch), str(epochs)], cwd=LOOPS)
+    proc = subprocess.run([sys.executable, str(script), str(root), str(workers), str(batch), str(epochs)],
+                          capture_output=True, text=True, timeout=300, cwd=LOOPS)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
