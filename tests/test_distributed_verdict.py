@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_server import join
 from conftest import iobench, needs_root
-from testbed_fixtures import blkio_cgroup, in_cgroup, mount_source
+from testbed_fixtures import blkio_cgroup, mount_source
 
 # Each scenario's verdict judges the ranks' rates against a known limit: run alone (scripts/test's quiet pass)
 pytestmark = pytest.mark.quiet
@@ -89,7 +90,8 @@ def test_a_capped_node_is_the_slowest_rank(xfs_data, tmp_path):
 
     with blkio_cgroup("iobench-test-slow-node", device, read_iops=300) as cg:
         procs = [subprocess.Popen(node(0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                 subprocess.Popen(in_cgroup(cg, node(1)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+                 subprocess.Popen(node(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  preexec_fn=lambda: join([str(cg)], None))]
         outs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[1][-2000:] for o in outs)
     r = _load(out)

@@ -69,7 +69,6 @@ __all__ = [
     "mount_source",
     "blkio_cgroup",
     "cpu_cgroup",
-    "in_cgroup",
 ]
 
 
@@ -360,7 +359,7 @@ def blkio_cgroup(name: str, device: str, *, read_iops: int | None = None,
                  read_bps: int | None = None) -> Iterator[Path]:
     """A cgroup-v1 blkio cgroup that caps reads from block device `device` (/dev/loop1) at `read_iops` IO/s
     and/or `read_bps` B/s, yielded as its folder: a process that writes its pid to ``tasks`` (see
-    `in_cgroup`) is capped, and so are the children it starts afterwards. Afterwards any task still in the
+    `cli_server.join`) is capped, and so are the children it starts afterwards. Afterwards any task still in the
     cgroup (only processes the test put there can be) is killed and the cgroup removed. Skips when not root or
     when this kernel has no cgroup-v1 blkio throttle."""
     if os.geteuid() != 0:
@@ -394,7 +393,7 @@ CPU_V1 = Path("/sys/fs/cgroup/cpu")
 @contextlib.contextmanager
 def cpu_cgroup(name: str, cores: float) -> Iterator[Path]:
     """A cgroup-v1 cpu cgroup whose CFS quota is `cores` CPUs (a container's CPU limit), yielded as its folder (see
-    `in_cgroup`); the processes of a test still in it afterwards are killed and the cgroup removed. Skips when not
+    `cli_server.join`); the processes of a test still in it afterwards are killed and the cgroup removed. Skips when not
     root or when this kernel has no cgroup-v1 cpu controller."""
     if os.geteuid() != 0:
         pytest.skip("needs root (a cgroup-v1 cpu quota)")
@@ -423,8 +422,3 @@ def _remove_cgroup(cg: Path, timeout: float = 15.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
-
-
-def in_cgroup(cg: Path, argv: list[str]) -> list[str]:
-    """`argv` run inside cgroup `cg` from its first instruction: a shell joins the cgroup, then execs it."""
-    return ["sh", "-c", f'echo $$ > "{cg}/tasks" && exec "$@"', "sh", *argv]
