@@ -97,11 +97,9 @@ def crt_client(loc: S3Location, *, connections: int = READ_CONNECTIONS) -> CrtCl
         bootstrap = io.ClientBootstrap(elg := io.EventLoopGroup(), io.DefaultHostResolver(elg))
         creds = (auth.AwsCredentialsProvider.new_profile(bootstrap, profile_name=loc.profile) if loc.profile else
                  auth.AwsCredentialsProvider.new_default_chain(bootstrap))
-        signing = auth.AwsSigningConfig(
-            algorithm=auth.AwsSigningAlgorithm.V4, signature_type=auth.AwsSignatureType.HTTP_REQUEST_HEADERS,
-            service="s3", region=region(loc), credentials_provider=creds,
-            signed_body_header_type=auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
-            signed_body_value=auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD)
+        # the CRT's S3 signing: SigV4 encodes an S3 key once, not twice as AwsSigningConfig's default does for other
+        # services (a key with a space or '+' would be signed as AWS does not check it; SeaweedFS accepts both)
+        signing = s3.create_default_s3_signing_config(region=region(loc), credential_provider=creds)
         client = s3.S3Client(bootstrap=bootstrap, region=region(loc), signing_config=signing,
                              tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
                              throughput_target_gbps=CRT_TARGET_GBPS, max_active_connections_override=connections,
