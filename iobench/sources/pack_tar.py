@@ -7,7 +7,6 @@ import io
 import os
 import tarfile
 import time
-from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,18 +70,6 @@ def plan_tar(sizes: np.ndarray, shard_size: int = DEFAULT_SHARD_SIZE) -> TarPlan
 
 def shard_name(s: int) -> str:
     return f"shard-{s:06d}.tar"
-
-
-def index_columns(index: np.ndarray, shards: int | None, where: object) -> tuple[int, int, array, array, array]:
-    """(shards, biggest sample, and the shard, offset and size columns) of a tar pack's offset index, its shard count
-    checked against the `shards` its marker lists (None: it lists none). The columns are array('q'): the hot path
-    indexes them as Python ints at 8 bytes a sample (a list would take ~36, times ImageNet's 1.28 M samples times
-    forked workers)."""
-    nshards = int(index[:, 0].max()) + 1 if len(index) else 0
-    if shards is not None and shards < nshards:
-        raise UserError(f"{where}: the index names {nshards} shards, the marker {shards}")
-    shard, offset, size = (array("q", index[:, c].tobytes()) for c in range(3))
-    return nshards, int(index[:, 2].max()) if len(index) else 0, shard, offset, size
 
 
 def member_name(index: int, path: str) -> str:

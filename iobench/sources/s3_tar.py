@@ -27,17 +27,15 @@ from iobench.s3.clients import CrtClient, explain
 from iobench.s3.url import S3Location
 from iobench.sources.buffers import page_aligned
 from iobench.sources.pack_s3 import S3Pack
-from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX, index_columns
+from iobench.sources.pack_tar import TAR_BLOCK, TAR_INDEX
 from iobench.sources.s3 import ObjectReader, _client, open_reader, preload
-from iobench.sources.tar import shard_read_order
+from iobench.sources.tar import TarIndex, shard_read_order
 
 STALE_S = 10.0  # a stream that has not moved on for this long is given up by a sample waiting on it: it opens its own
 
 
-class _Shards:
+class _Shards(TarIndex):
     """The pack's index, keys and client choice, as both sources read them."""
-
-    name = "tar"
 
     def __init__(self, manifest: Manifest, pack: S3Pack, connections: int = 512):
         assert isinstance(manifest.root, S3Location)
@@ -49,29 +47,20 @@ class _Shards:
         index = np.load(io.BytesIO(data)).astype(np.int64, copy=False)
         if index.ndim != 2 or index.shape[1] != 3 or len(index) != len(manifest):
             raise UserError(f"{pack.loc}/{TAR_INDEX}: not the index of this dataset's {len(manifest):,} samples")
-        self.index = index
-        self.marker = marker
         self.shard_keys = [self.loc.key(n) for n in marker.get("shards", [])]
         self._raw_keys = [key.encode() for key in self.shard_keys]  # as the objects readers take keys
-        nshards, self.max_size, self._shard, self._offset, self._size = index_columns(
-            index, len(self.shard_keys), pack.loc)
+        super().__init__(index, marker, len(self.shard_keys), pack.loc)
         self.connections = connections
-        starts = np.searchsorted(index[:, 0], np.arange(nshards))  # members of a shard are consecutive (plan_tar)
+        starts = np.searchsorted(index[:, 0], np.arange(self.shards))  # members of a shard are consecutive (plan_tar)
         self._first = array("q", starts.astype(np.int64).tobytes())
         self._last = array("q", (np.append(starts[1:], len(index)) - 1).astype(np.int64).tobytes())
         preload(self.loc.client)  # imported once here, not inside a forked epoch
-
-    def __len__(self) -> int:
-        return len(self._size)
 
     def sample_name(self, index: int) -> str:
         return f"s3://{self.loc.bucket}/{self.shard_keys[self._shard[index]]} (tar sample {index})"
 
     def files(self) -> list[str]:
         return self.shard_keys
-
-    def costs(self) -> tuple[int | None, float | None]:
-        return self.marker.get("bytes"), self.marker.get("seconds")
 
     def close(self) -> None:
         """Clients are the process's, kept for its next epoch."""
