@@ -70,14 +70,6 @@ def open_env(path: Path, readahead: bool):
         return env
 
 
-def close_env(path: Path) -> None:
-    """Close this process's env of `path`, if it has one (readers made from it stop working)."""
-    with _envs_lock:
-        entry = _envs.pop(str(path), None)
-    if entry is not None and entry[0] == os.getpid():
-        entry[2].close()
-
-
 class LmdbSource:
     """Samples from an LMDB pack: per sample one B-tree lookup and one copy out of the map."""
 
@@ -110,7 +102,11 @@ class LmdbSource:
         return [str(self.path / LMDB_DATA)]
 
     def close(self) -> None:
-        close_env(self.path)
+        """Close this process's env of the LMDB, if it has one (readers made from it stop working)."""
+        with _envs_lock:
+            entry = _envs.pop(str(self.path), None)
+        if entry is not None and entry[0] == os.getpid():
+            entry[2].close()
 
     def costs(self) -> tuple[int | None, float | None]:
         return self.marker.get("bytes"), self.marker.get("seconds")
