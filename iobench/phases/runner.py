@@ -102,9 +102,7 @@ def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec
         run.repeat = repeat
     ctx.warn(engine.left_behind)  # readers stuck in IO (a stall, or Ctrl-C on a hung storage)
     ctx.record(run)
-    if isinstance(error, StorageStalled):  # a UserError too: its note is run_phases'
-        raise error
-    if isinstance(error, UserError):
+    if isinstance(error, UserError) and not isinstance(error, StorageStalled):  # a stall's note is run_phases'
         raise type(error)(f"{error}; {ctx.kept()}") from None
     if isinstance(error, OSError):
         raise explain_oserror(error, f"reading the dataset {ctx.manifest.root} failed ({ctx.kept_epochs()})")
