@@ -189,11 +189,8 @@ def read_epoch(source: Source, lanes: list[Lane], label: str, ui: UI, *, device:
                 def ticked(done: int) -> None:
                     if on_tick is not None:
                         on_tick(done)
-                    if shown is None:
-                        tick(done)
-                    else:
-                        count, at = shown.done(done)
-                        tick(count, at=at)
+                    count, at = (done, None) if shown is None else shown.done(done)
+                    tick(count, at=at)
 
                 lane.read(source, ticked)
         except catch as exc:
