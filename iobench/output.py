@@ -238,12 +238,9 @@ def dump(data: Any) -> str:
 
 
 @contextmanager
-def stdout_to_stderr(active: bool) -> Iterator[None]:
+def stdout_to_stderr() -> Iterator[None]:
     """While stdout is kept for the JSON (`--json -`), whatever else writes to file descriptor 1 (rich, fio,
     DataLoader worker processes, libraries) writes to stderr instead."""
-    if not active:
-        yield
-        return
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)

@@ -237,7 +237,7 @@ def measure(settings: Settings, mount: Location, dataset: Path | None, shape: Sh
             out = lock.claim_folder(reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}")
             made.insert(0, out)
         try:
-            with stdout_to_stderr(json_path == STDOUT):
+            with stdout_to_stderr() if json_path == STDOUT else nullcontext():
                 result, stopped = _measure_here(settings, mount, dataset, spec, out, ui, notes, job)
             if stopped is not None:
                 # raised inside the lock, which then leaves its file alone (the storage may have stopped answering)
