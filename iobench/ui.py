@@ -140,8 +140,7 @@ class UI:
                 self.plan, self._run_task = None, None
 
     def _run_words(self) -> str:
-        step = self.plan.current() if self.plan is not None else None
-        if self.plan is None or step is None:
+        if self.plan is None or (step := self.plan.current()) is None:
             return "run"
         k, n, i, m = self.plan.place()
         return f"[bold]{step.phase} {k}/{n}[/]: {step.what} (step {i} of {m})"
