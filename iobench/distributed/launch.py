@@ -152,9 +152,8 @@ class _Watch(threading.Thread):
             elif since is not None and kill_at is None and now - since > self.timeout_s:
                 for r in self.running():
                     self.stopped[r] = _state(self.pids[r])
-                    for sig in (signal.SIGTERM, signal.SIGCONT):
-                        with contextlib.suppress(OSError):
-                            os.killpg(self.pids[r], sig)
+                self._each(signal.SIGTERM)
+                self._each(signal.SIGCONT)
                 kill_at = now + grace_s(self.timeout_s)
             if kill_at is not None and now >= kill_at:
                 self._each(signal.SIGKILL)
@@ -228,9 +227,7 @@ def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int]
             state = f" ({watch.stopped[0]})" if watch.stopped[0] else ""
             lines.append(f"warning: {where(0)} did not end within {timeout_s:g} s of its complete result ({kept})"
                          f"{state}: stopped it; the result stands")
-        for r in sorted(failures):
-            if r == 0:
-                continue
+        for r in sorted(failures.keys() - {0}):
             if r in watch.stopped:
                 state = f" ({watch.stopped[r]})" if watch.stopped[r] else ""
                 lines.append(f"warning: {where(r)} did not end within {timeout_s:g} s of rank 0's result{state}: "
