@@ -23,7 +23,7 @@ import psutil
 
 from iobench.errors import UserError
 from iobench.host.bounded import stalled
-from iobench.host.stall import StorageStalled, Watch, alive, proc_stat
+from iobench.host.stall import StorageStalled, Watch, alive
 from iobench.phases.fio_job import FioJob
 from iobench.phases.fio_json import FioError, FioResult, json_start, parse_fio_output, result_from_json
 from iobench.safefs import write_file
@@ -190,16 +190,13 @@ def _progress(fio_pid: int) -> tuple:
     jobs = [pid for pid in pids if pid != fio_pid]
     out = []
     for pid in sorted(jobs) or [fio_pid]:
-        item: list[int | str] = [pid]
-        try:
-            with open(f"/proc/{pid}/io", encoding="ascii") as f:
-                item += [line.split()[1] for line in f if line.startswith(("rchar", "syscr"))]
+        item: list[float] = [pid]
+        with contextlib.suppress(psutil.Error):  # gone, or not ours to read: what was read so far
+            proc = psutil.Process(pid)
+            io = proc.io_counters()
+            item += [io.read_chars, io.read_count]  # rchar, syscr
             if pid != fio_pid:
-                with open(f"/proc/{pid}/status", encoding="ascii") as f:
-                    item += [line.split()[1] for line in f if "ctxt_switches" in line]
-                item += proc_stat(pid)[11:13]  # utime, stime (fields 14 and 15)
-        except (OSError, IndexError):
-            pass
+                item += [*proc.num_ctx_switches(), *proc.cpu_times()[:2]]  # user, system
         out.append(tuple(item))
     return tuple(out)
 
