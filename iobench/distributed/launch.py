@@ -206,10 +206,6 @@ def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int]
     # ended by SIGTERM counts as stopped (torch's SIGKILL comes only after the grace, seconds later)
     own = sorted((watch.ended.get(r, math.inf), codes[r] in TORCH_STOP, r) for r in failures if r not in watch.stopped)
     first = own[0][2] if own else None
-
-    def on_its_own(r: int) -> bool:
-        return r not in watch.stopped and (r == first or codes[r] not in STOP_CODES)
-
     lines: list[str] = []
     if got:
         sig = signal.Signals(got[0])
@@ -232,7 +228,7 @@ def _outcome(watch: _Watch, failures: dict[int, tuple[int, int]], got: list[int]
                 state = f" ({watch.stopped[r]})" if watch.stopped[r] else ""
                 lines.append(f"warning: {where(r)} did not end within {timeout_s:g} s of rank 0's result{state}: "
                              "stopped it: the result stands")
-            elif on_its_own(r):
+            elif r == first or codes[r] not in STOP_CODES:  # it ended on its own, not stopped by torch
                 lines += [f"warning: {h.removeprefix('iobench: ')}" for h in _held(folder, r)]
                 lines.append(f"warning: {where(r)} {_how(codes[r])} after rank 0's result was complete ({kept}): "
                              "the result stands")
