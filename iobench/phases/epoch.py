@@ -67,7 +67,7 @@ class EpochSpec:
     order_array: np.ndarray | None = None  # replaces the seeded `order` (e.g. a tar stream's)
     willneed: bool = False  # run the WILLNEED prefetcher ahead of the readers
     mitigation: str | None = None  # runs[].mitigation
-    io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S  # no read finished this long: StorageStalled
+    io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # no read finished this long: StorageStalled
 
     def order_of(self, n: int, passes: int = 1) -> np.ndarray:
         if self.order_array is not None:
@@ -241,8 +241,7 @@ def measure_epoch(engine: Engine, source: Source, manifest: Manifest, spec: Epoc
     summarised too, with `complete` false, and the exception returned. `keep`: the lane read (its order and
     recorder) is appended to it, for figures a caller makes of its own (a stream's requests)."""
     conc = engine.concurrency
-    if spec.io_timeout_s is not None:
-        engine.io_timeout_s = spec.io_timeout_s
+    engine.io_timeout_s = spec.io_timeout_s
     eviction, resident = prepare_cache(spec.cache, source.files(), source, conc, spec.epoch, spec.fits_in_ram, ui,
                                         io_timeout_s=spec.io_timeout_s, where=store.open(manifest.root))
     readers = counted(conc, "thread") if engine.name == "threads" else counted(engine.workers or 0, "worker")
