@@ -92,14 +92,13 @@ def step(ctx: RunContext, at: Step) -> AbstractContextManager:
 
 def epoch(ctx: RunContext, at: Step | None, engine: Engine, source: Source, spec: EpochSpec, *,
           around: AbstractContextManager | None = None, keep: list[Lane] | None = None,
-          repeat: int | None = None) -> Run:
+          repeat: int = 0) -> Run:
     """One measured epoch (`at` its step; None: the caller's), read by `engine` from `source` within `around` (e.g.
     a read-ahead set for it), recorded and saved at once. An epoch cut short is recorded too, then ends the run,
     its error saying where the result was kept (a stall or Ctrl-C through `run_phases`)."""
     with step(ctx, at) if at is not None else nullcontext(), around or nullcontext():
         run, error = measure_epoch(engine, source, ctx.manifest, spec, ctx.ui, keep=keep)
-    if repeat is not None:
-        run.repeat = repeat
+    run.repeat = repeat  # replay's --repeat pass (0 elsewhere, as summarize made it)
     ctx.warn(engine.left_behind)  # readers stuck in IO (a stall, or Ctrl-C on a hung storage)
     ctx.record(run)
     if isinstance(error, UserError) and not isinstance(error, StorageStalled):  # a stall's note is run_phases'
