@@ -319,8 +319,6 @@ def _train(ctx: RunContext, pipeline: str = RAW) -> None:
     has no replay rate of its own: its walk starts at 1 GPU."""
     manifest, settings, result, ui = ctx.manifest, ctx.settings, ctx.result, ctx.ui
     epoch = len(result.runs)
-    if settings.rate_per_gpu is None:
-        return
     if settings.engine != "dataloader":
         result.warnings.append("GPUs fed is predicted, not confirmed: training runs need --engine dataloader")
         return
