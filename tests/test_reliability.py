@@ -1,5 +1,5 @@
-"""Issue 25's cases on a real file system and the real CLI: a dataset picked by its whole shape, a FIFO planted in
-a dataset during a run, stdout closed under `--json -`."""
+"""What must hold of a run whose dataset or output misbehaves, on a real file system and the real CLI: a dataset
+picked by its whole shape, a FIFO planted in a dataset during a run, stdout closed under `--json -`."""
 
 from __future__ import annotations
 

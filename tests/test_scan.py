@@ -246,7 +246,7 @@ def test_the_cli_says_which_happened_on_stderr_only(tmp_path, capsys):
 
 @pytest.mark.parametrize("change", ["truncate", "grow"])
 def test_a_file_resized_in_place_is_never_served_from_the_cache(tmp_path, change):
-    """Issue 25: a file truncated (or appended to) in place keeps its folder's mtime; its cached size must not
+    """A file truncated (or appended to) in place keeps its folder's mtime; its cached size must not
     survive into the manifest (dataset.bytes, fio's file sizes). A real tree on the local disk."""
     root = imagefolder(tmp_path / "tree")
     said: list[str] = []
