@@ -29,7 +29,6 @@ from iobench.answer.rules import (
     demand,
     floor_to,
     gpus_for,
-    gpus_range,
     mean_by_concurrency,
     near_line,
     pct,
@@ -167,9 +166,9 @@ def ceiling(result: Result, name: str | None = None) -> Ceiling | None:
 
 
 def count_of(x: float, spread: Spread, rate: float, tau: float, whose: str = "the storage's ", fed: int = 0) -> Count:
-    """GPUs a figure feeds (at least `fed`, what a training run fed), a range within its spread of a line; `near`
-    names the nearer of the demands of that count and one more."""
-    low, high = (max(n, fed) for n in gpus_range(x, spread, rate, tau))
+    """GPUs a figure feeds (at least `fed`, what a training run fed) at the low and the high end of its spread (a
+    range where they differ); `near` names the nearer of the demands of that count and one more."""
+    low, high = (max(gpus_for(y, rate, tau), fed) for y in (spread.low(x), spread.high(x)))
     line = min((demand(n, rate, tau) for n in (low, low + 1) if n > 0), key=lambda d: abs(d - x))
     near = f"{whose}{x:,.0f} samples/s against the {line:,.0f} that {round(line / (rate * tau))} need"
     return Count(low, high, False, near, near_line(x, line, spread))

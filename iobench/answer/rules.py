@@ -431,12 +431,6 @@ def raw_spread(b: RawPoint) -> Spread:
     return ASSUMED
 
 
-def gpus_range(samples_per_s: float, spread: Spread, rate_per_gpu: float, au_target: float) -> tuple[int, int]:
-    """GPUs fed at the low and the high end of a figure's spread: equal when the count does not depend on it."""
-    return (gpus_for(spread.low(samples_per_s), rate_per_gpu, au_target),
-            gpus_for(spread.high(samples_per_s), rate_per_gpu, au_target))
-
-
 def steady_rate(run: Run) -> float:
     """A run's samples/s once its first batch arrived: what a bigger epoch reads at, start-up paid once."""
     first = run.first_batch_s
