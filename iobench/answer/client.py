@@ -399,10 +399,8 @@ def storage_line(result: Result, store: StorageFigure | None, best: Run | None, 
     """The evidence line of the storage figure: what measured it, its p99, its sweep, its spread."""
     if store is None:
         return "Storage: no valid cold run, so no storage figure."
-    text = f"Storage: {store.samples_per_s:,.0f} samples/s cold ({store.what}"
-    if store.mb_per_s:
-        text += f", {store.mb_per_s:,.0f} MB/s"
-    text += ")"
+    mb = f", {store.mb_per_s:,.0f} MB/s" if store.mb_per_s else ""
+    text = f"Storage: {store.samples_per_s:,.0f} samples/s cold ({store.what}{mb})"
     if store.lower_bound and store.run is not None and store.run.measures == "decode":
         text += ", at least: decoding took most of each reader's time while measuring it"
     elif store.lower_bound:
@@ -654,13 +652,12 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
         if pipe is None and store is not None:
             first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} {raw_unit(result)} cold "
                      f"({store.what}).")
-        else:
+        else:  # a pipeline figure (with or without the storage's: not neither, answered above)
             assert pipe is not None
             first = (f"{where} gives {store.samples_per_s:,.0f} samples/s cold ({store.what}); this client's pipeline "
                      f"delivered {pipe.samples_per_s:,.0f}." if store else
                      f"{where}: no cold run, so no storage figure; this client's pipeline delivered "
                      f"{pipe.samples_per_s:,.0f} samples/s.")
-        if pipe is not None:
             evidence.append(client_line(result, pipe, named))
         return said(s, first, evidence + extra, notes, **fields)
 

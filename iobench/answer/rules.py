@@ -317,9 +317,7 @@ def saturated(cores_used: float | None, busy_pct: float | None, usable: float | 
 
 def cpu_saturated(cpu: Cpu | None, result: Result) -> bool:
     """`saturated` for a run's CPU figures on this result's host."""
-    if cpu is None:
-        return False
-    return saturated(cpu.iobench_cores, cpu.system_busy_pct, usable_cores(result))
+    return cpu is not None and saturated(cpu.iobench_cores, cpu.system_busy_pct, usable_cores(result))
 
 
 def cpu_words(cpu: Cpu | None, result: Result) -> str:
