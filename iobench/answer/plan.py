@@ -444,9 +444,8 @@ def rate_kind_of(result: Result) -> str | None:
 def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) -> Measured | None:
     """What `result` says the storage gives, set against `p`'s demand; None when it has no run to tell. The CPU per
     sample is that of input pipeline `pipeline` (default: the result's first)."""
-    runs = replay_runs(result)
     pool = storage_runs(result)
-    warm = [r for r in runs if r.cache == "warm"]
+    warm = [r for r in replay_runs(result) if r.cache == "warm"]
     notes: list[str] = []
     job = job_run(result) if result.distributed is not None else None
     fig = storage_figure(result) if job is None else None
@@ -533,7 +532,7 @@ def from_result(p: CapacityPlan, result: Result, pipeline: str | None = None) ->
         # the storage figure comes from (m.p50_ms, the one the sentence names; a floor: a request's latency grows
         # as the storage nears its limit)
         extra["in_flight_needed"] = p.minimum_samples_per_s * m.p50_ms / 1000.0 if m.p50_ms else None
-    return Measured(**{**m.__dict__, **extra})
+    return replace(m, **extra)
 
 
 def _cache_whatif(p: CapacityPlan, result: Result, storage: float, cached: float) -> list[CacheWhatIf]:
@@ -652,10 +651,10 @@ def plan(gpu: str, gpus: int, model: str, dataset_files: int = IMAGENET_FILES, m
         measured = from_result(p, result, _pipeline_of(result, pipeline))
         if measured is not None and result.distributed is not None:
             points = scaling(series or [result])
-            measured = Measured(**{**measured.__dict__, "scaling": points if len(points) > 1 else [],
-                                   "scaling_note": scaling_sentence(points)})
+            measured = replace(measured, scaling=points if len(points) > 1 else [],
+                               scaling_note=scaling_sentence(points))
         cpu = _measured_cpu(p, measured) if measured is not None and measured.cpu_us_per_sample else {}
-        with_result = CapacityPlan(**{**p.__dict__, "measured": measured, **cpu})
+        with_result = replace(p, measured=measured, **cpu)
         printable(with_result)
     except Implausible as exc:  # the result's figures: read back in range, yet no storage gives them
         raise Implausible(f"{exc}, from the result of {result.mount.fstype} at {result.mount.path}: not plausible "
