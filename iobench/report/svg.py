@@ -35,10 +35,7 @@ def _esc(x: object) -> str:
 def _nice_step(span: float, n: int = 5) -> float:
     raw = span / max(n, 1)
     mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
-    for m in (1, 2, 2.5, 5, 10):
-        if m * mag >= raw:
-            return m * mag
-    return 10 * mag
+    return next((m * mag for m in (1, 2, 2.5, 5) if m * mag >= raw), 10 * mag)
 
 
 def linear_ticks(lo: float, hi: float) -> list[float]:
