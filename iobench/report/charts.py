@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import cycle
 
-from iobench.answer.rules import replay_runs
+from iobench.answer.rules import mean_by_concurrency, replay_runs
 from iobench.answer.words import raw_tool
 from iobench.report.facts import Facts
 from iobench.report.format import gpu_name, readers, short
@@ -37,12 +37,12 @@ class Figure:
 def _curves(result: Result) -> list[tuple[str, str, list[tuple[float, float]]]]:
     """(cache, order/decode name, [(requests in flight: the readers for files, mean samples/s)]) for the replay
     sweep, cold first."""
-    groups: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    groups: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
     for r in replay_runs(result):
         kind = r.order + (", decode" if r.decode else "") + ("" if r.source == "files" else f", {r.source}")
-        groups[(r.cache, kind)][r.in_flight].append(r.samples_per_s)
-    return [(cache, kind, [(float(c), sum(v) / len(v)) for c, v in sorted(by_c.items())])
-            for (cache, kind), by_c in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1]))]
+        groups[(r.cache, kind)].append((r.in_flight, r.samples_per_s))
+    return [(cache, kind, [(float(c), mean) for c, mean in mean_by_concurrency(points).items()])
+            for (cache, kind), points in sorted(groups.items(), key=lambda kv: (kv[0][0] != "cold", kv[0][1]))]
 
 
 def _raw_curves(result: Result) -> list[tuple[str, list[tuple[float, float]]]]:
