@@ -81,16 +81,11 @@ class Pipeline:
 class Count:
     """GPUs fed, as a range when the evidence is within its spread of a GPU boundary."""
 
-    low: int
+    low: int  # the count stated (a borderline count is never rounded up)
     high: int
     confirmed: bool  # training runs measured it
     near: str = ""  # which figure sits nearest which line (said when borderline, or close to it)
     close: bool = False  # a figure of one run within 5% of its line: no range claimed, but said
-
-    @property
-    def value(self) -> int:
-        """The count stated: the low end (a borderline count is never rounded up)."""
-        return self.low
 
     @property
     def borderline(self) -> bool:
@@ -648,7 +643,7 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
             first_invalid = invalid[0].invalid_reason if invalid else "none was made"
             evidence += [need_line(s), f"For this client's answer, read more: --files {advised_files(result):,} or "
                                         f"more (no loader run counted; the first: {first_invalid}).", *extra]
-            return said(s, first, evidence, notes, storage_gpus_fed=fed.value, storage_gpus_range=fed.range, **fields)
+            return said(s, first, evidence, notes, storage_gpus_fed=fed.low, storage_gpus_range=fed.range, **fields)
         if pipe is None and store is not None:
             first = (f"{raw_baseline(result)} only: {where} gives {store.samples_per_s:,.0f} {raw_unit(result)} cold "
                      f"({store.what}).")
@@ -671,7 +666,7 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
     asked_n = asked_for(result, store, pipe_spread, capacity)
     limit, other, why = limit_of(result, store, pipe, pipe_spread, rising, plateau_of(result, sat, best),
                                asked_n.client_fed if asked_n else None)
-    if storage_count is not None and client.value > storage_count.value and limit in CLIENT_SIDE:
+    if storage_count is not None and client.low > storage_count.low and limit in CLIENT_SIDE:
         # never "the storage feeds 2 ... this client feeds 3: its input pipeline is the limit": the client fed more
         # than the storage's cold figure only where it read faster than that (warm, or within a spread)
         limit, other, why = "storage", None, (
@@ -682,10 +677,10 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
         evidence += mlperf_line(s, store)
     evidence.append(client_line(result, pipe, named))
     predicted = gpus_for(capacity, rate, tau)
-    if client.confirmed and client.value < predicted:
-        over = [r for r in training_runs(result) if r.gpus == client.value + 1]
+    if client.confirmed and client.low < predicted:
+        over = [r for r in training_runs(result) if r.gpus == client.low + 1]
         batch = over[-1].batch_size or s.batch_size if over else s.batch_size
-        evidence.append(f"The measured rates would feed {predicted}, but the training run at {client.value + 1} "
+        evidence.append(f"The measured rates would feed {predicted}, but the training run at {client.low + 1} "
                         f"starved: each GPU waits on its own loader between steps (a batch of {batch} every "
                         f"{1000 * batch / rate:,.1f} ms), a cost the rates alone do not show.")
     evidence.append(why)
@@ -702,7 +697,7 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
                             f"({100 * spread.value:.1f}% {spread.words}).")
         elif count is not None and count.close:
             evidence.append(f"Near the line: {count.near} (within {UNSTABLE:.0%}, what MLPerf Storage lets repeats "
-                            f"differ by): one run measures no spread, so whether identical runs give {count.value} "
+                            f"differ by): one run measures no spread, so whether identical runs give {count.low} "
                             "too is not shown; --repeat 3 measures it.")
     first = first_line(result, store, storage_count, client, limit, other, asked_n,
                        pipe.run.cpu_us_per_sample if named else None)
@@ -710,8 +705,8 @@ def _answer(result: Result, named: bool, extra: list[str]) -> Verdict:
         fields.update(asked_fed=asked_n.fed, asked_by=asked_n.by, asked_client_fed=asked_n.client_fed,
                       asked_confirmed=asked_n.confirmed)
     return said(s, first, evidence + extra, notes, limit=limit, limit_or=other,
-                storage_gpus_fed=storage_count.value if storage_count else None,
-                storage_gpus_range=storage_count.range if storage_count else None, client_gpus_fed=client.value,
+                storage_gpus_fed=storage_count.low if storage_count else None,
+                storage_gpus_range=storage_count.range if storage_count else None, client_gpus_fed=client.low,
                 gpus_fed_confirmed=client.confirmed, client_gpus_range=client.range,
                 borderline=bool(client.borderline or (storage_count and storage_count.borderline)
                                 or (asked_n and asked_n.borderline)), **fields)
