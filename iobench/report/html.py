@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iobench.answer.rules import times
+from iobench.answer.rules import times, usable_cores
 from iobench.answer.words import LIMITS, count_words, raw_tool
 from iobench.report import charts
 from iobench.report.compare import (
@@ -104,7 +104,7 @@ def _client_big(result: Result, f: Facts) -> Big | None:
         badges = [("warn", "predicted from the measured rates")]
     if v.client_gpus_range:
         badges.append(("warn", "borderline: an AU within its run-to-run spread of the target"))
-    cores = result.host.cpus_usable or result.host.cpus
+    cores = usable_cores(result)
     limit = f"; limit: {LIMITS[v.limit].title.lower()}" if v.limit and v.limit != "gpu" else ""
     return Big(count_words(n, v.client_gpus_range), "", f"fed by this {cores:g}-core client{limit}" if cores else
                f"fed by this client{limit}", badges)
