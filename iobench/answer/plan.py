@@ -254,8 +254,7 @@ class CapacityPlan:
 
 def rate_text(x: float) -> str:
     """4677.3 -> "4,677.3", 100.0 -> "100"."""
-    text = f"{x:,.1f}"
-    return text[:-2] if text.endswith(".0") else text
+    return f"{x:,.1f}".removesuffix(".0")
 
 
 def mixed_kinds(figures: Iterable[tuple[str, float | None, str | None]]) -> str | None:
