@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from iobench import pipelines
 from iobench.answer.cluster import STRAGGLER, as_client, host_cpu, job_runs, waits, where_rank
 from iobench.answer.rules import (
+    ADVICE_MARGIN,
     ASSUMED,
     CPU_SATURATED,
     MIN_BATCHES_PER_READER,
@@ -504,7 +505,7 @@ def no_answer(result: Result, invalid: list[Run]) -> list[str]:
     raw = [b for b in (result.baseline.points if result.baseline else []) if b.cache == "cold"]
     if not s.replay and raw:
         fastest = max(b.samples_per_s for b in raw)
-        files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))
+        files = round_files(max(2 * MIN_SECONDS * fastest, 2 * result.dataset.files))  # fio's rate: no loader start-up
         return [f"{raw_baseline(result)} only, and no storage figure: read more, --files {files:,} or more.",
                 f"Every cold {raw_tool(result)} run lasted under {MIN_SECONDS} s (the fastest read {fastest:,.0f} "
                 "files/s; a cold run cannot loop over its files)."]
@@ -516,13 +517,13 @@ def no_answer(result: Result, invalid: list[Run]) -> list[str]:
     return [f"No valid measurement, so no GPU count: read more, {more}.",
             f"{len(invalid)} run(s) left out; the first: {invalid[0].invalid_reason}.",
             f"{files:,} files give each reader {MIN_BATCHES_PER_READER} batches or more and an epoch of "
-            f"{MIN_SECONDS} s or more at twice the fastest rate measured."]
+            f"{MIN_SECONDS} s or more at {ADVICE_MARGIN}x the fastest rate measured."]
 
 
 def advised_files(result: Result) -> int:
     """A dataset size that meets every rule a run is judged by, at the rates this result measured: 10 batches per
-    reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at twice
-    the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
+    reader at the most readers, 11 steps per GPU for the GPUs asked about, and an epoch of MIN_SECONDS at ADVICE_MARGIN
+    times the fastest steady rate any of its runs reached (`steady_rate`: a short epoch is mostly its DataLoader's
     start-up, and a bigger one reads faster). A distributed run's: 11 steps for each rank, at its epochs' rate."""
     s, d = result.settings, result.distributed
     batch = s.batch_size if s.engine == "dataloader" or d else 1
@@ -530,7 +531,7 @@ def advised_files(result: Result) -> int:
     if d is None:
         need += [MIN_BATCHES_PER_READER * batch * max(max(s.concurrency or [1]), 1), result.dataset.files + 1]
     fastest = max((steady_rate(r) for r in result.runs if d is None or r.ranks), default=0.0)
-    return round_files(max(*need, math.ceil(2 * MIN_SECONDS * fastest)))
+    return round_files(max(*need, math.ceil(ADVICE_MARGIN * MIN_SECONDS * fastest)))
 
 
 def note_lines(result: Result, invalid: list[Run]) -> list[str]:
@@ -735,7 +736,7 @@ def _job_answer(result: Result) -> Verdict:
         advised = advised_files(result)
         first = f"No valid distributed epoch ({why}), so no answer for {nodes}: read more, --files {advised:,} or more."
         evidence = [f"{advised:,} files give each rank {MIN_TRAIN_STEPS + 1} batches of {s.batch_size} or more and "
-                    f"epochs of {MIN_SECONDS} s or more at twice the fastest rate measured."]
+                    f"epochs of {MIN_SECONDS} s or more at {ADVICE_MARGIN}x the fastest rate measured."]
         return said(s, first, evidence, notes, **fields)
     temp = pool[0].cache  # cold, or warm where no cold epoch was valid
     run = min(pool, key=lambda r: r.samples_per_s)  # the slowest valid epoch decides: the job must get through each
