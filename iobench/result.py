@@ -342,7 +342,7 @@ class Verdict(Model):
     unstable: bool = Field(False, description="the storage figure's configuration spread over 5% across "
                                               "--repeat runs: it does not repeat (see `stats`)")
     still_rising: bool = Field(
-        False, description="the most readers measured gave > 10% more than the count before: more may give more")
+        False, description="the most readers measured gave > 10% more than any fewer readers did: more may give more")
     order: str | None = Field(None, description="order of the best run")
 
     @model_validator(mode="before")

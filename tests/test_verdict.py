@@ -79,6 +79,14 @@ def test_still_rising_has_no_saturation_point_and_is_not_the_storage():
     assert v.limit == "input-pipeline" and "the storage's own limit was not reached" in v.text
 
 
+def test_a_dip_in_the_middle_of_the_sweep_is_not_a_rise():
+    """sshfs at 8 ms once gave 234, 188 and 213 files/s at 16, 32 and 64 readers: 64 gave > 10% more than 32 but less
+    than 16, so more readers bought nothing; a sweep that rises throughout still rises."""
+    v = verdict(_result([_run(16, 234), _run(32, 188), _run(64, 213)], **H200))
+    assert not v.still_rising and v.saturates_at == 16 and "still rising" not in v.text
+    assert verdict(_result([_run(16, 100), _run(32, 104), _run(64, 115)], **H200)).still_rising
+
+
 def test_storage_limit_needs_the_loaders_at_the_storage_figure_and_no_more_from_more_readers():
     v = verdict(_result([_run(1, 1000), _run(4, 2500), _run(16, 2550)], fio=[_fio(16, 2500)], **H200))
     assert (v.limit, v.storage_gpus_fed, v.client_gpus_fed, v.gpus_fed_confirmed) == ("storage", 2, 2, False)

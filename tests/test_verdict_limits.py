@@ -254,7 +254,7 @@ def test_sshfs_with_added_latency_is_the_limit(tmp_path):
     cold = {x["concurrency"]: x for x in replay_runs(r) if x["cache"] == "cold"}
     # preconditions: more readers stopped giving more (the verdict's rule), and iobench was far from busy
     assert sorted(cold) == [16, 32, 64]
-    assert cold[64]["samples_per_s"] <= RISING * cold[32]["samples_per_s"]
+    assert cold[64]["samples_per_s"] <= RISING * max(cold[16]["samples_per_s"], cold[32]["samples_per_s"])
     assert all(x["cpu"]["iobench_cores"] < 0.5 * r["host"]["cpus"] for x in cold.values())
     v = r["verdict"]
     assert v["limit"] == "storage", v["text"]

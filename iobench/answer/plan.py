@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from iobench import pipelines
 from iobench.answer.client import asked, ceiling
 from iobench.answer.cluster import job_run
-from iobench.answer.rules import RISING, gpus_for, mean_by_concurrency, replay_runs, storage_figure, storage_runs
 from iobench.answer.rules import demand as need
+from iobench.answer.rules import gpus_for, mean_by_concurrency, replay_runs, still_rising, storage_figure, storage_runs
 from iobench.answer.words import raw_depth, raw_tool, server_cache_note
 from iobench.answer.words import readers as readers_of
 from iobench.dataset.sizes import IMAGENET_MEAN
@@ -565,7 +565,7 @@ def _concurrency_whatif(p: CapacityPlan, ref: Run, pool: list[Run], warm: float 
     # the readers; for objects x --in-flight
     means = mean_by_concurrency((r.in_flight, r.samples_per_s) for r in pool if r.order == ref.order)
     concs = list(means)
-    rising = len(concs) < 2 or (ref.in_flight == concs[-1] and means[concs[-1]] > RISING * means[concs[-2]])
+    rising = len(concs) < 2 or (ref.in_flight == concs[-1] and still_rising(means))
     if not rising:
         unit = "requests in flight" if ref.source == "objects" else "readers"
         cap, reason = ref.samples_per_s, (f"capped at the best cold rate: the sweep ({', '.join(map(str, concs))} "
