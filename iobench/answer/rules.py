@@ -27,8 +27,8 @@ MIN_BATCHES_PER_READER = 10  # fewer, and start-up and the last half-empty batch
 MIN_TRAIN_STEPS = 10  # batches per GPU after the first (AU's window) for a training run's AU to mean anything
 MIN_SECONDS = 0.5  # a shorter epoch is mostly start-up and timer noise
 # An advised --files lasts MIN_SECONDS at this many times the fastest rate measured: a short epoch reads slower than
-# a bigger one (its start-up and tail weigh more): 2 ranks read 400 files at 4,071 samples/s and the 4,100 advised at
-# 2x at 10,119, an epoch of 0.49 s (a busy 2-core host)
+# a bigger one (its start-up and tail weigh more). On a busy 2-core host 2 ranks read 400 files at 4,071 samples/s,
+# then the 4,100 a margin of 2 advised at 10,119: an epoch of 0.49 s, too short again
 ADVICE_MARGIN = 3
 EPOCH_TARGET_S = 2 * MIN_SECONDS  # a short warm epoch is read again as passes lasting about this (answer/sizing.py)
 COLD_MAX = 0.05  # at most 5% of sampled pages cached before a cold epoch: it measures storage
